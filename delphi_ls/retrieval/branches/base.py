@@ -1,0 +1,40 @@
+"""The one shape every branch has: ``search(query, ctx) -> ranked files with evidence``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from ..query import QueryInfo
+
+if TYPE_CHECKING:
+    from ..context import SearchContext
+
+
+@dataclass
+class Hit:
+    path: str
+    score: float
+    chunk_ids: list[str] = field(default_factory=list)  # best evidence first
+    note: str = ""
+
+
+class Branch(Protocol):
+    name: str
+
+    def search(self, q: QueryInfo, ctx: SearchContext) -> list[Hit]: ...
+
+
+def files_from_chunks(rows: Iterable[tuple[str, str, float]], limit: int, note: str = "") -> list[Hit]:
+    """Chunk hits (id, path, score), best first -> file hits ranked by their best chunk."""
+    by_path: dict[str, Hit] = {}
+    for cid, path, score in rows:
+        h = by_path.get(path)
+        if h is None:
+            if len(by_path) >= limit:
+                continue
+            by_path[path] = Hit(path, score, [cid], note)
+        elif len(h.chunk_ids) < 3:
+            h.chunk_ids.append(cid)
+    return list(by_path.values())

@@ -1,0 +1,195 @@
+"""The one validated settings object.
+
+Sources, later ones winning: defaults, ``delphi.toml`` or ``[tool.delphi]`` in the
+workspace's ``pyproject.toml``, ``DELPHI_*`` environment variables, then explicit
+overrides (CLI flags, LSP ``initializationOptions``). Keys may be written in
+snake_case or camelCase. A bad value raises :class:`SettingsError` naming the key;
+nothing falls back silently.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+EMBEDDERS = ("potion-base-8M", "minilm-l6-int8")
+BRANCHES = ("vector", "bm25", "symbol", "path", "trigram", "anchor", "anchor_tests")
+
+
+class SettingsError(ValueError):
+    """A setting has a bad value; ``key`` names it."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"setting '{key}': {message}")
+        self.key = key
+
+
+@dataclass
+class Settings:
+    # Where the index lives; default: the user's cache dir, one folder per workspace.
+    index_dir: Path | None = None
+    # A `chroma run` server shared by a team; default: embedded PersistentClient.
+    chroma_url: str | None = None
+    embedder: str = "potion-base-8M"
+    # Vectors off means lexical branches only (health says so).
+    vectors: bool = True
+    max_file_bytes: int = 1_000_000
+    chunk_chars: int = 1500
+    extra_ignores: list[str] = field(default_factory=list)
+    # Cross-encoder: "off", or a folder holding model.onnx + tokenizer.json.
+    reranker: str = "off"
+    reranker_window: int = 20
+    reranker_weight: float = 0.3
+    rrf_k: int = 60
+    branch_weights: dict[str, float] = field(default_factory=dict)
+    path_cap_per_dir: int = 3
+    trace_file: Path | None = None
+    embed_batch: int = 64
+
+    def weight(self, branch: str, default: float) -> float:
+        return self.branch_weights.get(branch, default)
+
+    @classmethod
+    def load(cls, workspace: Path | None = None, overrides: dict[str, Any] | None = None,
+             env: dict[str, str] | None = None) -> Settings:
+        raw: dict[str, Any] = {}
+        if workspace is not None:
+            raw.update(_file_settings(workspace))
+        raw.update(_env_settings(os.environ if env is None else env))
+        raw.update(overrides or {})
+        return cls.from_dict(raw)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Settings:
+        s = cls()
+        known = {f.name: f for f in fields(cls)}
+        for key, value in raw.items():
+            name = _snake(key)
+            if name not in known:
+                raise SettingsError(key, f"unknown setting (known: {', '.join(sorted(known))})")
+            if value is None and name in ("index_dir", "chroma_url", "trace_file"):
+                setattr(s, name, None)
+                continue
+            setattr(s, name, _coerce(key, name, value))
+        s.validate()
+        return s
+
+    def validate(self) -> None:
+        if self.embedder not in EMBEDDERS and not (Path(self.embedder).expanduser() / "model.safetensors").is_file():
+            raise SettingsError("embedder", f"{self.embedder!r} is not one of {', '.join(EMBEDDERS)} "
+                                "nor a folder holding a model2vec model.safetensors")
+        for key in ("max_file_bytes", "chunk_chars", "reranker_window", "rrf_k", "path_cap_per_dir", "embed_batch"):
+            if getattr(self, key) <= 0:
+                raise SettingsError(key, "must be a positive integer")
+        if self.chunk_chars < 200:
+            raise SettingsError("chunk_chars", "must be at least 200")
+        if not 0.0 <= self.reranker_weight <= 1.0:
+            raise SettingsError("reranker_weight", "must be between 0 and 1")
+        for b, w in self.branch_weights.items():
+            if b not in BRANCHES:
+                raise SettingsError("branch_weights", f"unknown branch {b!r} (known: {', '.join(BRANCHES)})")
+            if not isinstance(w, (int, float)) or w < 0:
+                raise SettingsError("branch_weights", f"weight of {b!r} must be a number >= 0")
+        if self.chroma_url is not None and not re.match(r"^https?://[^/\s]+", self.chroma_url):
+            raise SettingsError("chroma_url", f"{self.chroma_url!r} is not an http(s) URL")
+
+    def index_path(self, workspace: Path) -> Path:
+        if self.index_dir is not None:
+            return Path(self.index_dir).expanduser()
+        root = workspace.resolve()
+        digest = hashlib.sha1(str(root).encode()).hexdigest()[:12]
+        return Path(platformdirs.user_cache_dir("delphi")) / f"{root.name or 'root'}-{digest}"
+
+    def as_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        return {k: (str(v) if isinstance(v, Path) else v) for k, v in d.items()}
+
+
+def _snake(key: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", key).lower().replace("-", "_")
+
+
+def _coerce(key: str, name: str, value: Any) -> Any:
+    default = getattr(Settings(), name)
+    if name in ("index_dir", "trace_file"):
+        if not isinstance(value, (str, Path)) or not str(value):
+            raise SettingsError(key, "must be a path")
+        return Path(value).expanduser()
+    if name == "chroma_url":
+        if not isinstance(value, str):
+            raise SettingsError(key, "must be a URL string")
+        return value
+    if isinstance(default, bool):
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+            return value.lower() in ("1", "true", "yes", "on")
+        raise SettingsError(key, f"must be true or false, got {value!r}")
+    if isinstance(default, int):
+        try:
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError
+            return int(value)
+        except (TypeError, ValueError):
+            raise SettingsError(key, f"must be an integer, got {value!r}") from None
+    if isinstance(default, float):
+        try:
+            if isinstance(value, bool):
+                raise ValueError
+            return float(value)
+        except (TypeError, ValueError):
+            raise SettingsError(key, f"must be a number, got {value!r}") from None
+    if isinstance(default, str):
+        if not isinstance(value, str):
+            raise SettingsError(key, f"must be a string, got {value!r}")
+        return value
+    if isinstance(default, list):
+        if isinstance(value, str):
+            value = [v for v in value.split(",") if v]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise SettingsError(key, "must be a list of strings")
+        return list(value)
+    if isinstance(default, dict):
+        if isinstance(value, str):
+            try:
+                value = {k: float(v) for k, v in (kv.split("=") for kv in value.split(",") if kv)}
+            except ValueError:
+                raise SettingsError(key, "must look like 'bm25=1.0,vector=0.8'") from None
+        if not isinstance(value, dict):
+            raise SettingsError(key, "must be a table of branch -> weight")
+        return dict(value)
+    raise SettingsError(key, "unsupported type")  # pragma: no cover
+
+
+def _file_settings(workspace: Path) -> dict[str, Any]:
+    toml = workspace / "delphi.toml"
+    try:
+        if toml.is_file():
+            with toml.open("rb") as f:
+                return dict(tomllib.load(f))
+        pyproject = workspace / "pyproject.toml"
+        if pyproject.is_file():
+            with pyproject.open("rb") as f:
+                return dict(tomllib.load(f).get("tool", {}).get("delphi", {}))
+    except tomllib.TOMLDecodeError as e:
+        raise SettingsError(str(toml if toml.is_file() else workspace / "pyproject.toml"), f"not valid TOML: {e}") from None
+    return {}
+
+
+def _env_settings(env: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    names = {f.name for f in fields(Settings)}
+    for k, v in env.items():
+        if k.startswith("DELPHI_"):
+            name = k[len("DELPHI_"):].lower()
+            if name in names:
+                out[name] = v
+    return out

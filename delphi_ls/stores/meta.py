@@ -1,0 +1,239 @@
+"""The manifest: files with their content hashes, chunks, symbols, skips, state.
+
+SQLite in WAL mode is the source of truth for what is indexed. A file's row is
+written only after its chunks reached the lexical store, so a run killed at any
+point leaves files whose stored hash differs from the disk, and the next run
+redoes exactly those.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS files (
+  path TEXT PRIMARY KEY, hash TEXT NOT NULL, size INTEGER, mtime_ns INTEGER, kind TEXT,
+  language TEXT, n_chunks INTEGER, replaced INTEGER DEFAULT 0, note TEXT
+);
+CREATE TABLE IF NOT EXISTS chunks (
+  id TEXT PRIMARY KEY, path TEXT NOT NULL, ord INTEGER, start_line INTEGER, end_line INTEGER,
+  symbols TEXT, kind TEXT, content_hash TEXT, text TEXT, embedded INTEGER DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path);
+CREATE INDEX IF NOT EXISTS chunks_embedded ON chunks(embedded);
+CREATE TABLE IF NOT EXISTS symbols (
+  name TEXT, kind TEXT, path TEXT, line INTEGER, end_line INTEGER, container TEXT
+);
+CREATE INDEX IF NOT EXISTS symbols_path ON symbols(path);
+CREATE INDEX IF NOT EXISTS symbols_name ON symbols(name);
+CREATE TABLE IF NOT EXISTS skipped (path TEXT PRIMARY KEY, reason TEXT);
+CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS embed_cache (
+  model TEXT, content_hash TEXT, vec BLOB, PRIMARY KEY (model, content_hash)
+);
+"""
+
+
+@dataclass
+class ChunkRow:
+    id: str
+    path: str
+    ord: int
+    start_line: int
+    end_line: int
+    symbols: list[str]
+    kind: str
+    content_hash: str
+    text: str
+
+
+class MetaStore:
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self.db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self.db.close()
+
+    # --- state -------------------------------------------------------------
+    def get_state(self, key: str, default: Any = None) -> Any:
+        with self._lock:
+            row = self.db.execute("SELECT value FROM state WHERE key=?", (key,)).fetchone()
+        return json.loads(row[0]) if row else default
+
+    def set_state(self, key: str, value: Any) -> None:
+        with self._lock:
+            self.db.execute("INSERT OR REPLACE INTO state VALUES (?, ?)", (key, json.dumps(value)))
+
+    # --- files -------------------------------------------------------------
+    def file_hashes(self) -> dict[str, tuple[str, int, int]]:
+        with self._lock:
+            rows = self.db.execute("SELECT path, hash, size, mtime_ns FROM files").fetchall()
+        return {p: (h, s, m) for p, h, s, m in rows}
+
+    def files(self) -> list[tuple[str, str, int]]:
+        """(path, kind, n_chunks) for every indexed file."""
+        with self._lock:
+            return self.db.execute("SELECT path, kind, n_chunks FROM files ORDER BY path").fetchall()
+
+    def file_info(self, path: str) -> tuple[str, str, int] | None:
+        with self._lock:
+            return self.db.execute("SELECT kind, language, size FROM files WHERE path=?", (path,)).fetchone()
+
+    def replace_file(self, path: str, hash_: str, size: int, mtime_ns: int, kind: str, language: str,
+                     chunks: list[ChunkRow], symbols: list[tuple[str, str, int, int, str]], replaced: bool,
+                     reuse_embedded: set[str]) -> None:
+        with self._lock:
+            self.db.execute("BEGIN")
+            try:
+                self.db.execute("DELETE FROM chunks WHERE path=?", (path,))
+                self.db.execute("DELETE FROM symbols WHERE path=?", (path,))
+                self.db.executemany(
+                    "INSERT OR REPLACE INTO chunks VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    [(c.id, c.path, c.ord, c.start_line, c.end_line, json.dumps(c.symbols), c.kind,
+                      c.content_hash, c.text, 1 if c.id in reuse_embedded else 0) for c in chunks],
+                )
+                self.db.executemany("INSERT INTO symbols VALUES (?,?,?,?,?,?)",
+                                    [(n, k, path, ln, en, cont) for n, k, ln, en, cont in symbols])
+                self.db.execute("DELETE FROM skipped WHERE path=?", (path,))
+                self.db.execute(
+                    "INSERT OR REPLACE INTO files VALUES (?,?,?,?,?,?,?,?,NULL)",
+                    (path, hash_, size, mtime_ns, kind, language, len(chunks), int(replaced)),
+                )
+                self.db.execute("COMMIT")
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+
+    def touch_file(self, path: str, size: int, mtime_ns: int) -> None:
+        with self._lock:
+            self.db.execute("UPDATE files SET size=?, mtime_ns=? WHERE path=?", (size, mtime_ns, path))
+
+    def remove_files(self, paths: Iterable[str]) -> None:
+        with self._lock:
+            self.db.execute("BEGIN")
+            for p in paths:
+                self.db.execute("DELETE FROM files WHERE path=?", (p,))
+                self.db.execute("DELETE FROM chunks WHERE path=?", (p,))
+                self.db.execute("DELETE FROM symbols WHERE path=?", (p,))
+            self.db.execute("COMMIT")
+
+    def chunk_ids_of(self, path: str) -> list[str]:
+        with self._lock:
+            return [r[0] for r in self.db.execute("SELECT id FROM chunks WHERE path=?", (path,))]
+
+    # --- skipped -----------------------------------------------------------
+    def set_skipped(self, skipped: dict[str, str]) -> None:
+        with self._lock:
+            self.db.execute("BEGIN")
+            self.db.execute("DELETE FROM skipped")
+            self.db.executemany("INSERT OR REPLACE INTO skipped VALUES (?, ?)", list(skipped.items()))
+            self.db.execute("COMMIT")
+
+    def add_skipped(self, path: str, reason: str) -> None:
+        with self._lock:
+            self.db.execute("INSERT OR REPLACE INTO skipped VALUES (?, ?)", (path, reason))
+
+    def skipped(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self.db.execute("SELECT path, reason FROM skipped ORDER BY path").fetchall())
+
+    def replaced_files(self) -> list[str]:
+        with self._lock:
+            return [r[0] for r in self.db.execute("SELECT path FROM files WHERE replaced=1 ORDER BY path")]
+
+    # --- chunks ------------------------------------------------------------
+    def chunks_by_ids(self, ids: list[str]) -> dict[str, ChunkRow]:
+        out: dict[str, ChunkRow] = {}
+        with self._lock:
+            for i in range(0, len(ids), 500):
+                part = ids[i: i + 500]
+                q = f"SELECT id,path,ord,start_line,end_line,symbols,kind,content_hash,text FROM chunks WHERE id IN ({','.join('?' * len(part))})"
+                for r in self.db.execute(q, part):
+                    out[r[0]] = ChunkRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], r[7], r[8])
+        return out
+
+    def chunks_of(self, path: str) -> list[ChunkRow]:
+        with self._lock:
+            rows = self.db.execute(
+                "SELECT id,path,ord,start_line,end_line,symbols,kind,content_hash,text FROM chunks WHERE path=? ORDER BY ord",
+                (path,)).fetchall()
+        return [ChunkRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], r[7], r[8]) for r in rows]
+
+    def unembedded(self, limit: int) -> list[ChunkRow]:
+        with self._lock:
+            rows = self.db.execute(
+                "SELECT id,path,ord,start_line,end_line,symbols,kind,content_hash,text FROM chunks WHERE embedded=0 LIMIT ?",
+                (limit,)).fetchall()
+        return [ChunkRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], r[7], r[8]) for r in rows]
+
+    def mark_embedded(self, ids: list[str]) -> None:
+        with self._lock:
+            self.db.execute("BEGIN")
+            self.db.executemany("UPDATE chunks SET embedded=1 WHERE id=?", [(i,) for i in ids])
+            self.db.execute("COMMIT")
+
+    def reset_embedded(self) -> None:
+        with self._lock:
+            self.db.execute("UPDATE chunks SET embedded=0")
+
+    def embedded_ids(self) -> set[str]:
+        with self._lock:
+            return {r[0] for r in self.db.execute("SELECT id FROM chunks WHERE embedded=1")}
+
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            files = self.db.execute("SELECT COUNT(*) FROM files").fetchone()[0]
+            chunks = self.db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+            emb = self.db.execute("SELECT COUNT(*) FROM chunks WHERE embedded=1").fetchone()[0]
+            syms = self.db.execute("SELECT COUNT(*) FROM symbols").fetchone()[0]
+        return {"files": files, "chunks": chunks, "vectors": emb, "symbols": syms}
+
+    def sample_embedded(self) -> ChunkRow | None:
+        with self._lock:
+            r = self.db.execute(
+                "SELECT id,path,ord,start_line,end_line,symbols,kind,content_hash,text FROM chunks "
+                "WHERE embedded=1 ORDER BY RANDOM() LIMIT 1").fetchone()
+        return ChunkRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], r[7], r[8]) if r else None
+
+    # --- symbols -----------------------------------------------------------
+    def all_symbols(self) -> list[tuple[str, str, str, int, int, str]]:
+        with self._lock:
+            return self.db.execute("SELECT name, kind, path, line, end_line, container FROM symbols").fetchall()
+
+    def symbols_of(self, path: str) -> list[tuple[str, str, str, int, int, str]]:
+        with self._lock:
+            return self.db.execute(
+                "SELECT name, kind, path, line, end_line, container FROM symbols WHERE path=? ORDER BY line",
+                (path,)).fetchall()
+
+    # --- embedding cache (content-addressed: identical chunks embed once) ---
+    def cached_vectors(self, model: str, hashes: list[str]) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        with self._lock:
+            for i in range(0, len(hashes), 500):
+                part = hashes[i: i + 500]
+                q = f"SELECT content_hash, vec FROM embed_cache WHERE model=? AND content_hash IN ({','.join('?' * len(part))})"
+                for h, blob in self.db.execute(q, [model, *part]):
+                    out[h] = np.frombuffer(blob, dtype=np.float32)
+        return out
+
+    def cache_vectors(self, model: str, items: Iterator[tuple[str, np.ndarray]] | list[tuple[str, np.ndarray]]) -> None:
+        with self._lock:
+            self.db.execute("BEGIN")
+            self.db.executemany("INSERT OR REPLACE INTO embed_cache VALUES (?,?,?)",
+                                [(model, h, v.astype(np.float32).tobytes()) for h, v in items])
+            self.db.execute("COMMIT")

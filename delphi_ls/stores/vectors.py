@@ -1,0 +1,68 @@
+"""Vectors in Chroma: embedded PersistentClient by default, a `chroma run` server by URL."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import urlparse
+
+import numpy as np
+
+os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")  # offline always: no telemetry
+
+import chromadb  # noqa: E402
+from chromadb.config import Settings as ChromaSettings  # noqa: E402
+
+
+class VectorStore:
+    def __init__(self, folder: Path, collection: str, url: str | None = None) -> None:
+        cs = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
+        if url:
+            u = urlparse(url)
+            self.client = chromadb.HttpClient(host=u.hostname or "127.0.0.1", port=u.port or (443 if u.scheme == "https" else 8000),
+                                              ssl=u.scheme == "https", settings=cs)
+            self.where = url
+        else:
+            folder.mkdir(parents=True, exist_ok=True)
+            self.client = chromadb.PersistentClient(path=str(folder), settings=cs)
+            self.where = str(folder)
+        self.name = collection
+        self.col = self.client.get_or_create_collection(collection, embedding_function=None,
+                                                        metadata={"hnsw:space": "cosine"})
+
+    def upsert(self, ids: list[str], vectors: np.ndarray, paths: list[str], kinds: list[str]) -> None:
+        if not ids:
+            return
+        self.col.upsert(ids=ids, embeddings=vectors.astype(np.float32).tolist(),
+                        metadatas=[{"path": p, "kind": k} for p, k in zip(paths, kinds, strict=True)])
+
+    def delete_ids(self, ids: list[str]) -> None:
+        for i in range(0, len(ids), 1000):
+            self.col.delete(ids=ids[i: i + 1000])
+
+    def query(self, vector: np.ndarray, k: int) -> list[tuple[str, str, float]]:
+        """(chunk id, path, cosine similarity), best first."""
+        n = self.count()
+        if n == 0:
+            return []
+        res = self.col.query(query_embeddings=[vector.astype(np.float32).tolist()], n_results=min(k, n),
+                             include=["metadatas", "distances"])
+        ids = res["ids"][0]
+        metas = res["metadatas"][0]
+        dists = res["distances"][0]
+        return [(i, m["path"], 1.0 - float(d)) for i, m, d in zip(ids, metas, dists, strict=True)]
+
+    def get_vector(self, chunk_id: str) -> np.ndarray | None:
+        res = self.col.get(ids=[chunk_id], include=["embeddings"])
+        embs = res.get("embeddings")
+        if embs is None or len(embs) == 0:
+            return None
+        return np.asarray(embs[0], dtype=np.float32)
+
+    def count(self) -> int:
+        return int(self.col.count())
+
+    def reset(self) -> None:
+        self.client.delete_collection(self.name)
+        self.col = self.client.get_or_create_collection(self.name, embedding_function=None,
+                                                        metadata={"hnsw:space": "cosine"})

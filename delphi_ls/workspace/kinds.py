@@ -1,0 +1,71 @@
+"""What kind of file a path is: code, test, doc, config or other.
+
+Decided from the path alone so that it costs nothing at query time and agrees
+between the index and the router.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+CODE_EXT = {
+    ".py", ".pyi", ".js", ".jsx", ".mjs", ".cjs", ".ts", ".tsx", ".mts", ".cts", ".go", ".rs", ".java",
+    ".kt", ".kts", ".scala", ".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".hh", ".cs", ".rb", ".php",
+    ".swift", ".m", ".mm", ".lua", ".sh", ".bash", ".zsh", ".fish", ".pl", ".pm", ".r", ".jl", ".ex",
+    ".exs", ".erl", ".hs", ".ml", ".mli", ".clj", ".dart", ".vue", ".svelte", ".sql", ".groovy", ".zig",
+    ".nim", ".ps1", ".fs", ".elm", ".proto", ".css", ".scss", ".less", ".html",
+}
+DOC_EXT = {".md", ".rst", ".txt", ".adoc", ".asciidoc", ".org", ".tex", ".textile"}
+DOC_NAMES = {"readme", "changelog", "changes", "history", "news", "license", "licence", "copying",
+             "authors", "contributors", "contributing", "code_of_conduct", "security", "notice"}
+CONFIG_EXT = {".json", ".yaml", ".yml", ".toml", ".ini", ".cfg", ".conf", ".xml", ".properties",
+              ".gradle", ".lock", ".env", ".editorconfig", ".gitignore", ".gitattributes"}
+CONFIG_NAMES = {"makefile", "dockerfile", "justfile", "rakefile", "gemfile", "procfile", "cmakelists.txt",
+                "setup.py", "setup.cfg", "conftest.py", "noxfile.py", "tox.ini"}
+
+_TEST_DIR = re.compile(r"(^|/)(tests?|__tests__|spec|specs|testing|testdata|test_?utils|e2e|integration[-_]tests?)/")
+_TEST_FILE = re.compile(
+    r"(^test_.*\.py$|.*_test\.py$|.*_test\.go$|.*[._-](test|spec)\.(js|jsx|mjs|cjs|ts|tsx|mts)$"
+    r"|.*tests?\.java$|.*IT\.java$|.*_spec\.rb$|.*_test\.rb$|.*Tests?\.(cs|kt|swift|scala)$|.*_tests?\.rs$"
+    r"|^tests?\.(rs|py|js|ts)$)"
+)
+
+
+def is_test_path(path: str) -> bool:
+    low = path.lower()
+    base = os.path.basename(path)
+    if _TEST_FILE.match(base) or _TEST_FILE.match(base.lower()):
+        return True
+    if _TEST_DIR.search(low) and os.path.splitext(low)[1] in CODE_EXT:
+        return True
+    return False
+
+
+def file_kind(path: str) -> str:
+    base = os.path.basename(path).lower()
+    stem, ext = os.path.splitext(base)
+    if is_test_path(path):
+        return "test"
+    if base in CONFIG_NAMES:
+        return "config"
+    if ext in DOC_EXT or stem in DOC_NAMES or "/docs/" in f"/{path.lower()}" or path.lower().startswith("doc/"):
+        return "doc" if ext not in CODE_EXT else "code"
+    if ext in CODE_EXT:
+        return "code"
+    if ext in CONFIG_EXT or base.startswith("."):
+        return "config"
+    return "other"
+
+
+def stem_of(path: str) -> str:
+    """The name a source file's tests are named after: ``grpc_proxy.go`` -> ``grpc_proxy``."""
+    base = os.path.basename(path)
+    stem = base.split(".", 1)[0]
+    for pre in ("test_",):
+        if stem.lower().startswith(pre):
+            stem = stem[len(pre):]
+    for suf in ("_test", "_tests", "Test", "Tests", "IT", "_spec", ".test", ".spec"):
+        if stem.endswith(suf) and len(stem) > len(suf):
+            stem = stem[: -len(suf)]
+    return stem
