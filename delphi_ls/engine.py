@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import threading
 import time
 import uuid
@@ -40,7 +41,7 @@ from .traces import write_trace
 from .workspace.kinds import file_kind
 
 KINDS = ("code", "test", "doc", "config", "other")
-INDEX_FORMAT = 1
+INDEX_FORMAT = 2
 
 
 class RequestError(ValueError):
@@ -62,8 +63,16 @@ class Engine:
         self._lock = threading.RLock()
         self.meta = MetaStore(self.index_dir / "meta.sqlite")
         fmt = self.meta.get_state("format")
+        self.rebuilt_from_format: int | None = None
         if fmt not in (None, INDEX_FORMAT):
-            raise RuntimeError(f"index at {self.index_dir} has format {fmt}; this Delphi reads {INDEX_FORMAT}. Delete it to rebuild.")
+            # An index written by another Delphi version cannot be trusted field by field: start over.
+            self.meta.close()
+            for name in ("meta.sqlite", "meta.sqlite-wal", "meta.sqlite-shm"):
+                (self.index_dir / name).unlink(missing_ok=True)
+            shutil.rmtree(self.index_dir / "whoosh", ignore_errors=True)
+            shutil.rmtree(self.index_dir / "chroma", ignore_errors=True)
+            self.meta = MetaStore(self.index_dir / "meta.sqlite")
+            self.rebuilt_from_format = fmt
         self.meta.set_state("format", INDEX_FORMAT)
         self.meta.set_state("root", str(self.root))
         self.lexical = LexicalStore(self.index_dir / "whoosh")
@@ -236,7 +245,8 @@ class Engine:
                 fused = rerank(query, fused, passages, self.reranker, self.settings.reranker_window,
                                self.settings.reranker_weight)
                 timings["rerank"] = round((time.perf_counter() - t0) * 1000, 2)
-            results = [self._result(i + 1, f, ctx) for i, f in enumerate(fused[:limit])]
+            asked = {t.lower() for t in q.terms} | {i.lower() for i in q.identifiers}
+            results = [self._result(i + 1, f, ctx, asked) for i, f in enumerate(fused[:limit])]
             out: dict[str, Any] = {
                 "results": results,
                 "query": {"shape": q.shape, "prefer": sorted(q.prefer), "avoid": sorted(q.avoid),
@@ -263,7 +273,7 @@ class Engine:
         body = "\n".join(r.text for r in rows.values()) or "\n".join(r.text for r in self.meta.chunks_of(f.path)[:1])
         return f"{f.path}\n{body}"[:2000]
 
-    def _result(self, rank: int, f: Fused, ctx: SearchContext) -> dict[str, Any]:
+    def _result(self, rank: int, f: Fused, ctx: SearchContext, asked: set[str]) -> dict[str, Any]:
         ids = f.evidence[:3]
         rows = self.meta.chunks_by_ids(ids) if ids else {}
         chunks = [rows[i] for i in ids if i in rows]
@@ -272,7 +282,8 @@ class Engine:
         spans = []
         for c in chunks:
             preview = next((ln.strip() for ln in c.text.splitlines() if ln.strip()), "")[:160]
-            sym = next((s for s in c.symbols if s != "<module>"), None)
+            named = [s for s in c.symbols if s.lower() in asked]
+            sym = named[0] if named else next((s for s in c.symbols if s != "<module>"), None)
             spans.append({"startLine": c.start_line, "endLine": c.end_line, "symbol": sym, "preview": preview})
         return {
             "path": f.path,

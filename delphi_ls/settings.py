@@ -48,7 +48,7 @@ class Settings:
     reranker: str = "off"
     reranker_window: int = 20
     reranker_weight: float = 0.3
-    rrf_k: int = 60
+    rrf_k: int = 30
     branch_weights: dict[str, float] = field(default_factory=dict)
     path_cap_per_dir: int = 3
     trace_file: Path | None = None

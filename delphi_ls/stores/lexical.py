@@ -1,15 +1,18 @@
-"""Lexical fields in Whoosh: content (BM25F), path, symbols, trigrams; one doc per chunk."""
+"""Lexical fields in Whoosh: content (BM25F), symbols and path tokens; one doc per chunk.
+
+Trigrams live in SQLite FTS5 beside the manifest (stores/meta.py): as a Whoosh field
+they tripled indexing time (pure-Python postings), measured on psf/black.
+"""
 
 from __future__ import annotations
 
-import re
 import threading
 from pathlib import Path
 
 from whoosh import index as windex
 from whoosh import qparser, query, scoring
 from whoosh.analysis import Token, Tokenizer
-from whoosh.fields import ID, KEYWORD, TEXT, Schema
+from whoosh.fields import ID, TEXT, Schema
 
 from ..indexing.tokens import code_tokens
 
@@ -34,25 +37,6 @@ class CodeTokenizer(Tokenizer):
             yield t
 
 
-_WS = re.compile(r"\s+")
-
-
-def normalise_literal(text: str) -> str:
-    return _WS.sub(" ", text.lower())
-
-
-def trigrams(text: str, cap: int = 4000) -> set[str]:
-    norm = normalise_literal(text)
-    grams = {norm[i: i + 3] for i in range(len(norm) - 2)}
-    grams = {g for g in grams if any(ch.isalnum() for ch in g)}
-    return set(list(grams)[:cap]) if len(grams) > cap else grams
-
-
-def _gram_term(g: str) -> str:
-    # Whoosh KEYWORD splits on spaces: encode the three characters as hex so any gram is one term.
-    return g.encode("utf-8").hex()
-
-
 def schema() -> Schema:
     code = CodeTokenizer()
     return Schema(
@@ -62,7 +46,6 @@ def schema() -> Schema:
         content=TEXT(analyzer=code, phrase=False),
         symbols=TEXT(analyzer=code, phrase=False, field_boost=2.0),
         pathtext=TEXT(analyzer=code, phrase=False, field_boost=1.5),
-        trigrams=KEYWORD(scorable=False),
     )
 
 
@@ -84,7 +67,7 @@ class LexicalStore:
     def add_chunk(writer, chunk_id: str, path: str, kind: str, text: str, symbols: list[str]) -> None:
         writer.add_document(
             id=chunk_id, path=path, kind=kind, content=text, symbols=" ".join(symbols),
-            pathtext=path.replace("/", " / "), trigrams=" ".join(_gram_term(g) for g in trigrams(text)),
+            pathtext=path.replace("/", " / "),
         )
 
     def delete_paths(self, writer, paths: list[str]) -> None:
@@ -118,16 +101,6 @@ class LexicalStore:
         s = self.searcher()
         hits = s.search(q, limit=limit, filter=flt)
         return [(h["id"], h["path"], float(h.score)) for h in hits]
-
-    def search_grams(self, literal: str, limit: int) -> list[tuple[str, str]]:
-        """Chunks containing every trigram of ``literal`` (candidates; the caller verifies)."""
-        grams = trigrams(literal)
-        if not grams:
-            return []
-        q = query.And([query.Term("trigrams", _gram_term(g)) for g in grams])
-        s = self.searcher()
-        hits = s.search(q, limit=limit, scored=False, sortedby=None)
-        return [(h["id"], h["path"]) for h in hits]
 
     def parse(self, text: str):  # pragma: no cover - debugging aid
         return qparser.QueryParser("content", self.ix.schema).parse(text)

@@ -29,6 +29,17 @@ CREATE TABLE IF NOT EXISTS chunks (
 );
 CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path);
 CREATE INDEX IF NOT EXISTS chunks_embedded ON chunks(embedded);
+-- Trigram index over chunk text (SQLite FTS5, C speed): literal substring search for
+-- error messages and quoted strings. Kept in step with `chunks` by triggers.
+CREATE VIRTUAL TABLE IF NOT EXISTS chunk_grams USING fts5(
+  text, content='chunks', content_rowid='rowid', tokenize='trigram'
+);
+CREATE TRIGGER IF NOT EXISTS chunks_ai AFTER INSERT ON chunks BEGIN
+  INSERT INTO chunk_grams(rowid, text) VALUES (new.rowid, new.text);
+END;
+CREATE TRIGGER IF NOT EXISTS chunks_ad AFTER DELETE ON chunks BEGIN
+  INSERT INTO chunk_grams(chunk_grams, rowid, text) VALUES ('delete', old.rowid, old.text);
+END;
 CREATE TABLE IF NOT EXISTS symbols (
   name TEXT, kind TEXT, path TEXT, line INTEGER, end_line INTEGER, container TEXT
 );
@@ -102,7 +113,7 @@ class MetaStore:
                 self.db.execute("DELETE FROM chunks WHERE path=?", (path,))
                 self.db.execute("DELETE FROM symbols WHERE path=?", (path,))
                 self.db.executemany(
-                    "INSERT OR REPLACE INTO chunks VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    "INSERT INTO chunks VALUES (?,?,?,?,?,?,?,?,?,?)",
                     [(c.id, c.path, c.ord, c.start_line, c.end_line, json.dumps(c.symbols), c.kind,
                       c.content_hash, c.text, 1 if c.id in reuse_embedded else 0) for c in chunks],
                 )
@@ -208,6 +219,16 @@ class MetaStore:
                 "SELECT id,path,ord,start_line,end_line,symbols,kind,content_hash,text FROM chunks "
                 "WHERE embedded=1 ORDER BY RANDOM() LIMIT 1").fetchone()
         return ChunkRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], r[7], r[8]) if r else None
+
+    def find_literal(self, literal: str, limit: int) -> list[tuple[str, str]]:
+        """(chunk id, path) of chunks containing ``literal`` verbatim, case-insensitively."""
+        if len(literal) < 3:
+            return []
+        phrase = '"' + literal.replace('"', '""') + '"'
+        with self._lock:
+            return self.db.execute(
+                "SELECT c.id, c.path FROM chunk_grams g JOIN chunks c ON c.rowid = g.rowid "
+                "WHERE chunk_grams MATCH ? LIMIT ?", (phrase, limit)).fetchall()
 
     # --- symbols -----------------------------------------------------------
     def all_symbols(self) -> list[tuple[str, str, str, int, int, str]]:

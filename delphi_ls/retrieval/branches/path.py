@@ -37,7 +37,8 @@ class PathBranch:
                     elif t in spath:
                         s += 0.5
                         matched.append(t)
-                if s > 0 and s > scores.get(path, 0):
+                # One folder word ("branches", "utils") says little; a basename match or several folder words do.
+                if s >= 1.0 and s > scores.get(path, 0):
                     scores[path] = s
                     why.setdefault(path, "path matches " + ", ".join(f"'{m}'" for m in matched[:3]))
         ranked = sorted(scores.items(), key=lambda kv: (-kv[1], len(kv[0]), kv[0]))

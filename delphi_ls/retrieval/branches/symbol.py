@@ -20,7 +20,7 @@ class SymbolBranch:
                 if len(piece) >= 3:
                     wanted[piece.lower()] = 2.0
         for t in q.terms:
-            if len(t) >= 4:
+            if len(t) >= 3:
                 wanted.setdefault(t, 1.0)
         scores: dict[str, float] = {}
         notes: dict[str, list[str]] = {}

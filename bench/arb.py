@@ -1,0 +1,303 @@
+"""Retrieval benchmark on Agent Retrieval Bench samples, engine beside baselines in one run.
+
+    python -m bench.arb --samples ../shared/bench/dev_mined.jsonl --corpora /path/to/corpora
+
+Scoring follows ARB (../shared/bench/ARB_SCORING.md): gold field per task type,
+file-level ranks, MRR without cutoff, Recall@5/10/20, unweighted means overall and
+per task. Writes per-query JSONL records and a markdown report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import random
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from delphi_ls import Engine
+
+from .baselines import Baselines, Corpus
+
+KS = (5, 10, 20)
+ABLATE_BRANCHES = ("vector", "bm25", "symbol", "path", "trigram", "anchor", "anchor_tests")
+
+
+# ---------------------------------------------------------------- samples
+def gold_of(sample: dict[str, Any]) -> list[str]:
+    g = sample.get("gold", {})
+    if g.get("no_gold"):
+        return []
+    if g.get("files"):
+        return list(g["files"])
+    t = sample.get("task_type")
+    if t == "code2test":
+        return list(g.get("related_tests") or [])
+    if t == "comment2context" and (g.get("must_context_files") or g.get("context_files")):
+        return list(g.get("must_context_files") or g.get("context_files"))
+    return list(g.get("root_cause_files") or g.get("related_tests") or [])
+
+
+def _as_list(v: Any) -> list[str]:
+    if v is None:
+        return []
+    if isinstance(v, list):
+        return [str(x) for x in v]
+    if isinstance(v, str):
+        try:
+            parsed = ast.literal_eval(v)
+            if isinstance(parsed, list):
+                return [str(x) for x in parsed]
+        except (ValueError, SyntaxError):
+            pass
+        return [v] if v else []
+    return []
+
+
+def ask(sample: dict[str, Any]) -> tuple[str, list[str]]:
+    """The question text and anchors an agent would send (bench README table)."""
+    q = sample["query"]
+    t = sample["task_type"]
+    title, body = q.get("pr_title", ""), q.get("pr_body", "")
+    if t == "code2test":
+        return f"Which tests cover this change?\n{title}\n{body}".strip(), _as_list(q.get("changed_file"))
+    if t == "comment2context":
+        return (f"What else must I read to act on this review comment?\n{q.get('review_comment', '')}\n"
+                f"{q.get('diff_hunk_context', '')}").strip(), _as_list(q.get("path"))
+    if t == "trace2code":
+        return f"Which source files cause this failure?\n{q.get('raw_signal', '')}".strip(), _as_list(q.get("trace_paths"))
+    return f"Which source files implement this change?\n{title}\n{body}".strip(), []
+
+
+def corpus_dir(corpora: Path, sample: dict[str, Any]) -> Path:
+    return corpora / f"{sample['repo'].replace('/', '__')}__{sample['base_commit'][:12]}"
+
+
+# ---------------------------------------------------------------- metrics
+def metrics(ranked: list[str], gold: list[str]) -> dict[str, float]:
+    g = set(gold)
+    out = {"mrr": 0.0}
+    for i, p in enumerate(ranked, start=1):
+        if p in g:
+            out["mrr"] = 1.0 / i
+            break
+    for k in KS:
+        out[f"r@{k}"] = len(g & set(ranked[:k])) / len(g)
+    return out
+
+
+def mean(xs: list[float]) -> float:
+    return sum(xs) / len(xs) if xs else 0.0
+
+
+def p95(xs: list[float]) -> float:
+    if not xs:
+        return 0.0
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(round(0.95 * (len(s) - 1))))]
+
+
+def bootstrap(diffs: list[float], n: int = 2000, seed: int = 0) -> tuple[float, float]:
+    if not diffs:
+        return (0.0, 0.0)
+    rng = random.Random(seed)
+    means = sorted(mean([diffs[rng.randrange(len(diffs))] for _ in diffs]) for _ in range(n))
+    return means[int(0.025 * n)], means[int(0.975 * n) - 1]
+
+
+# ---------------------------------------------------------------- run
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    samples = [json.loads(line) for line in open(args.samples) if line.strip()]
+    if args.max_samples:
+        samples = samples[: args.max_samples]
+    corpora = Path(args.corpora)
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    index_root = Path(args.index_root) if args.index_root else out_dir / "index"
+    systems = ["engine"] + [b for b in args.baselines.split(",") if b]
+    extra: dict[str, Any] = {}
+    for kv in args.set or []:
+        k, _, v = kv.partition("=")
+        try:
+            extra[k] = json.loads(v)
+        except json.JSONDecodeError:
+            extra[k] = v
+    variants: dict[str, dict[str, Any]] = {"engine": {}}
+    if args.ablate:
+        for b in ABLATE_BRANCHES:
+            variants[f"engine-no-{b}"] = {"branch_weights": {b: 0.0}}
+        variants["engine-no-vectors-index"] = {"vectors": False}
+    systems = list(variants) + [s for s in systems if s != "engine"]
+
+    by_corpus: dict[Path, list[dict[str, Any]]] = {}
+    skipped: list[str] = []
+    for s in samples:
+        if not gold_of(s):
+            skipped.append(f"{s.get('id')}: no gold")
+            continue
+        d = corpus_dir(corpora, s)
+        if not d.is_dir():
+            skipped.append(f"{s.get('id')}: corpus missing ({d.name})")
+            continue
+        by_corpus.setdefault(d, []).append(s)
+
+    records: list[dict[str, Any]] = []
+    index_stats: list[dict[str, Any]] = []
+    last_index_of_repo: dict[str, Path] = {}
+    for n_c, (cdir, group) in enumerate(sorted(by_corpus.items())):
+        print(f"[{n_c + 1}/{len(by_corpus)}] {cdir.name}: {len(group)} samples", file=sys.stderr)
+        engines: dict[str, Engine] = {}
+        for name, overrides in variants.items():
+            ov = {"index_dir": str(index_root / cdir.name), "embedder": args.embedder, **extra, **overrides}
+            if overrides.get("vectors") is False:
+                ov["index_dir"] = str(index_root / (cdir.name + "-novec"))
+            idx = Path(ov["index_dir"])
+            repo_key = cdir.name.rsplit("__", 1)[0] + (":novec" if overrides.get("vectors") is False else "")
+            seeded = False
+            if not idx.exists() and repo_key in last_index_of_repo:
+                # The same repository at another commit: start from its index, so only the
+                # files that differ are re-chunked and re-embedded.
+                shutil.copytree(last_index_of_repo[repo_key], idx)
+                seeded = True
+            eng = Engine(cdir, **ov)
+            if name == "engine" or overrides.get("vectors") is False:
+                last_index_of_repo[repo_key] = idx
+                t0 = time.perf_counter()
+                rep = eng.index()
+                index_stats.append({"corpus": cdir.name, "variant": name, "seconds": round(time.perf_counter() - t0, 3),
+                                    "files": rep.files_indexed, "chunks": rep.chunks_written,
+                                    "embedded": rep.chunks_embedded, "fromCache": rep.vectors_from_cache,
+                                    "unchanged": rep.files_unchanged, "seeded": seeded})
+            engines[name] = eng
+        t0 = time.perf_counter()
+        base = Baselines(Corpus.load(cdir)) if len(systems) > len(variants) else None
+        base_build = time.perf_counter() - t0
+        for s in group:
+            text, anchors = ask(s)
+            gold = gold_of(s)
+            rec: dict[str, Any] = {"id": s.get("id"), "repo": s["repo"], "task": s["task_type"], "query": text,
+                                   "anchors": anchors, "gold": gold, "systems": {}}
+            for name, eng in engines.items():
+                valid = [a for a in anchors if (cdir / a).exists()]
+                t0 = time.perf_counter()
+                ans = eng.context(text, anchors=valid, limit=100)
+                dt = time.perf_counter() - t0
+                ranked = [r["path"] for r in ans["results"]]
+                rec["systems"][name] = {**metrics(ranked, gold), "latency": dt,
+                                        "goldRanks": {g: (ranked.index(g) + 1 if g in ranked else None) for g in gold}}
+                if name == "engine":
+                    rec["shape"] = ans["query"]["shape"]
+                    rec["top"] = [{"path": r["path"], "branches": r["branches"]} for r in ans["results"][:20]]
+                    rec["timingsMs"] = ans["timingsMs"]
+            if base is not None:
+                btext = text + ("\n" + "\n".join(anchors) if anchors else "")
+                for b in systems[len(variants):]:
+                    t0 = time.perf_counter()
+                    ranked = base.heuristic(btext, anchors) if b == "heuristic" else getattr(base, b)(btext)
+                    dt = time.perf_counter() - t0
+                    rec["systems"][b] = {**metrics(ranked, gold), "latency": dt}
+            records.append(rec)
+        for eng in engines.values():
+            eng.close()
+        if base is not None:
+            index_stats.append({"corpus": cdir.name, "variant": "baselines-load", "seconds": round(base_build, 3)})
+
+    with (out_dir / "records.jsonl").open("w") as f:
+        for r in records:
+            f.write(json.dumps(r) + "\n")
+    summary = summarise(records, systems, variants)
+    report = render(summary, records, systems, index_stats, skipped, args)
+    (out_dir / "report.md").write_text(report)
+    (out_dir / "summary.json").write_text(json.dumps({"summary": summary, "index": index_stats, "skipped": skipped}, indent=2))
+    print(report)
+    return summary
+
+
+def summarise(records: list[dict[str, Any]], systems: list[str], variants: dict[str, Any]) -> dict[str, Any]:
+    tasks = ["overall"] + sorted({r["task"] for r in records})
+    out: dict[str, Any] = {}
+    for t in tasks:
+        rs = [r for r in records if t == "overall" or r["task"] == t]
+        out[t] = {}
+        for s in systems:
+            vals = [r["systems"][s] for r in rs if s in r["systems"]]
+            if not vals:
+                continue
+            row = {m: mean([v[m] for v in vals]) for m in ("mrr", "r@5", "r@10", "r@20")}
+            lat = [v["latency"] for v in vals]
+            row.update({"n": len(vals), "lat_mean": mean(lat), "lat_p95": p95(lat), "lat_median": statistics.median(lat)})
+            if s != "engine":
+                paired = [(r["systems"]["engine"], r["systems"][s]) for r in rs if s in r["systems"]]
+                for m in ("mrr", "r@5", "r@20"):
+                    diffs = [e[m] - b[m] for e, b in paired]
+                    row[f"d_{m}"] = mean(diffs)
+                    row[f"ci_{m}"] = bootstrap(diffs)
+                row["wins"] = sum(1 for e, b in paired if e["mrr"] > b["mrr"])
+                row["ties"] = sum(1 for e, b in paired if e["mrr"] == b["mrr"])
+                row["losses"] = sum(1 for e, b in paired if e["mrr"] < b["mrr"])
+            out[t][s] = row
+    return out
+
+
+def render(summary: dict[str, Any], records: list[dict[str, Any]], systems: list[str], index_stats: list[dict[str, Any]],
+           skipped: list[str], args: argparse.Namespace) -> str:
+    lines = [f"# Retrieval benchmark: {Path(args.samples).name}", "",
+             f"{len(records)} samples evaluated; embedder `{args.embedder}`; skipped: {len(skipped)}.", ""]
+    lines += ["| task | system | n | MRR | R@5 | R@10 | R@20 | mean lat (s) | p95 lat (s) | ΔMRR engine−system [95% CI] | ΔR@5 [95% CI] | ΔR@20 [95% CI] | W/T/L (RR) |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for t, rows in summary.items():
+        for s in systems:
+            if s not in rows:
+                continue
+            r = rows[s]
+            d = ""
+            if s != "engine":
+                d = (f"| {r['d_mrr']:+.3f} [{r['ci_mrr'][0]:+.3f}, {r['ci_mrr'][1]:+.3f}] "
+                     f"| {r['d_r@5']:+.3f} [{r['ci_r@5'][0]:+.3f}, {r['ci_r@5'][1]:+.3f}] "
+                     f"| {r['d_r@20']:+.3f} [{r['ci_r@20'][0]:+.3f}, {r['ci_r@20'][1]:+.3f}] "
+                     f"| {r['wins']}/{r['ties']}/{r['losses']} |")
+            else:
+                d = "| | | | |"
+            lines.append(f"| {t} | {s} | {r['n']} | {r['mrr']:.3f} | {r['r@5']:.3f} | {r['r@10']:.3f} | {r['r@20']:.3f} "
+                         f"| {r['lat_mean']:.3f} | {r['lat_p95']:.3f} {d}")
+    lines += ["", "Positive Δ favours the engine. W/T/L compares each sample's reciprocal rank (engine vs that system).", ""]
+    eng_idx = [s for s in index_stats if s["variant"] == "engine"]
+    if eng_idx:
+        tot = sum(s["seconds"] for s in eng_idx)
+        lines += [f"Indexing (reported apart from query latency): {len(eng_idx)} corpora, {tot:.1f} s in all, "
+                  f"{sum(s.get('files', 0) for s in eng_idx)} files, {sum(s.get('chunks', 0) for s in eng_idx)} chunks, "
+                  f"{sum(s.get('embedded', 0) for s in eng_idx)} vectors embedded ({sum(s.get('fromCache', 0) for s in eng_idx)} from the content cache); "
+                  f"{sum(1 for s in eng_idx if s.get('seeded'))} corpora started from the index of the same repository at another commit "
+                  f"({sum(s.get('unchanged', 0) for s in eng_idx)} files reused unchanged).", ""]
+    shapes: dict[str, int] = {}
+    for r in records:
+        shapes[f"{r['task']}→{r.get('shape')}"] = shapes.get(f"{r['task']}→{r.get('shape')}", 0) + 1
+    lines += ["Router: task → detected shape: " + ", ".join(f"{k} {v}" for k, v in sorted(shapes.items())), ""]
+    if skipped:
+        lines += ["Skipped samples:", *[f"- {s}" for s in skipped[:20]], ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--samples", required=True)
+    ap.add_argument("--corpora", required=True)
+    ap.add_argument("--out", default="bench/out/arb")
+    ap.add_argument("--index-root", help="where corpora indexes live (reused across runs)")
+    ap.add_argument("--embedder", default="potion-base-8M")
+    ap.add_argument("--baselines", default="lexical,bm25,grep,heuristic")
+    ap.add_argument("--ablate", action="store_true", help="also run the engine with each branch off in turn")
+    ap.add_argument("--max-samples", type=int, default=0)
+    ap.add_argument("--set", action="append", metavar="KEY=JSON", help="engine setting override, e.g. rrf_k=20")
+    args = ap.parse_args(argv)
+    run(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,71 @@
+import textwrap
+
+from delphi_ls.indexing.chunker import chunk_file
+from delphi_ls.indexing.languages import grammar_status
+from tests.conftest import FILES
+
+
+def _src(rel: str) -> str:
+    return textwrap.dedent(FILES[rel]).lstrip("\n")
+
+
+def test_all_grammars_load_offline():
+    assert set(grammar_status().values()) == {"ok"}
+    assert {"python", "javascript", "typescript", "tsx", "go", "rust", "java"} <= set(grammar_status())
+
+
+def names(rel: str) -> dict[str, str]:
+    """name -> kind; where a name is defined twice (a Rust struct and its impl), the first wins."""
+    out: dict[str, str] = {}
+    for s in chunk_file(rel, _src(rel)).symbols:
+        out.setdefault(s.name, s.kind)
+    return out
+
+
+def test_symbols_per_language():
+    assert names("shipyard/retry.py") == {"RetryPolicy": "class", "__init__": "method", "delay_for": "method",
+                                          "with_backoff": "function"}
+    go = names("proxy/grpc_proxy.go")
+    assert go["GrpcProxy"] == "type" and go["NewGrpcProxy"] == "function" and go["Listen"] == "method"
+    ts = names("web/src/api.ts")
+    assert ts["UploadResult"] == "interface" and ts["uploadArtifact"] == "function" and ts["ArtifactClient"] == "class"
+    assert ts["list"] == "method"
+    assert names("web/src/BuildBadge.tsx") == {"BuildBadge": "function"}
+    js = names("web/src/format.js")
+    assert js["formatDuration"] == "function" and js["humanBytes"] == "function"
+    rs = names("engine/src/lib.rs")
+    assert rs["BuildGraph"] == "struct" and rs["topological_order"] == "method" and rs["Step"] == "trait"
+    java = names("jvm/src/main/java/dev/shipyard/CacheKey.java")
+    assert java["CacheKey"] == "class" and java["fromBytes"] == "method" and java["value"] == "method"
+
+
+def test_header_chunk_and_alignment():
+    cf = chunk_file("shipyard/retry.py", _src("shipyard/retry.py"), max_chars=400)
+    assert cf.chunks[0].kind == "header" and "import random" in cf.chunks[0].text
+    assert cf.chunks[0].symbols == ["<module>"]
+    # Chunks start on definition boundaries and carry their symbols.
+    by_symbol = {s: c for c in cf.chunks for s in c.symbols}
+    assert by_symbol["with_backoff"].text.lstrip().startswith("def with_backoff")
+    assert by_symbol["delay_for"].start_line <= 15 <= by_symbol["delay_for"].end_line
+
+
+def test_large_class_splits_into_members_and_small_ones_merge():
+    methods = "\n".join(f"    def m{i}(self):\n        return {i} * {i}\n" for i in range(60))
+    src = f"class Big:\n    '''doc'''\n{methods}\n\ndef a():\n    pass\n\ndef b():\n    pass\n"
+    cf = chunk_file("big.py", src, max_chars=500)
+    assert len(cf.chunks) >= 4 and cf.chunks[0].symbols[0] == "Big"
+    assert all(len(c.text) <= 1000 for c in cf.chunks)
+    last = cf.chunks[-1]
+    assert "a" in last.symbols and "b" in last.symbols  # two small functions merged
+
+
+def test_other_text_gets_line_windows():
+    text = "\n".join(f"line {i}" for i in range(200))
+    cf = chunk_file("notes.txt", text, max_chars=1500)
+    assert cf.language == "text" and len(cf.chunks) >= 3
+    assert cf.chunks[0].start_line == 1 and cf.chunks[1].start_line == cf.chunks[0].end_line + 1
+
+
+def test_broken_source_still_chunks():
+    cf = chunk_file("broken.py", "def f(:\n  return (\nclass\n")
+    assert cf.chunks and cf.chunks[0].text.startswith("def f(")

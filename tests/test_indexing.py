@@ -1,0 +1,112 @@
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from delphi_ls import Engine
+
+
+def test_counts_and_skips(engine: Engine):
+    c = engine.meta.counts()
+    assert c["files"] >= 18 and c["chunks"] >= c["files"] and c["vectors"] == c["chunks"]
+    assert engine.vectors is not None and engine.vectors.count() == c["vectors"]
+    skipped = engine.meta.skipped()
+    assert skipped["assets/logo.dat"].startswith("binary")
+    assert "too large" in skipped["data/huge.txt"]
+    assert engine.meta.replaced_files() == ["legacy/latin1.py"]  # indexed, and health says how
+
+
+def test_second_run_after_one_edit_redoes_only_that_file(engine: Engine, workspace: Path):
+    rep = engine.index()
+    assert (rep.files_indexed, rep.chunks_embedded) == (0, 0)
+    before = engine.meta.counts()
+    p = workspace / "shipyard" / "scheduler.py"
+    p.write_text(p.read_text() + "\n\ndef drain(s):\n    return [s.next_job() for _ in s.queue]\n")
+    rep = engine.index()
+    assert rep.files_indexed == 1
+    assert rep.chunks_written == len(engine.meta.chunks_of("shipyard/scheduler.py"))
+    # Unchanged chunks of the edited file keep their vectors; only new content is embedded.
+    assert 1 <= rep.chunks_embedded <= rep.chunks_written
+    after = engine.meta.counts()
+    assert after["vectors"] == after["chunks"] >= before["chunks"]
+    assert "drain" in {s["name"] for s in engine.symbols("drain")}
+
+
+def test_touch_without_change_is_not_reindexed(engine: Engine, workspace: Path):
+    p = workspace / "shipyard" / "retry.py"
+    os.utime(p, None)
+    rep = engine.index()
+    assert rep.files_indexed == 0 and rep.files_unchanged >= 1
+
+
+def test_delete_and_rename_leave_both_stores(engine: Engine, workspace: Path):
+    ids = engine.meta.chunk_ids_of("shipyard/scheduler.py")
+    (workspace / "shipyard" / "scheduler.py").rename(workspace / "shipyard" / "planner.py")
+    (workspace / "docs" / "retry.md").unlink()
+    rep = engine.index()
+    assert rep.files_deleted == 2 and rep.files_indexed == 1
+    # Same content under a new path: vectors come from the content cache, not the model.
+    assert rep.vectors_from_cache == rep.chunks_embedded > 0
+    assert engine.meta.chunk_ids_of("shipyard/scheduler.py") == []
+    assert all(engine.vectors.get_vector(i) is None for i in ids)
+    s = engine.lexical.searcher()
+    from whoosh import query
+    assert s.search(query.Term("path", "docs/retry.md")).scored_length() == 0
+    assert s.search(query.Term("path", "shipyard/planner.py")).scored_length() > 0
+    c = engine.meta.counts()
+    assert c["vectors"] == c["chunks"] == engine.vectors.count()
+    paths = [r["path"] for r in engine.context("build scheduler priority queue")["results"]]
+    assert "shipyard/planner.py" in paths[:3] and "shipyard/scheduler.py" not in paths
+
+
+def test_identical_chunks_embedded_once(workspace: Path, tmp_path: Path):
+    for i in range(5):
+        (workspace / f"copy{i}.py").write_text((workspace / "shipyard" / "scheduler.py").read_text())
+    eng = Engine(workspace, index_dir=str(tmp_path / "idx2"))
+    rep = eng.index()
+    c = eng.meta.counts()
+    assert c["vectors"] == c["chunks"]
+    assert rep.vectors_from_cache >= 5 * len(eng.meta.chunks_of("copy0.py"))
+    eng.close()
+
+
+def _counts(index_dir: Path, ws: Path) -> dict:
+    eng = Engine(ws, index_dir=str(index_dir))
+    c = eng.meta.counts()
+    c["chroma"] = eng.vectors.count()
+    c["whoosh"] = eng.lexical.doc_count()
+    eng.close()
+    return c
+
+
+def test_killed_mid_run_resumes_to_the_same_counts(tmp_path: Path):
+    from tests.conftest import build_workspace
+
+    ws = build_workspace(tmp_path / "big")
+    for i in range(400):  # enough work that the kill lands mid-run
+        d = ws / "gen" / f"m{i % 20}"
+        d.mkdir(parents=True, exist_ok=True)
+        body = "\n".join(f"def f{i}_{j}(x):\n    return x * {j} + {i}\n" for j in range(30))
+        (d / f"mod{i}.py").write_text(f'"""module {i}"""\n' + body)
+    killed = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "delphi_ls.cli", "index", str(ws), "--index-dir", str(killed), "--quiet"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # Wait until the manifest shows progress, then kill hard (no cleanup handlers run).
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        if (killed / "whoosh").exists() and any((killed / "whoosh").glob("*.seg")):
+            break
+        time.sleep(0.05)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    partial = _counts(killed, ws)
+    subprocess.run(cmd, check=True, timeout=600)
+    clean = tmp_path / "clean"
+    subprocess.run([*cmd[:-3], "--index-dir", str(clean), "--quiet"], check=True, timeout=600)
+    resumed, full = _counts(killed, ws), _counts(clean, ws)
+    assert resumed == full, (partial, resumed, full)
+    assert full["files"] > 400 and full["chroma"] == full["vectors"] == full["chunks"]
+    assert partial["vectors"] < full["vectors"]  # the kill really interrupted the run

@@ -1,0 +1,67 @@
+"""Lesson 1: vectors from another model compare without error and rank as noise; catch it."""
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+from safetensors.numpy import load_file, save_file
+
+from delphi_ls import Engine
+from delphi_ls.models.embedders import DATA
+
+
+def _perturbed_potion(dest: Path) -> Path:
+    """Same name, same width, different weights: the case that fails silently elsewhere."""
+    dest.mkdir(parents=True)
+    shutil.copy(DATA / "potion-base-8M" / "tokenizer.json", dest / "tokenizer.json")
+    table = load_file(str(DATA / "potion-base-8M" / "model.safetensors"))["embeddings"]
+    rng = np.random.default_rng(0)
+    save_file({"embeddings": table[rng.permutation(table.shape[0])]}, str(dest / "model.safetensors"))
+    return dest
+
+
+def test_mismatched_model_disables_vector_branch(workspace: Path, tmp_path: Path):
+    idx = tmp_path / "index"
+    with Engine(workspace, index_dir=str(idx)) as eng:
+        eng.index()
+        assert eng.vector_status() == (True, "ready")
+    other = _perturbed_potion(tmp_path / "models" / "potion-base-8M")
+    with Engine(workspace, index_dir=str(idx), embedder=str(other)) as eng:
+        assert eng.embedder.identity.name == "potion-base-8M"
+        assert eng.embedder.identity.dim == 256
+        ok, status = eng.vector_status()
+        assert not ok and "model mismatch" in status
+        res = eng.context("exponential backoff between upload attempts")
+        assert "vector" not in {b for r in res["results"] for b in r["branches"]}
+        assert res["branchesReady"]["vector"].startswith("disabled: model mismatch")
+        assert res["results"][0]["path"] == "shipyard/retry.py"  # lexical branches still answer
+        h = eng.health(check_staleness=False)
+        assert not h["ok"] and h["model"]["match"] is False
+        assert any(p["code"] == "vector_branch" and "mismatch" in p["message"] for p in h["problems"])
+        # `delphi index` with the new model re-embeds everything and clears the problem.
+        rep = eng.index()
+        assert rep.reembedded_all and eng.vector_status() == (True, "ready")
+
+
+def test_probe_catches_stored_vectors_that_drifted(engine: Engine):
+    assert engine.probe()["status"] == "ok" and engine.probe()["cosine"] > 0.999
+    rows = engine.meta.db.execute("SELECT id, path, kind FROM chunks").fetchall()
+    rng = np.random.default_rng(1)
+    noise = rng.normal(size=(len(rows), engine.embedder.identity.dim)).astype(np.float32)
+    engine.vectors.upsert([r[0] for r in rows], noise, [r[1] for r in rows], [r[2] for r in rows])
+    h = engine.health(check_staleness=False)
+    assert h["model"]["probe"]["cosine"] < 0.99
+    ok, status = engine.vector_status()
+    assert not ok and "probe failed" in status
+    assert any("probe failed" in p["message"] for p in h["problems"])
+
+
+def test_minilm_onnx_embedder_runs_offline():
+    from delphi_ls.models.embedders import load_embedder
+
+    e = load_embedder("minilm-l6-int8")
+    assert e.identity.dim == 384
+    assert e.identity.weights_sha256 == "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+    v = e.embed(["retry an upload with exponential backoff", "wait longer after each failed attempt", "parse a TOML file"])
+    assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-4)
+    assert v[0] @ v[1] > v[0] @ v[2]

@@ -1,0 +1,43 @@
+from pathlib import Path
+
+import pytest
+
+from delphi_ls.settings import Settings, SettingsError
+
+
+def test_defaults_and_sources(tmp_path: Path):
+    (tmp_path / "delphi.toml").write_text('chunk_chars = 900\nembedder = "minilm-l6-int8"\n')
+    s = Settings.load(tmp_path, overrides={"rrfK": 30}, env={"DELPHI_MAX_FILE_BYTES": "5000"})
+    assert (s.chunk_chars, s.embedder, s.rrf_k, s.max_file_bytes) == (900, "minilm-l6-int8", 30, 5000)
+
+
+def test_pyproject_tool_table(tmp_path: Path):
+    (tmp_path / "pyproject.toml").write_text('[tool.delphi]\nvectors = false\n')
+    assert Settings.load(tmp_path, env={}).vectors is False
+
+
+@pytest.mark.parametrize("raw,key", [
+    ({"embedder": "gpt-9"}, "embedder"),
+    ({"chunkChars": "lots"}, "chunkChars"),
+    ({"max_file_bytes": -1}, "max_file_bytes"),
+    ({"no_such_thing": 1}, "no_such_thing"),
+    ({"branch_weights": {"bogus": 1.0}}, "branch_weights"),
+    ({"reranker_weight": 3}, "reranker_weight"),
+    ({"chroma_url": "not a url"}, "chroma_url"),
+    ({"vectors": "maybe"}, "vectors"),
+])
+def test_bad_values_name_the_key(raw, key):
+    with pytest.raises(SettingsError) as e:
+        Settings.from_dict(raw)
+    assert e.value.key == key and key in str(e.value)
+
+
+def test_bad_toml_is_a_clear_error(tmp_path: Path):
+    (tmp_path / "delphi.toml").write_text("chunk_chars = = 3\n")
+    with pytest.raises(SettingsError, match="not valid TOML"):
+        Settings.load(tmp_path, env={})
+
+
+def test_index_lives_outside_the_workspace_by_default(tmp_path: Path):
+    p = Settings().index_path(tmp_path)
+    assert tmp_path not in p.parents
