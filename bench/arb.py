@@ -283,7 +283,7 @@ def render(summary: dict[str, Any], records: list[dict[str, Any]], systems: list
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--samples", required=True)
     ap.add_argument("--corpora", required=True)
@@ -294,8 +294,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ablate", action="store_true", help="also run the engine with each branch off in turn")
     ap.add_argument("--max-samples", type=int, default=0)
     ap.add_argument("--set", action="append", metavar="KEY=JSON", help="engine setting override, e.g. rrf_k=20")
-    args = ap.parse_args(argv)
-    run(args)
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    run(build_args(argv))
     return 0
 
 

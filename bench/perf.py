@@ -1,0 +1,184 @@
+"""Performance benchmark: indexing and query speed beside ripgrep and the raw model, same run.
+
+    python -m bench.perf FOLDER [--embedder potion-base-8M] [--json OUT]
+
+Works on a copy of FOLDER (it edits one file to time a re-index). Reports cold index
+time, files/s, chunks/s, time until the first query can be answered (lexical ready)
+and until vectors are complete, warm query latency p50/p95 over a fixed question
+list, re-index time after editing one file, and peak RSS; beside ripgrep over the
+same folder and the embedding model's own throughput on the same chunks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from delphi_ls import Engine
+from delphi_ls.indexing.pipeline import embed_text
+from delphi_ls.models.embedders import load_embedder
+
+QUESTIONS = [
+    "where is the configuration loaded from disk?",
+    "how are errors reported to the user?",
+    "which tests cover the command line parsing?",
+    "where is the cache invalidated?",
+    "how are requests retried after a timeout?",
+    "what writes the log output?",
+    "where are environment variables read?",
+    "how is the version number determined?",
+    "which function parses the input?",
+    "where are files opened and closed?",
+]
+
+
+def percentile(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
+
+
+def questions_for(eng: Engine, n_symbols: int = 10, seed: int = 0) -> list[str]:
+    """The fixed list plus symbols drawn with a fixed seed ("where is X defined?")."""
+    names = sorted({s[0] for s in eng.meta.all_symbols() if len(s[0]) >= 6 and not s[0].startswith("_")})
+    rng = random.Random(seed)
+    picked = rng.sample(names, min(n_symbols, len(names)))
+    return QUESTIONS + [f"where is {n} defined?" for n in picked]
+
+
+def ripgrep_bar(folder: Path, questions: list[str]) -> dict[str, Any]:
+    rg = shutil.which("rg")
+    if rg is None:
+        return {"status": "ripgrep not installed: bar not measured"}
+    times = []
+    for q in questions:
+        words = [w for w in q.rstrip("?").split() if len(w) > 3][-2:]
+        t0 = time.perf_counter()
+        subprocess.run([rg, "-i", "-l", "--no-messages", "-e", words[0], "-e", words[-1], "."], cwd=folder,
+                       capture_output=True)
+        times.append(time.perf_counter() - t0)
+    return {"status": "ok", "p50_ms": statistics.median(times) * 1000, "p95_ms": percentile(times, 0.95) * 1000}
+
+
+def run(folder: Path, embedder: str, keep: bool = False) -> dict[str, Any]:
+    work = Path(tempfile.mkdtemp(prefix="delphi-perf-"))
+    try:
+        corpus = work / "corpus"
+        shutil.copytree(folder, corpus, symlinks=True)
+        out: dict[str, Any] = {"folder": str(folder), "embedder": embedder}
+        marks: dict[str, float] = {}
+        eng = Engine(corpus, index_dir=str(work / "index"), embedder=embedder)
+        t0 = time.perf_counter()
+
+        def progress(phase: str, done: int, total: int, chunks: int) -> None:
+            marks.setdefault(f"first_{phase}", time.perf_counter() - t0)
+
+        indexer = eng._indexer()
+        rep = indexer.index_lexical(progress)
+        t_lex = time.perf_counter() - t0
+        eng._view = None
+        first = eng.context("where is the main entry point?")
+        t_first = time.perf_counter() - t0
+        indexer.index_vectors(progress, rep)
+        t_all = time.perf_counter() - t0
+        counts = eng.meta.counts()
+        out["index"] = {
+            "files": counts["files"], "chunks": counts["chunks"], "vectors": counts["vectors"],
+            "skipped": len(eng.meta.skipped()),
+            "lexical_s": round(t_lex, 2), "first_answer_s": round(t_first, 2), "vectors_complete_s": round(t_all, 2),
+            "files_per_s": round(counts["files"] / t_all, 1), "chunks_per_s": round(counts["chunks"] / t_all, 1),
+            "embed_s": round(rep.seconds_vectors, 2), "unique_embedded": rep.chunks_embedded - rep.vectors_from_cache,
+            "first_answer_branches": {b: s for b, s in first["branchesReady"].items()},
+        }
+        # The raw model on the same chunk texts: the limit indexing can approach.
+        rows = eng.meta.db.execute("SELECT id FROM chunks").fetchall()
+        sample = [r for r in eng.meta.chunks_by_ids([r[0] for r in rows]).values()]
+        texts = list({embed_text(r): None for r in sample})
+        model = load_embedder(embedder)
+        limit = 20000 if embedder == "potion-base-8M" else 400
+        part = texts[:limit]
+        t1 = time.perf_counter()
+        for i in range(0, len(part), 256):
+            model.embed(part[i: i + 256])
+        model_rate = len(part) / (time.perf_counter() - t1)
+        model_time_all = len(texts) / model_rate
+        out["model"] = {"chunks_per_s": round(model_rate, 1), "unique_chunks": len(texts),
+                        "model_only_s": round(model_time_all, 2),
+                        "efficiency": round(model_time_all / t_all, 3)}
+        # Warm query latency.
+        qs = questions_for(eng)
+        for q in qs[:3]:
+            eng.context(q)
+        lat = []
+        for q in qs:
+            t1 = time.perf_counter()
+            eng.context(q)
+            lat.append(time.perf_counter() - t1)
+        out["query"] = {"n": len(qs), "p50_ms": round(statistics.median(lat) * 1000, 1),
+                        "p95_ms": round(percentile(lat, 0.95) * 1000, 1)}
+        out["ripgrep"] = ripgrep_bar(corpus, qs)
+        # Re-index after editing one file.
+        target = max((p for p, k, _n in eng.meta.files() if k == "code"), key=lambda p: (corpus / p).stat().st_size,
+                     default=None)
+        if target:
+            with (corpus / target).open("a") as f:
+                f.write("\n\n# delphi perf edit\n")
+            t1 = time.perf_counter()
+            rep2 = eng.index()
+            out["reindex_one_file"] = {"path": target, "seconds": round(time.perf_counter() - t1, 3),
+                                       "files_indexed": rep2.files_indexed, "chunks_embedded": rep2.chunks_embedded}
+        out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+        eng.close()
+        return out
+    finally:
+        if not keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def render(r: dict[str, Any]) -> str:
+    i, m, q, g = r["index"], r["model"], r["query"], r["ripgrep"]
+    lines = [
+        f"# Performance: {Path(r['folder']).name} ({i['files']} files, {i['chunks']} chunks; embedder {r['embedder']})", "",
+        "| measure | Delphi | bar (same run) |", "|---|---|---|",
+        f"| cold index, lexical ready (s) | {i['lexical_s']} | |",
+        f"| first answer after start (s) | {i['first_answer_s']} | |",
+        f"| vectors complete (s) | {i['vectors_complete_s']} | model alone on the same chunks: {m['model_only_s']} s |",
+        f"| indexing files/s | {i['files_per_s']} | |",
+        f"| indexing chunks/s | {i['chunks_per_s']} | model alone: {m['chunks_per_s']} chunks/s |",
+        f"| pipeline efficiency (model-only / total) | {m['efficiency']} | 1.0 = all time in the model |",
+        f"| warm query p50 (ms) | {q['p50_ms']} | ripgrep p50: {round(g.get('p50_ms', float('nan')), 1)} |",
+        f"| warm query p95 (ms) | {q['p95_ms']} | ripgrep p95: {round(g.get('p95_ms', float('nan')), 1)} |",
+    ]
+    if "reindex_one_file" in r:
+        ro = r["reindex_one_file"]
+        lines.append(f"| re-index after editing one file (s) | {ro['seconds']} ({ro['files_indexed']} file, "
+                     f"{ro['chunks_embedded']} chunks embedded) | |")
+    lines.append(f"| peak RSS (MB) | {r['peak_rss_mb']} | |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("folder")
+    ap.add_argument("--embedder", default="potion-base-8M")
+    ap.add_argument("--json", help="also write the figures as JSON here")
+    a = ap.parse_args(argv)
+    r = run(Path(a.folder), a.embedder)
+    text = render(r)
+    print(text)
+    if a.json:
+        Path(a.json).write_text(json.dumps(r, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
