@@ -60,7 +60,10 @@ class Engine:
         self.settings = settings or Settings.load(self.root, overrides)
         self.index_dir = self.settings.index_path(self.root)
         self.index_dir.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # guards the derived in-memory view
+        self._index_lock = threading.Lock()  # one indexing run at a time; queries do not wait for it
+        self._stop = threading.Event()
+        self.indexing: dict[str, Any] | None = None  # phase, done, total while a run is under way
         self.meta = MetaStore(self.index_dir / "meta.sqlite")
         fmt = self.meta.get_state("format")
         self.rebuilt_from_format: int | None = None
@@ -113,25 +116,48 @@ class Engine:
         return Indexer(self.root, self.settings, self.meta, self.lexical, usable, self.embedder)
 
     def index(self, progress: Progress | None = None, vectors: bool = True, reembed: bool = True,
-              only: list[str] | None = None) -> IndexReport:
-        """Bring the index up to date with the folder; only changed files are redone."""
+              only: list[str] | None = None, buffers: dict[str, str] | None = None) -> IndexReport:
+        """Bring the index up to date with the folder; only changed files are redone.
+
+        Queries keep being answered while this runs, from what is committed so far.
+        """
+        with self._index_lock:
+            self._stop.clear()
+
+            def track(phase: str, done: int, total: int, chunks: int) -> None:
+                self.indexing = {"phase": phase, "done": done, "total": total, "chunks": chunks}
+                if progress:
+                    progress(phase, done, total, chunks)
+
+            try:
+                indexer = self._indexer()
+                rep = indexer.index_lexical(track, only=only, buffers=buffers, should_stop=self._stop.is_set,
+                                            on_batch=self.invalidate)
+                self.invalidate()
+                if vectors and self.vectors is not None and self.embedder is not None:
+                    if reembed or self.model_matches():
+                        indexer.index_vectors(track, rep, should_stop=self._stop.is_set)
+                        self._probe = None
+                return rep
+            finally:
+                self.indexing = None
+
+    def stop_indexing(self) -> None:
+        """Ask a running index() to stop at the next batch boundary (state stays consistent)."""
+        self._stop.set()
+
+    def invalidate(self) -> None:
         with self._lock:
-            indexer = self._indexer()
-            rep = indexer.index_lexical(progress, only=only)
             self._view = None
-            if vectors and self.vectors is not None and self.embedder is not None:
-                if reembed or self.model_matches():
-                    indexer.index_vectors(progress, rep)
-                    self._probe = None
-            return rep
 
     def is_indexed(self) -> bool:
         return bool(self.meta.get_state("lexical_ready", False))
 
     def view(self) -> IndexView:
-        if self._view is None:
-            self._view = IndexView.build(self.meta)
-        return self._view
+        with self._lock:
+            if self._view is None:
+                self._view = IndexView.build(self.meta)
+            return self._view
 
     # ------------------------------------------------------------------ model identity
     def stored_identity(self) -> ModelIdentity | None:
@@ -207,66 +233,71 @@ class Engine:
             raise RequestError("kinds", f"must be a list drawn from {', '.join(KINDS)}")
         anchor_paths = [self.normalise_anchor(a) for a in (anchors or [])]
         timings: dict[str, float] = {}
-        with self._lock:
-            q = analyse(query)
-            ready_vec, vec_status = self.vector_status()
-            ctx = SearchContext(self.settings, self.meta, self.lexical, self.vectors if ready_vec else None,
-                                self.embedder if ready_vec else None, self.view(), anchor_paths, draft)
-            lists: dict[str, list[Hit]] = {}
-            ready: dict[str, str] = {}
-            lexical_ready = self.is_indexed()
-            weights = weights_for(q, self.settings)
-            for b in self.branches:
-                if b.name == "vector" and not ready_vec:
-                    ready[b.name] = vec_status
-                    continue
-                if b.name != "vector" and not lexical_ready:
-                    ready[b.name] = "not ready: lexical index not written yet"
-                    continue
-                if weights.get(b.name, 0) <= 0:
-                    ready[b.name] = "ready (not used for this query shape)"
-                    continue
-                t0 = time.perf_counter()
-                try:
-                    lists[b.name] = b.search(q, ctx)
-                    ready[b.name] = "ready" if b.name != "vector" else vec_status
-                except Exception as e:  # one failing branch must not sink the answer; it shows
-                    lists[b.name] = []
-                    ready[b.name] = f"error: {type(e).__name__}: {e}"
-                timings[b.name] = round((time.perf_counter() - t0) * 1000, 2)
+        q = analyse(query)
+        ready_vec, vec_status = self.vector_status()
+        ctx = SearchContext(self.settings, self.meta, self.lexical, self.vectors if ready_vec else None,
+                            self.embedder if ready_vec else None, self.view(), anchor_paths, draft)
+        lists: dict[str, list[Hit]] = {}
+        ready: dict[str, str] = {}
+        lexical_ready = self.is_indexed() or bool(ctx.files)
+        partial = not self.is_indexed() or (self.indexing is not None and self.indexing["phase"] == "lexical")
+        weights = weights_for(q, self.settings)
+        for b in self.branches:
+            if b.name == "vector" and not ready_vec:
+                ready[b.name] = vec_status
+                continue
+            if b.name != "vector" and not lexical_ready:
+                ready[b.name] = "not ready: lexical index not written yet"
+                continue
+            if weights.get(b.name, 0) <= 0:
+                ready[b.name] = "ready (not used for this query shape)"
+                continue
             t0 = time.perf_counter()
-            fused = rrf(lists, weights, ctx.files, self.settings.rrf_k, q.prefer, q.avoid)
-            if kinds:
-                fused = [f for f in fused if ctx.files.get(f.path, file_kind(f.path)) in kinds]
-            timings["fusion"] = round((time.perf_counter() - t0) * 1000, 2)
-            if self.reranker is not None and fused:
-                t0 = time.perf_counter()
-                passages = {f.path: self._passage(f) for f in fused[: self.settings.reranker_window]}
-                fused = rerank(query, fused, passages, self.reranker, self.settings.reranker_window,
-                               self.settings.reranker_weight)
-                timings["rerank"] = round((time.perf_counter() - t0) * 1000, 2)
-            asked = {t.lower() for t in q.terms} | {i.lower() for i in q.identifiers}
-            results = [self._result(i + 1, f, ctx, asked) for i, f in enumerate(fused[:limit])]
-            out: dict[str, Any] = {
-                "results": results,
-                "query": {"shape": q.shape, "prefer": sorted(q.prefer), "avoid": sorted(q.avoid),
-                          "terms": q.terms[:32], "identifiers": q.identifiers[:16], "literals": q.literals[:8],
-                          "anchors": anchor_paths, "draftUsed": bool(draft) and q.shape not in ("identifier", "trace")},
-                "branchesReady": ready,
-                "health": self.health_summary(vec_status),
-                "traceId": uuid.uuid4().hex[:16],
-            }
-            if budget_tokens:
-                t0 = time.perf_counter()
-                out["packed"], out["packedTokens"] = pack(results, self.meta, budget_tokens)
-                timings["packing"] = round((time.perf_counter() - t0) * 1000, 2)
-            timings["total"] = round((time.perf_counter() - t_start) * 1000, 2)
-            out["timingsMs"] = timings
-            trace = trace_file or self.settings.trace_file
-            if trace:
-                write_trace(Path(trace), out, lists, weights, {"query": query, "anchors": anchor_paths, "draft": draft,
-                                                               "limit": limit, "budgetTokens": budget_tokens, "kinds": kinds})
-            return out
+            try:
+                lists[b.name] = b.search(q, ctx)
+                if b.name == "vector":
+                    ready[b.name] = vec_status
+                elif partial:
+                    ready[b.name] = f"partial: indexing in progress ({len(ctx.files)} files so far)"
+                else:
+                    ready[b.name] = "ready"
+            except Exception as e:  # one failing branch must not sink the answer; it shows
+                lists[b.name] = []
+                ready[b.name] = f"error: {type(e).__name__}: {e}"
+            timings[b.name] = round((time.perf_counter() - t0) * 1000, 2)
+        t0 = time.perf_counter()
+        fused = rrf(lists, weights, ctx.files, self.settings.rrf_k, q.prefer, q.avoid)
+        if kinds:
+            fused = [f for f in fused if ctx.files.get(f.path, file_kind(f.path)) in kinds]
+        timings["fusion"] = round((time.perf_counter() - t0) * 1000, 2)
+        if self.reranker is not None and fused:
+            t0 = time.perf_counter()
+            passages = {f.path: self._passage(f) for f in fused[: self.settings.reranker_window]}
+            fused = rerank(query, fused, passages, self.reranker, self.settings.reranker_window,
+                           self.settings.reranker_weight)
+            timings["rerank"] = round((time.perf_counter() - t0) * 1000, 2)
+        asked = {t.lower() for t in q.terms} | {i.lower() for i in q.identifiers}
+        results = [self._result(i + 1, f, ctx, asked) for i, f in enumerate(fused[:limit])]
+        out: dict[str, Any] = {
+            "results": results,
+            "query": {"shape": q.shape, "prefer": sorted(q.prefer), "avoid": sorted(q.avoid),
+                      "terms": q.terms[:32], "identifiers": q.identifiers[:16], "literals": q.literals[:8],
+                      "anchors": anchor_paths, "draftUsed": bool(draft) and q.shape not in ("identifier", "trace")},
+            "branchesReady": ready,
+            "health": self.health_summary(vec_status),
+            "traceId": uuid.uuid4().hex[:16],
+        }
+        if budget_tokens:
+            t0 = time.perf_counter()
+            out["packed"], out["packedTokens"] = pack(results, self.meta, budget_tokens)
+            timings["packing"] = round((time.perf_counter() - t0) * 1000, 2)
+        timings["total"] = round((time.perf_counter() - t_start) * 1000, 2)
+        out["timingsMs"] = timings
+        trace = trace_file or self.settings.trace_file
+        if trace:
+            write_trace(Path(trace), out, lists, weights, {"query": query, "anchors": anchor_paths, "draft": draft,
+                                                           "limit": limit, "budgetTokens": budget_tokens, "kinds": kinds})
+        return out
 
     def _passage(self, f: Fused) -> str:
         rows = self.meta.chunks_by_ids(f.evidence[:2]) if f.evidence else {}
@@ -312,12 +343,22 @@ class Engine:
         return [{"name": d[0], "kind": d[1], "path": d[2], "line": d[3], "endLine": d[4], "container": d[5],
                  "uri": (self.root / d[2]).as_uri()} for _s, d in out[:limit]]
 
-    def related_tests(self, path: str, limit: int = 10) -> list[dict[str, Any]]:
-        """Tests for a source file: named after it, or using what it defines."""
+    def related_tests(self, path: str, symbol: str | None = None, limit: int = 10) -> list[dict[str, Any]]:
+        """Tests for a source file (named after it, or using what it defines), or for one symbol in it
+        (tests that name the symbol, then the file's own tests)."""
         rel = self.normalise_anchor(path)
         ctx = SearchContext(self.settings, self.meta, self.lexical, None, None, self.view(), [rel])
-        hits = AnchorTestsBranch().search(analyse(f"tests for {rel}"), ctx)
-        return [{"path": h.path, "why": h.note, "score": round(h.score, 4)} for h in hits[:limit]]
+        file_level = AnchorTestsBranch().search(analyse(f"tests for {rel}"), ctx)
+        if not symbol:
+            return [{"path": h.path, "why": h.note, "score": round(h.score, 4)} for h in file_level[:limit]]
+        out: dict[str, dict[str, Any]] = {}
+        for _cid, p, score in self.lexical.search_terms([symbol.lower()], limit=200, fields=("content",), kinds={"test"}):
+            if p not in out and p != rel:
+                out[p] = {"path": p, "why": f"mentions `{symbol}`", "score": round(score, 4)}
+        named = {h.path for h in file_level if h.note.startswith("named after")}
+        # Tests named after the file come first among those that name the symbol.
+        ranked = sorted(out.values(), key=lambda r: (r["path"] not in named, -r["score"]))
+        return ranked[:limit]
 
     # ------------------------------------------------------------------ health
     def health_summary(self, vec_status: str | None = None) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from ..stores.lexical import LexicalStore
 from ..stores.meta import ChunkRow, MetaStore
 from ..stores.vectors import VectorStore
 from ..workspace.kinds import file_kind
-from ..workspace.scan import content_skip_reason, decode, scan
+from ..workspace.scan import FileEntry, content_skip_reason, decode, scan
 from .chunker import chunk_file
 
 Progress = Callable[[str, int, int, int], None]  # phase, done, total, chunks so far
@@ -64,11 +64,19 @@ class Indexer:
         self.embedder = embedder
 
     # ------------------------------------------------------------------ lexical
-    def index_lexical(self, progress: Progress | None = None, only: list[str] | None = None) -> IndexReport:
+    def index_lexical(self, progress: Progress | None = None, only: list[str] | None = None,
+                      buffers: dict[str, str] | None = None, should_stop: Callable[[], bool] | None = None,
+                      on_batch: Callable[[], None] | None = None) -> IndexReport:
+        """``buffers``: unsaved editor text by path, indexed instead of the disk's bytes."""
         t0 = time.perf_counter()
         rep = IndexReport()
+        buffers = buffers or {}
         result = scan(self.root, self.settings.max_file_bytes, self.settings.extra_ignores)
         current = {f.path: f for f in result.files}
+        for path in buffers:
+            # A buffer of a file not yet saved is still what the user is working on.
+            result.skipped.pop(path, None)
+            current[path] = FileEntry(path, -1, -1)
         rep.files_seen = len(current)
         stored = self.meta.file_hashes()
 
@@ -85,7 +93,7 @@ class Indexer:
             if only is not None and path not in only:
                 continue
             old = stored.get(path)
-            if old and old[1] == entry.size and old[2] == entry.mtime_ns:
+            if old and old[1] == entry.size and old[2] == entry.mtime_ns and path not in buffers:
                 rep.files_unchanged += 1
                 continue
             todo.append(entry)
@@ -93,11 +101,17 @@ class Indexer:
         skipped = dict(result.skipped)
         done = 0
         for i in range(0, len(todo), BATCH_FILES):
+            if should_stop and should_stop():
+                rep.errors.append("stopped before the end; the next run resumes")
+                break
             batch = todo[i: i + BATCH_FILES]
             prepared = []
             for entry in batch:
                 try:
-                    data = (self.root / entry.path).read_bytes()
+                    if entry.path in buffers:
+                        data = buffers[entry.path].encode("utf-8")
+                    else:
+                        data = (self.root / entry.path).read_bytes()
                 except FileNotFoundError:
                     skipped[entry.path] = "vanished during indexing"
                     continue
@@ -124,13 +138,15 @@ class Indexer:
                 rep.files_indexed += 1
                 rep.chunks_written += len(rows)
             done += len(batch)
+            if on_batch:
+                on_batch()
             if progress:
                 progress("lexical", done, len(todo), rep.chunks_written)
         # Files skipped for content reasons that were indexed before must leave the stores.
-        gone = [p for p in skipped if p in stored and p not in deleted]
+        gone = [p for p in skipped if p in stored and p not in deleted and p not in buffers]
         if gone:
             self._remove(gone)
-        if only is None:
+        if only is None and not rep.errors:
             self.meta.set_skipped(skipped)
         else:
             for p, r in skipped.items():
@@ -138,7 +154,8 @@ class Indexer:
                     self.meta.add_skipped(p, r)
         rep.files_skipped = len(skipped)
         self.lexical.refresh()
-        self.meta.set_state("lexical_ready", True)
+        if not rep.errors:
+            self.meta.set_state("lexical_ready", True)
         self.meta.set_state("indexed_at", time.time())
         rep.seconds_lexical = time.perf_counter() - t0
         return rep
@@ -201,7 +218,8 @@ class Indexer:
         self.meta.remove_files(paths)
 
     # ------------------------------------------------------------------ vectors
-    def index_vectors(self, progress: Progress | None = None, rep: IndexReport | None = None) -> IndexReport:
+    def index_vectors(self, progress: Progress | None = None, rep: IndexReport | None = None,
+                      should_stop: Callable[[], bool] | None = None) -> IndexReport:
         rep = rep or IndexReport()
         if self.vectors is None or self.embedder is None:
             return rep
@@ -216,7 +234,7 @@ class Indexer:
         self.meta.set_state("embedder", ident.as_dict())
         total = self.meta.counts()["chunks"] - self.meta.counts()["vectors"]
         done = 0
-        while True:
+        while not (should_stop and should_stop()):
             rows = self.meta.unembedded(EMBED_BATCH)
             if not rows:
                 break

@@ -76,19 +76,22 @@ class LexicalStore:
 
     def refresh(self) -> None:
         with self._lock:
-            if self._searcher is not None:
-                self._searcher = self._searcher.refresh()
+            self._searcher = None
 
     def searcher(self):
+        """A searcher over the latest commit.
+
+        Not ``Searcher.refresh()``: it reuses segment readers whose deletion sets are stale,
+        so a deleted file kept answering (seen in the server tests). A new searcher is cheap.
+        """
         with self._lock:
-            if self._searcher is None:
+            if self._searcher is None or not self._searcher.up_to_date():
                 self._searcher = self.ix.searcher(weighting=scoring.BM25F(B=0.75, K1=1.2))
-            else:
-                self._searcher = self._searcher.refresh()
             return self._searcher
 
     def doc_count(self) -> int:
-        return self.searcher().doc_count()
+        with self._lock:
+            return self.searcher().doc_count()
 
     def search_terms(self, terms: list[str], limit: int, fields: tuple[str, ...] = ("content", "symbols", "pathtext"),
                      kinds: set[str] | None = None) -> list[tuple[str, str, float]]:
@@ -98,9 +101,9 @@ class LexicalStore:
         clauses = [query.Term(f, t) for t in terms for f in fields]
         q = query.Or(clauses)
         flt = query.Or([query.Term("kind", k) for k in kinds]) if kinds else None
-        s = self.searcher()
-        hits = s.search(q, limit=limit, filter=flt)
-        return [(h["id"], h["path"], float(h.score)) for h in hits]
+        with self._lock:  # Whoosh searchers are not made for concurrent use
+            hits = self.searcher().search(q, limit=limit, filter=flt)
+            return [(h["id"], h["path"], float(h.score)) for h in hits]
 
     def parse(self, text: str):  # pragma: no cover - debugging aid
         return qparser.QueryParser("content", self.ix.schema).parse(text)
