@@ -20,7 +20,7 @@ from . import health as health_mod
 from .indexing.pipeline import Indexer, IndexReport, Progress
 from .models.cross_encoder import CrossEncoder
 from .models.embedders import Embedder, ModelIdentity, load_embedder
-from .retrieval.branches.anchors import AnchorBranch, AnchorTestsBranch
+from .retrieval.branches.anchors import AnchorBranch, AnchorRefsBranch, AnchorTestsBranch
 from .retrieval.branches.base import Branch, Hit
 from .retrieval.branches.lexical import Bm25Branch
 from .retrieval.branches.path import PathBranch
@@ -103,7 +103,7 @@ class Engine:
                 self.reranker_status = f"error: cross-encoder at {self.settings.reranker!r} failed to load: {e}"
                 self.problems["reranker"] = self.reranker_status
         self.branches: list[Branch] = [Bm25Branch(), VectorBranch(), SymbolBranch(), PathBranch(), TrigramBranch(),
-                                       AnchorBranch(), AnchorTestsBranch()]
+                                       AnchorBranch(), AnchorTestsBranch(), AnchorRefsBranch()]
         self._view: IndexView | None = None
 
     def _collection_name(self) -> str:
@@ -348,7 +348,10 @@ class Engine:
         (tests that name the symbol, then the file's own tests)."""
         rel = self.normalise_anchor(path)
         ctx = SearchContext(self.settings, self.meta, self.lexical, None, None, self.view(), [rel])
-        file_level = AnchorTestsBranch().search(analyse(f"tests for {rel}"), ctx)
+        q = analyse(f"tests for {rel}")
+        named = AnchorTestsBranch().search(q, ctx)
+        refs = [h for h in AnchorRefsBranch().search(q, ctx) if h.path not in {n.path for n in named}]
+        file_level = named + refs
         if not symbol:
             return [{"path": h.path, "why": h.note, "score": round(h.score, 4)} for h in file_level[:limit]]
         out: dict[str, dict[str, Any]] = {}

@@ -93,6 +93,16 @@ class LexicalStore:
         with self._lock:
             return self.searcher().doc_count()
 
+    def rarest(self, terms: list[str], n: int) -> list[str]:
+        """The ``n`` terms with the fewest documents (absent terms dropped): what a long query is about."""
+        if len(terms) <= n:
+            return terms
+        with self._lock:
+            r = self.searcher().reader()
+            df = {t: r.doc_frequency("content", t) + r.doc_frequency("symbols", t) for t in terms}
+        present = [t for t in terms if df[t] > 0]
+        return sorted(present, key=lambda t: df[t])[:n]
+
     def search_terms(self, terms: list[str], limit: int, fields: tuple[str, ...] = ("content", "symbols", "pathtext"),
                      kinds: set[str] | None = None) -> list[tuple[str, str, float]]:
         """BM25F over the given fields for any of ``terms``: (chunk id, path, score)."""

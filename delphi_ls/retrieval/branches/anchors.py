@@ -29,7 +29,7 @@ def _dir_distance(a: str, b: str) -> int:
 
 
 class AnchorTestsBranch:
-    """Tests named after an anchor, then tests that use the anchor's symbols."""
+    """Tests named after an anchor (``x_test.go``, ``test_x.py``, ``x.spec.ts``, ``XTest.java``)."""
 
     name = "anchor_tests"
 
@@ -50,20 +50,35 @@ class AnchorTestsBranch:
                     if s > scores.get(t, -1e9):
                         scores[t] = s
                         notes[t] = f"named after {os.path.basename(anchor)}"
-            # Tests that mention what the anchor defines (a lexical stand-in for reference edges).
+        ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[: ctx.depth]
+        return [Hit(p, s, [], notes[p]) for p, s in ranked]
+
+
+class AnchorRefsBranch:
+    """Tests that mention what an anchor defines: a lexical stand-in for reference edges."""
+
+    name = "anchor_refs"
+
+    def search(self, q: QueryInfo, ctx: SearchContext) -> list[Hit]:
+        scores: dict[str, float] = {}
+        notes: dict[str, str] = {}
+        for anchor in ctx.anchors:
+            if ctx.files.get(anchor) == "test":
+                continue
+            stem = stripped(stem_of(anchor))
             names = [s[0] for s in ctx.meta.symbols_of(anchor) if len(s[0]) >= 4 and not s[5]]
             names = sorted(set(names), key=lambda n: -len(n))[:24]
             terms = [n.lower() for n in names] + ([stem] if len(stem) >= 4 else [])
-            if terms:
-                rows = ctx.lexical.search_terms(terms, limit=200, fields=("content",), kinds={"test"})
-                seen: list[str] = []
-                for _cid, path, _score in rows:
-                    if path not in seen:
-                        seen.append(path)
-                for rank, t in enumerate(seen[:30]):
-                    s = 2.0 / (rank + 1) - 0.05 * _dir_distance(anchor, t)
-                    if s > scores.get(t, -1e9):
-                        scores[t] = s
-                        notes[t] = f"uses what {os.path.basename(anchor)} defines"
+            if not terms:
+                continue
+            seen: list[str] = []
+            for _cid, path, _score in ctx.lexical.search_terms(terms, limit=200, fields=("content",), kinds={"test"}):
+                if path not in seen:
+                    seen.append(path)
+            for rank, t in enumerate(seen[: ctx.depth]):
+                s = 1.0 / (rank + 1) - 0.01 * _dir_distance(anchor, t)
+                if s > scores.get(t, -1e9):
+                    scores[t] = s
+                    notes[t] = f"uses what {os.path.basename(anchor)} defines"
         ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[: ctx.depth]
         return [Hit(p, s, [], notes[p]) for p, s in ranked]

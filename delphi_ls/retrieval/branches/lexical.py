@@ -11,7 +11,7 @@ class Bm25Branch:
     name = "bm25"
 
     def search(self, q: QueryInfo, ctx: SearchContext) -> list[Hit]:
-        terms = q.terms[:64]
+        terms = ctx.lexical.rarest(q.terms, 24)
         rows = ctx.lexical.search_terms(terms, limit=400)
         hits = files_from_chunks(rows, limit=ctx.depth)
         for h in hits:
