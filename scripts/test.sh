@@ -4,11 +4,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-if ! command -v rg >/dev/null 2>&1; then
-  # ripgrep is the grep baseline of the retrieval benchmark (its smoke test runs here).
-  if command -v apt-get >/dev/null 2>&1; then
-    (apt-get install -y -q ripgrep >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q ripgrep >/dev/null))
-  fi
+# Debian packages the suite needs: ripgrep (the benchmark's grep baseline) and neovim
+# (a real editor client of the language server). Installed when missing and apt is there.
+need=()
+command -v rg >/dev/null 2>&1 || need+=(ripgrep)
+command -v nvim >/dev/null 2>&1 || need+=(neovim)
+if [ ${#need[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get install -y -q "${need[@]}" >/dev/null 2>&1 || ($SUDO apt-get update -q >/dev/null && $SUDO apt-get install -y -q "${need[@]}" >/dev/null)
 fi
 [ -d .venv ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
