@@ -28,6 +28,8 @@ from delphi_ls import Engine
 from delphi_ls.indexing.pipeline import embed_text
 from delphi_ls.models.embedders import load_embedder
 
+from .lspclient import LspClient
+
 QUESTIONS = [
     "where is the configuration loaded from disk?",
     "how are errors reported to the user?",
@@ -67,6 +69,64 @@ def ripgrep_bar(folder: Path, questions: list[str]) -> dict[str, Any]:
                        capture_output=True)
         times.append(time.perf_counter() - t0)
     return {"status": "ok", "p50_ms": statistics.median(times) * 1000, "p95_ms": percentile(times, 0.95) * 1000}
+
+
+def server_latency(corpus: Path, index: Path, embedder: str, qs: list[str], direct_p50: float) -> dict[str, Any]:
+    """Warm request latency through delphi-ls over stdio, on the index the engine just built."""
+    client = LspClient()
+    try:
+        client.initialize(corpus, {"indexDir": str(index), "embedder": embedder})
+        _wait_ready(client)
+        for q in qs[:3]:
+            client.request("delphi/context", {"query": q})
+        lat = []
+        for q in qs:
+            t1 = time.perf_counter()
+            client.request("delphi/context", {"query": q})
+            lat.append(time.perf_counter() - t1)
+    finally:
+        client.close()
+    p50 = statistics.median(lat)
+    return {"p50_ms": round(p50 * 1000, 1), "p95_ms": round(percentile(lat, 0.95) * 1000, 1),
+            "engine_p50_ms": round(direct_p50 * 1000, 1), "ratio": round(p50 / direct_p50, 3)}
+
+
+def _wait_ready(client: LspClient, timeout: float = 600) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        w = client.request("delphi/health", {})["workspaces"][0]
+        c = w["counts"]
+        if c["files"] and c["vectors"] == c["chunks"] and w["branches"]["vector"] in ("ready", "off: vectors disabled by settings (vectors = false)"):
+            return
+        time.sleep(0.2)
+    raise TimeoutError("the server did not finish indexing")
+
+
+def server_cold_start(corpus: Path, index: Path, embedder: str) -> dict[str, Any]:
+    """From `initialized` on a folder never indexed: first answer, and first answer with results."""
+    client = LspClient()
+    try:
+        t0 = time.perf_counter()
+        client.initialize(corpus, {"indexDir": str(index), "embedder": embedder})
+        t_init = time.perf_counter()
+        first = None
+        first_hits = None
+        while first_hits is None and time.perf_counter() - t_init < 600:
+            ans = client.request("delphi/context", {"query": "where is the main entry point?"})
+            now = time.perf_counter() - t_init
+            first = first if first is not None else now
+            if ans["results"]:
+                first_hits = now
+                ready = ans["branchesReady"]
+            else:
+                time.sleep(0.05)
+        _wait_ready(client)
+        t_done = time.perf_counter() - t_init
+    finally:
+        client.close()
+    return {"initialize_s": round(t_init - t0, 2), "first_answer_s": round(first or -1, 2),
+            "first_answer_with_results_s": round(first_hits or -1, 2), "fully_indexed_s": round(t_done, 2),
+            "branches_at_first_results": ready if first_hits is not None else None}
 
 
 def run(folder: Path, embedder: str, keep: bool = False) -> dict[str, Any]:
@@ -137,7 +197,15 @@ def run(folder: Path, embedder: str, keep: bool = False) -> dict[str, Any]:
             out["reindex_one_file"] = {"path": target, "seconds": round(time.perf_counter() - t1, 3),
                                        "files_indexed": rep2.files_indexed, "chunks_embedded": rep2.chunks_embedded}
         out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+        # Side by side with the engine called directly: the same questions through the server.
+        direct = []
+        for q in qs:
+            t1 = time.perf_counter()
+            eng.context(q)
+            direct.append(time.perf_counter() - t1)
         eng.close()
+        out["server"] = server_latency(corpus, work / "index", embedder, qs, statistics.median(direct))
+        out["server"]["cold_start"] = server_cold_start(corpus, work / "index-cold", embedder)
         return out
     finally:
         if not keep:
@@ -163,6 +231,12 @@ def render(r: dict[str, Any]) -> str:
         lines.append(f"| re-index after editing one file (s) | {ro['seconds']} ({ro['files_indexed']} file, "
                      f"{ro['chunks_embedded']} chunks embedded) | |")
     lines.append(f"| peak RSS (MB) | {r['peak_rss_mb']} | |")
+    if "server" in r:
+        sv, cs = r["server"], r["server"]["cold_start"]
+        lines.append(f"| delphi/context through the server, warm p50 (ms) | {sv['p50_ms']} (p95 {sv['p95_ms']}) | "
+                     f"engine called directly: {sv['engine_p50_ms']} (ratio {sv['ratio']}) |")
+        lines.append(f"| server cold start: first answer / first answer with results / fully indexed (s after initialized) | "
+                     f"{cs['first_answer_s']} / {cs['first_answer_with_results_s']} / {cs['fully_indexed_s']} | |")
     return "\n".join(lines) + "\n"
 
 

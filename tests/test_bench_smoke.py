@@ -64,3 +64,4 @@ def test_perf_benchmark_small_run(tmp_path: Path):
     assert 0 < r["model"]["efficiency"] <= 1.5
     assert r["query"]["p50_ms"] > 0 and r["reindex_one_file"]["files_indexed"] == 1
     assert "| warm query p50 (ms) |" in perf.render(r)
+    assert r["server"]["p50_ms"] > 0 and r["server"]["cold_start"]["first_answer_with_results_s"] > 0

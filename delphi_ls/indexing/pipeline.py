@@ -25,6 +25,7 @@ from .chunker import chunk_file
 
 Progress = Callable[[str, int, int, int], None]  # phase, done, total, chunks so far
 BATCH_FILES = 200
+FIRST_BATCH_FILES = 25
 EMBED_BATCH = 256
 
 
@@ -100,11 +101,16 @@ class Indexer:
 
         skipped = dict(result.skipped)
         done = 0
-        for i in range(0, len(todo), BATCH_FILES):
+        i = 0
+        size = FIRST_BATCH_FILES
+        while i < len(todo):
             if should_stop and should_stop():
                 rep.errors.append("stopped before the end; the next run resumes")
                 break
-            batch = todo[i: i + BATCH_FILES]
+            # Small first batches: a cold start has something searchable within a second or two.
+            batch = todo[i: i + size]
+            i += size
+            size = min(size * 2, BATCH_FILES)
             prepared = []
             for entry in batch:
                 try:
