@@ -21,6 +21,11 @@ set +e
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
 rc=$?
 set -e
+# The VS Code extension: type-check, unit tests under plain Node, and an integration test
+# against the real delphi-ls of this checkout.
+if [ "$rc" -eq 0 ] || [ "$rc" -eq 5 ]; then
+  (cd vscode-client && npm ci --no-audit --no-fund --loglevel=error && DELPHI_PYTHON="$PWD/../.venv/bin/python" npm test) || rc=$?
+fi
 if [ "$rc" -eq 5 ]; then
   echo "pytest collected no tests: failing" >&2
   exit 1

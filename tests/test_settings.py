@@ -41,3 +41,17 @@ def test_bad_toml_is_a_clear_error(tmp_path: Path):
 def test_index_lives_outside_the_workspace_by_default(tmp_path: Path):
     p = Settings().index_path(tmp_path)
     assert tmp_path not in p.parents
+
+
+def test_vscode_settings_map_one_to_one():
+    import json
+    import re
+    from dataclasses import fields
+
+    pkg = json.loads((Path(__file__).parents[1] / "vscode-client" / "package.json").read_text())
+    contributed = {k.removeprefix("delphi.") for k in pkg["contributes"]["configuration"]["properties"]}
+    camel = {re.sub(r"_([a-z])", lambda m: m.group(1).upper(), f.name) for f in fields(Settings)}
+    assert {k for k in contributed if not k.startswith("server.")} == camel
+    for key in camel:  # and every contributed default is one the server accepts
+        default = pkg["contributes"]["configuration"]["properties"][f"delphi.{key}"]["default"]
+        Settings.from_dict({key: default})
