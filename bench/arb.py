@@ -25,7 +25,7 @@ from delphi_ls import Engine
 from .baselines import Baselines, Corpus
 
 KS = (5, 10, 20)
-ABLATE_BRANCHES = ("vector", "bm25", "symbol", "path", "trigram", "anchor", "anchor_tests", "anchor_refs")
+ABLATE_BRANCHES = ("vector", "bm25", "symbol", "path", "trigram", "anchor", "anchor_tests", "anchor_refs", "graph", "cochange")
 
 
 # ---------------------------------------------------------------- samples

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
 import threading
 import time
 import uuid
@@ -17,6 +18,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from . import health as health_mod
+from .indexing.cochange import cochange_pairs, git_head
 from .indexing.pipeline import Indexer, IndexReport, Progress
 from .models.cross_encoder import CrossEncoder
 from .models.embedders import Embedder, ModelIdentity, load_embedder
@@ -24,6 +26,7 @@ from .retrieval.branches.anchors import AnchorBranch, AnchorRefsBranch, AnchorTe
 from .retrieval.branches.base import Branch, Hit
 from .retrieval.branches.lexical import Bm25Branch
 from .retrieval.branches.path import PathBranch
+from .retrieval.branches.structure import CochangeBranch, GraphBranch
 from .retrieval.branches.symbol import SymbolBranch
 from .retrieval.branches.trigram import TrigramBranch
 from .retrieval.branches.vector import VectorBranch
@@ -32,7 +35,7 @@ from .retrieval.fusion import Fused, rrf
 from .retrieval.packing import pack
 from .retrieval.query import analyse
 from .retrieval.rerank import rerank
-from .retrieval.router import weights_for
+from .retrieval.router import SEED_ANCHOR_WEIGHT, SEED_TOP, SEED_TOP_WEIGHT, weights_for
 from .settings import Settings
 from .stores.lexical import LexicalStore
 from .stores.meta import MetaStore
@@ -103,8 +106,13 @@ class Engine:
                 self.reranker_status = f"error: cross-encoder at {self.settings.reranker!r} failed to load: {e}"
                 self.problems["reranker"] = self.reranker_status
         self.branches: list[Branch] = [Bm25Branch(), VectorBranch(), SymbolBranch(), PathBranch(), TrigramBranch(),
-                                       AnchorBranch(), AnchorTestsBranch(), AnchorRefsBranch()]
+                                       AnchorBranch(), AnchorTestsBranch(), AnchorRefsBranch(), GraphBranch(),
+                                       CochangeBranch()]
         self._view: IndexView | None = None
+        stored_cc = self.meta.get_state("cochange")
+        self.cochange_status = (f"ready: {stored_cc['commits']} commits up to {stored_cc['head'][:12]}, "
+                                f"{stored_cc['pairs']} file pairs (as of the last index)") if stored_cc else \
+            "not computed yet (runs with indexing)"
 
     def _collection_name(self) -> str:
         name = re.sub(r"[^A-Za-z0-9._-]", "_", self.root.name)[:40].strip("._-") or "root"
@@ -134,6 +142,7 @@ class Engine:
                 rep = indexer.index_lexical(track, only=only, buffers=buffers, should_stop=self._stop.is_set,
                                             on_batch=self.invalidate)
                 self.invalidate()
+                self.refresh_cochange()
                 if vectors and self.vectors is not None and self.embedder is not None:
                     if reembed or self.model_matches():
                         indexer.index_vectors(track, rep, should_stop=self._stop.is_set)
@@ -141,6 +150,24 @@ class Engine:
                 return rep
             finally:
                 self.indexing = None
+
+    def refresh_cochange(self) -> None:
+        """Recompute co-change when HEAD moved since the last time (cheap when it did not)."""
+        head = git_head(self.root)
+        if head is None:
+            self.cochange_status = "off: not a git repository (no history to learn co-change from)"
+            return
+        stored = self.meta.get_state("cochange") or {}
+        if stored.get("head") != head:
+            try:
+                files = {p for p, _k, _n in self.meta.files()}
+                pairs, commits = cochange_pairs(self.root, files)
+                self.meta.set_cochange(pairs, head, commits)
+                stored = {"head": head, "commits": commits, "pairs": len(pairs)}
+            except (OSError, RuntimeError, subprocess.SubprocessError) as e:
+                self.cochange_status = f"error: git log failed: {e}"
+                return
+        self.cochange_status = f"ready: {stored['commits']} commits up to {head[:12]}, {stored['pairs']} file pairs"
 
     def stop_indexing(self) -> None:
         """Ask a running index() to stop at the next batch boundary (state stays consistent)."""
@@ -242,29 +269,15 @@ class Engine:
         lexical_ready = self.is_indexed() or bool(ctx.files)
         partial = not self.is_indexed() or (self.indexing is not None and self.indexing["phase"] == "lexical")
         weights = weights_for(q, self.settings)
-        for b in self.branches:
-            if b.name == "vector" and not ready_vec:
-                ready[b.name] = vec_status
-                continue
-            if b.name != "vector" and not lexical_ready:
-                ready[b.name] = "not ready: lexical index not written yet"
-                continue
-            if weights.get(b.name, 0) <= 0:
-                ready[b.name] = "ready (not used for this query shape)"
-                continue
-            t0 = time.perf_counter()
-            try:
-                lists[b.name] = b.search(q, ctx)
-                if b.name == "vector":
-                    ready[b.name] = vec_status
-                elif partial:
-                    ready[b.name] = f"partial: indexing in progress ({len(ctx.files)} files so far)"
-                else:
-                    ready[b.name] = "ready"
-            except Exception as e:  # one failing branch must not sink the answer; it shows
-                lists[b.name] = []
-                ready[b.name] = f"error: {type(e).__name__}: {e}"
-            timings[b.name] = round((time.perf_counter() - t0) * 1000, 2)
+        stage1 = [b for b in self.branches if getattr(b, "stage", 1) == 1]
+        stage2 = [b for b in self.branches if getattr(b, "stage", 1) == 2]
+        self._run_branches(stage1, q, ctx, weights, lists, ready, timings, ready_vec, vec_status, lexical_ready, partial)
+        if stage2:
+            first = rrf(lists, weights, ctx.files, self.settings.rrf_k, q.prefer, q.avoid)
+            ctx.seeds = {a: SEED_ANCHOR_WEIGHT for a in anchor_paths if a in ctx.files}
+            for i, f in enumerate(first[:SEED_TOP]):
+                ctx.seeds.setdefault(f.path, SEED_TOP_WEIGHT / (1 + 0.5 * i))
+            self._run_branches(stage2, q, ctx, weights, lists, ready, timings, ready_vec, vec_status, lexical_ready, partial)
         t0 = time.perf_counter()
         fused = rrf(lists, weights, ctx.files, self.settings.rrf_k, q.prefer, q.avoid)
         if kinds:
@@ -298,6 +311,33 @@ class Engine:
             write_trace(Path(trace), out, lists, weights, {"query": query, "anchors": anchor_paths, "draft": draft,
                                                            "limit": limit, "budgetTokens": budget_tokens, "kinds": kinds})
         return out
+
+    def _run_branches(self, branches: list[Branch], q: Any, ctx: SearchContext, weights: dict[str, float],
+                      lists: dict[str, list[Hit]], ready: dict[str, str], timings: dict[str, float], ready_vec: bool,
+                      vec_status: str, lexical_ready: bool, partial: bool) -> None:
+        for b in branches:
+            if b.name == "vector" and not ready_vec:
+                ready[b.name] = vec_status
+                continue
+            if b.name != "vector" and not lexical_ready:
+                ready[b.name] = "not ready: lexical index not written yet"
+                continue
+            if weights.get(b.name, 0) <= 0:
+                ready[b.name] = "ready (not used for this query shape)"
+                continue
+            t0 = time.perf_counter()
+            try:
+                lists[b.name] = b.search(q, ctx)
+                if b.name == "vector":
+                    ready[b.name] = vec_status
+                elif partial:
+                    ready[b.name] = f"partial: indexing in progress ({len(ctx.files)} files so far)"
+                else:
+                    ready[b.name] = "ready"
+            except Exception as e:  # one failing branch must not sink the answer; it shows
+                lists[b.name] = []
+                ready[b.name] = f"error: {type(e).__name__}: {e}"
+            timings[b.name] = round((time.perf_counter() - t0) * 1000, 2)
 
     def _passage(self, f: Fused) -> str:
         rows = self.meta.chunks_by_ids(f.evidence[:2]) if f.evidence else {}
@@ -350,8 +390,13 @@ class Engine:
         ctx = SearchContext(self.settings, self.meta, self.lexical, None, None, self.view(), [rel])
         q = analyse(f"tests for {rel}")
         named = AnchorTestsBranch().search(q, ctx)
-        refs = [h for h in AnchorRefsBranch().search(q, ctx) if h.path not in {n.path for n in named}]
-        file_level = named + refs
+        g = ctx.view.graph
+        importers = sorted(p for p in (g.imported_by.get(rel, set()) if g else set()) if ctx.files.get(p) == "test")
+        seen = {n.path for n in named}
+        imported = [Hit(p, 1.0, [], f"imports {os.path.basename(rel)}") for p in importers if p not in seen]
+        seen |= set(importers)
+        refs = [h for h in AnchorRefsBranch().search(q, ctx) if h.path not in seen]
+        file_level = named + imported + refs
         if not symbol:
             return [{"path": h.path, "why": h.note, "score": round(h.score, 4)} for h in file_level[:limit]]
         out: dict[str, dict[str, Any]] = {}

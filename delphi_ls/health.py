@@ -65,6 +65,8 @@ def report(engine: Engine, check_staleness: bool = True) -> dict[str, Any]:
         problems.append({"severity": "warning", "code": "not_indexed", "message": "the workspace has not been indexed yet"})
     if engine.settings.reranker == "off":
         problems.append({"severity": "info", "code": "reranker_off", "message": "reranker " + engine.reranker_status})
+    if engine.cochange_status.startswith("error"):
+        problems.append({"severity": "warning", "code": "cochange", "message": "co-change branch " + engine.cochange_status})
     grammars = grammar_status()
     for lang, st in grammars.items():
         if st != "ok":
@@ -82,6 +84,8 @@ def report(engine: Engine, check_staleness: bool = True) -> dict[str, Any]:
         "trigram": "ready" if lexical_ready else "not ready",
         "anchor": "ready" if lexical_ready else "not ready",
         "anchor_tests": "ready" if lexical_ready else "not ready",
+        "graph": "ready" if lexical_ready else "not ready",
+        "cochange": engine.cochange_status,
         "vector": vec_status,
         "rerank": engine.reranker_status,
     }

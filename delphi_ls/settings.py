@@ -21,7 +21,7 @@ from typing import Any
 import platformdirs
 
 EMBEDDERS = ("potion-base-8M", "minilm-l6-int8")
-BRANCHES = ("vector", "bm25", "symbol", "path", "trigram", "anchor", "anchor_tests", "anchor_refs")
+BRANCHES = ("vector", "bm25", "symbol", "path", "trigram", "anchor", "anchor_tests", "anchor_refs", "graph", "cochange")
 
 
 class SettingsError(ValueError):

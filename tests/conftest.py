@@ -103,6 +103,15 @@ FILES: dict[str, str] = {
             s.submit("b", 5)
             assert s.next_job() == "b"
         ''',
+    "tests/test_pipeline_integration.py": '''
+        from shipyard.scheduler import BuildScheduler
+
+
+        def test_end_to_end_build():
+            s = BuildScheduler(workers=1)
+            s.submit("job")
+            assert s.next_job() == "job"
+        ''',
     "proxy/grpc_proxy.go": '''
         package proxy
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import tree_sitter as ts
 
+from .imports import extract_imports
 from .languages import LanguageSpec, parser_for, spec_for
 
 WINDOW_LINES = 60
@@ -41,6 +42,7 @@ class ChunkedFile:
     chunks: list[Chunk]
     symbols: list[Symbol]
     parse_error: str | None = None
+    imports: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -66,7 +68,7 @@ def chunk_file(path: str, text: str, max_chars: int = 1500) -> ChunkedFile:
     units = _units(tree.root_node.children, spec, max_chars, top=True)
     chunks = _merge(units, data, max_chars)
     _attach_symbols(chunks, symbols)
-    return ChunkedFile(spec.name, chunks, symbols)
+    return ChunkedFile(spec.name, chunks, symbols, imports=extract_imports(tree.root_node, spec))
 
 
 def window_chunks(text: str, max_chars: int) -> list[Chunk]:

@@ -137,10 +137,10 @@ class Indexer:
                 text, replaced = decode(data)
                 prepared.append((entry, digest, text, replaced))
             rows_by_file = self._write_lexical(prepared)
-            for (entry, digest, _text, replaced), (rows, symbols, language) in zip(prepared, rows_by_file, strict=True):
+            for (entry, digest, _text, replaced), (rows, symbols, language, imports) in zip(prepared, rows_by_file, strict=True):
                 reuse = self._reusable_vectors(entry.path, rows)
                 self.meta.replace_file(entry.path, digest, entry.size, entry.mtime_ns, file_kind(entry.path), language,
-                                       rows, symbols, replaced, reuse)
+                                       rows, symbols, replaced, reuse, imports)
                 rep.files_indexed += 1
                 rep.chunks_written += len(rows)
             done += len(batch)
@@ -166,7 +166,7 @@ class Indexer:
         rep.seconds_lexical = time.perf_counter() - t0
         return rep
 
-    def _write_lexical(self, prepared: list) -> list[tuple[list[ChunkRow], list[tuple[str, str, int, int, str]], str]]:
+    def _write_lexical(self, prepared: list) -> list[tuple[list[ChunkRow], list[tuple[str, str, int, int, str]], str, list[str]]]:
         out = []
         if not prepared:
             return out
@@ -186,7 +186,7 @@ class Indexer:
                     # An all-whitespace file still exists for the path branch.
                     LexicalStore.add_chunk(writer, chunk_id(entry.path, 0, "empty"), entry.path, kind, "", [])
                 symbols = [(s.name, s.kind, s.line, s.end_line, s.container) for s in cf.symbols]
-                out.append((rows, symbols, cf.language))
+                out.append((rows, symbols, cf.language, cf.imports))
             writer.commit()
         except BaseException:
             writer.cancel()

@@ -6,6 +6,7 @@ import bisect
 import os
 from dataclasses import dataclass, field
 
+from ..indexing.graph import FileGraph
 from ..indexing.tokens import stripped
 from ..models.embedders import Embedder
 from ..settings import Settings
@@ -23,6 +24,7 @@ class IndexView:
     stripped_paths: list[tuple[str, str, str]]  # (path, stripped path, stripped basename)
     chunk_lines: dict[str, tuple[list[int], list[str]]]  # path -> (start lines, chunk ids)
     by_basename: dict[str, list[str]] = field(default_factory=dict)
+    graph: FileGraph | None = None
 
     @classmethod
     def build(cls, meta: MetaStore) -> IndexView:
@@ -39,7 +41,8 @@ class IndexView:
         by_base: dict[str, list[str]] = {}
         for p in files:
             by_base.setdefault(os.path.basename(p), []).append(p)
-        return cls(files, symbols, sp, lines, by_base)
+        graph = FileGraph.build(files, meta.all_imports())
+        return cls(files, symbols, sp, lines, by_base, graph)
 
 
 @dataclass
@@ -53,6 +56,7 @@ class SearchContext:
     anchors: list[str]
     draft: str | None = None
     depth: int = 100
+    seeds: dict[str, float] = field(default_factory=dict)  # for stage-2 branches: anchors + first-pass top files
 
     @property
     def files(self) -> dict[str, str]:

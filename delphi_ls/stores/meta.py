@@ -45,6 +45,9 @@ CREATE TABLE IF NOT EXISTS symbols (
 );
 CREATE INDEX IF NOT EXISTS symbols_path ON symbols(path);
 CREATE INDEX IF NOT EXISTS symbols_name ON symbols(name);
+CREATE TABLE IF NOT EXISTS imports (path TEXT, spec TEXT);
+CREATE INDEX IF NOT EXISTS imports_path ON imports(path);
+CREATE TABLE IF NOT EXISTS cochange (a TEXT, b TEXT, weight REAL, PRIMARY KEY (a, b));
 CREATE TABLE IF NOT EXISTS skipped (path TEXT PRIMARY KEY, reason TEXT);
 CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS embed_cache (
@@ -106,12 +109,14 @@ class MetaStore:
 
     def replace_file(self, path: str, hash_: str, size: int, mtime_ns: int, kind: str, language: str,
                      chunks: list[ChunkRow], symbols: list[tuple[str, str, int, int, str]], replaced: bool,
-                     reuse_embedded: set[str]) -> None:
+                     reuse_embedded: set[str], imports: list[str] | None = None) -> None:
         with self._lock:
             self.db.execute("BEGIN")
             try:
                 self.db.execute("DELETE FROM chunks WHERE path=?", (path,))
                 self.db.execute("DELETE FROM symbols WHERE path=?", (path,))
+                self.db.execute("DELETE FROM imports WHERE path=?", (path,))
+                self.db.executemany("INSERT INTO imports VALUES (?, ?)", [(path, i) for i in imports or []])
                 self.db.executemany(
                     "INSERT INTO chunks VALUES (?,?,?,?,?,?,?,?,?,?)",
                     [(c.id, c.path, c.ord, c.start_line, c.end_line, json.dumps(c.symbols), c.kind,
@@ -140,6 +145,7 @@ class MetaStore:
                 self.db.execute("DELETE FROM files WHERE path=?", (p,))
                 self.db.execute("DELETE FROM chunks WHERE path=?", (p,))
                 self.db.execute("DELETE FROM symbols WHERE path=?", (p,))
+                self.db.execute("DELETE FROM imports WHERE path=?", (p,))
             self.db.execute("COMMIT")
 
     def chunk_ids_of(self, path: str) -> list[str]:
@@ -229,6 +235,25 @@ class MetaStore:
             return self.db.execute(
                 "SELECT c.id, c.path FROM chunk_grams g JOIN chunks c ON c.rowid = g.rowid "
                 "WHERE chunk_grams MATCH ? LIMIT ?", (phrase, limit)).fetchall()
+
+    # --- structure ---------------------------------------------------------
+    def all_imports(self) -> list[tuple[str, str]]:
+        with self._lock:
+            return self.db.execute("SELECT path, spec FROM imports").fetchall()
+
+    def set_cochange(self, pairs: dict[tuple[str, str], float], head: str, commits: int) -> None:
+        with self._lock:
+            self.db.execute("BEGIN")
+            self.db.execute("DELETE FROM cochange")
+            self.db.executemany("INSERT INTO cochange VALUES (?,?,?)", [(a, b, w) for (a, b), w in pairs.items()])
+            self.db.execute("INSERT OR REPLACE INTO state VALUES ('cochange', ?)",
+                            (json.dumps({"head": head, "commits": commits, "pairs": len(pairs)}),))
+            self.db.execute("COMMIT")
+
+    def cochanged_with(self, path: str, limit: int = 50) -> list[tuple[str, float]]:
+        with self._lock:
+            return self.db.execute("SELECT b, weight FROM cochange WHERE a=? ORDER BY weight DESC LIMIT ?",
+                                   (path, limit)).fetchall()
 
     # --- symbols -----------------------------------------------------------
     def all_symbols(self) -> list[tuple[str, str, str, int, int, str]]:

@@ -1,0 +1,44 @@
+"""Co-change from git history: files that changed together in recent commits.
+
+Bounded: the last ``max_commits`` non-merge commits; a commit touching many files is
+down-weighted (1/log2(1+n)) and one touching more than ``max_files`` is skipped, since
+mass renames and formatting sweeps say nothing about which files belong together.
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+from collections import defaultdict
+from pathlib import Path
+
+
+def git_head(root: Path) -> str | None:
+    if not (root / ".git").exists():
+        return None
+    try:
+        res = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return res.stdout.strip() if res.returncode == 0 else None
+
+
+def cochange_pairs(root: Path, files: set[str], max_commits: int = 500,
+                   max_files: int = 40) -> tuple[dict[tuple[str, str], float], int]:
+    res = subprocess.run(["git", "-C", str(root), "log", f"-n{max_commits}", "--no-merges", "--name-only",
+                          "--format=format:@@commit"], capture_output=True, text=True, timeout=120)
+    if res.returncode != 0:
+        raise RuntimeError(res.stderr.strip() or "git log failed")
+    pairs: dict[tuple[str, str], float] = defaultdict(float)
+    commits = 0
+    for block in res.stdout.split("@@commit")[1:]:
+        changed = sorted({ln.strip() for ln in block.splitlines() if ln.strip() in files})
+        commits += 1
+        if len(changed) < 2 or len(changed) > max_files:
+            continue
+        w = 1.0 / math.log2(1 + len(changed))
+        for i, a in enumerate(changed):
+            for b in changed[i + 1:]:
+                pairs[(a, b)] += w
+                pairs[(b, a)] += w
+    return dict(pairs), commits

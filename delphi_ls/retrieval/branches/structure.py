@@ -1,0 +1,54 @@
+"""Branches fed by the repository's structure, seeded by anchors and the other branches' top files."""
+
+from __future__ import annotations
+
+from ..context import SearchContext
+from ..query import QueryInfo
+from .base import Hit
+
+
+class GraphBranch:
+    """A shallow walk of the file graph: neighbours of the seeds, then their neighbours at half strength."""
+
+    name = "graph"
+    stage = 2  # runs after the first fusion, which supplies seeds
+
+    def search(self, q: QueryInfo, ctx: SearchContext) -> list[Hit]:
+        g = ctx.view.graph
+        if g is None or not ctx.seeds:
+            return []
+        scores: dict[str, float] = {}
+        why: dict[str, str] = {}
+        seeds = dict(ctx.seeds)
+        for seed, w in seeds.items():
+            for n, s in g.neighbours(seed).items():
+                add = w * s
+                if add > scores.get(n, 0.0) * 0.5:
+                    why.setdefault(n, f"linked to {seed}")
+                scores[n] = scores.get(n, 0.0) + add
+                for m, s2 in g.neighbours(n).items():
+                    if m != seed:
+                        scores[m] = scores.get(m, 0.0) + 0.25 * w * s * s2
+                        why.setdefault(m, f"two steps from {seed}")
+        for a in ctx.anchors:  # files in hand are the anchor branch's business
+            scores.pop(a, None)
+        ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[: ctx.depth]
+        return [Hit(p, s, [], why[p]) for p, s in ranked]
+
+
+class CochangeBranch:
+    """Files that changed together with the anchors in recent git history."""
+
+    name = "cochange"
+
+    def search(self, q: QueryInfo, ctx: SearchContext) -> list[Hit]:
+        scores: dict[str, float] = {}
+        why: dict[str, str] = {}
+        for a in ctx.anchors:
+            for b, w in ctx.meta.cochanged_with(a, limit=100):
+                scores[b] = scores.get(b, 0.0) + w
+                why.setdefault(b, f"changed together with {a}")
+        for a in ctx.anchors:
+            scores.pop(a, None)
+        ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[: ctx.depth]
+        return [Hit(p, s, [], why[p]) for p, s in ranked]

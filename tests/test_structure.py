@@ -1,0 +1,83 @@
+"""Structure: imports resolved to files, test links, co-change from git history."""
+
+import subprocess
+from pathlib import Path
+
+from delphi_ls import Engine
+from delphi_ls.indexing.chunker import chunk_file
+from delphi_ls.indexing.imports import Resolver
+
+FILES = ["pkg/__init__.py", "pkg/core.py", "pkg/util/helpers.py", "src/app/main.ts", "src/app/util.ts",
+         "src/app/index.js", "cmd/server/main.go", "internal/store/store.go", "internal/store/store_test.go",
+         "crate/src/lib.rs", "crate/src/parser.rs", "crate/src/parser/lexer.rs", "java/src/main/java/a/b/Thing.java"]
+
+
+def test_imports_resolve_per_language():
+    r = Resolver(FILES)
+    assert r.resolve("pkg/core.py", "py:.util.helpers") == ["pkg/util/helpers.py"]
+    assert r.resolve("pkg/core.py", "py:pkg.util.helpers") == ["pkg/util/helpers.py"]
+    assert r.resolve("pkg/core.py", "py:os") == []
+    assert r.resolve("src/app/main.ts", "js:./util.js") == ["src/app/util.ts"]
+    assert r.resolve("src/app/main.ts", "js:./util") == ["src/app/util.ts"]
+    assert r.resolve("src/app/main.ts", "js:react") == []
+    assert r.resolve("cmd/server/main.go", "go:github.com/acme/svc/internal/store") == ["internal/store/store.go"]
+    assert r.resolve("crate/src/lib.rs", "rsmod:parser") == ["crate/src/parser.rs"]
+    assert r.resolve("crate/src/lib.rs", "rs:crate::parser::lexer::Token") == ["crate/src/parser/lexer.rs"]
+    assert r.resolve("java/src/main/java/a/Other.java", "java:a.b.Thing") == ["java/src/main/java/a/b/Thing.java"]
+
+
+def test_imports_extracted_by_tree_sitter():
+    assert "py:shipyard.retry.RetryPolicy" in chunk_file("t.py", "from shipyard.retry import RetryPolicy\n").imports
+    assert chunk_file("a.ts", "import { x } from './util';\nconst y = require('./z');\n").imports == ["js:./util", "js:./z"]
+    assert chunk_file("a.go", 'package a\nimport (\n  "fmt"\n  "x.io/y/z"\n)\n').imports == ["go:fmt", "go:x.io/y/z"]
+    assert chunk_file("lib.rs", "mod parser;\nuse crate::parser::Lexer;\n").imports == ["rsmod:parser", "rs:crate::parser::Lexer"]
+    assert chunk_file("A.java", "package a;\nimport a.b.Thing;\nclass A {}\n").imports == ["java:a.b.Thing"]
+
+
+def test_related_tests_golden(engine: Engine):
+    """Named tests first, then tests that import the file."""
+    tests = [t["path"] for t in engine.related_tests("shipyard/scheduler.py")]
+    assert tests[:2] == ["tests/test_scheduler.py", "tests/test_pipeline_integration.py"]
+    assert [t["path"] for t in engine.related_tests("shipyard/retry.py")][:1] == ["tests/test_retry.py"]
+    g = engine.view().graph
+    assert "shipyard/scheduler.py" in g.imports["tests/test_pipeline_integration.py"]
+    assert "tests/test_scheduler.py" in g.tests_of["shipyard/scheduler.py"]
+
+
+def test_graph_branch_finds_importing_tests(engine: Engine):
+    res = engine.context("which tests cover this change? drain the queue", anchors=["shipyard/scheduler.py"])
+    paths = [r["path"] for r in res["results"][:3]]
+    assert paths[:2] == ["tests/test_scheduler.py", "tests/test_pipeline_integration.py"] or \
+        set(paths[:2]) == {"tests/test_scheduler.py", "tests/test_pipeline_integration.py"}
+    assert any("graph" in r["branches"] for r in res["results"][:3])
+
+
+def _git(root: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True,
+                   env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t",
+                        "GIT_COMMITTER_EMAIL": "t@e", "PATH": "/usr/bin:/bin"})
+
+
+def test_cochange_from_history(workspace: Path, tmp_path: Path):
+    with Engine(workspace, index_dir=str(tmp_path / "nogit")) as eng:
+        eng.index(vectors=False)
+        assert eng.health(check_staleness=False)["branches"]["cochange"].startswith("off: not a git repository")
+    _git(workspace, "init", "-q")
+    _git(workspace, "add", "-A")
+    _git(workspace, "commit", "-qm", "initial")
+    for i in range(3):  # retry.py and settings.yaml change together, three times
+        (workspace / "shipyard/retry.py").write_text((workspace / "shipyard/retry.py").read_text() + f"\n# {i}\n")
+        (workspace / "config/settings.yaml").write_text((workspace / "config/settings.yaml").read_text() + f"# {i}\n")
+        _git(workspace, "commit", "-qam", f"tune retries {i}")
+    with Engine(workspace, index_dir=str(tmp_path / "git")) as eng:
+        eng.index(vectors=False)
+        assert eng.cochange_status.startswith("ready: 4 commits")
+        assert eng.meta.cochanged_with("shipyard/retry.py")[0][0] == "config/settings.yaml"
+        res = eng.context("what else must change with this?", anchors=["shipyard/retry.py"])
+        r = next(r for r in res["results"] if r["path"] == "config/settings.yaml")
+        assert r["branches"].get("cochange") == 1
+        # HEAD moved: recomputed on the next index.
+        (workspace / "shipyard/scheduler.py").write_text("x = 1\n")
+        _git(workspace, "commit", "-qam", "more")
+        eng.index(vectors=False)
+        assert eng.cochange_status.startswith("ready: 5 commits")
