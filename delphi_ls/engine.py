@@ -44,7 +44,7 @@ from .traces import write_trace
 from .workspace.kinds import file_kind
 
 KINDS = ("code", "test", "doc", "config", "other")
-INDEX_FORMAT = 2
+INDEX_FORMAT = 3
 
 
 class RequestError(ValueError):
