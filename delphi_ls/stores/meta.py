@@ -69,6 +69,13 @@ class ChunkRow:
     text: str
 
 
+_CHUNK_COLS = "id,path,ord,start_line,end_line,symbols,kind,content_hash,text"
+
+
+def _chunk(r: tuple) -> ChunkRow:
+    return ChunkRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], r[7], r[8])
+
+
 class MetaStore:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -178,24 +185,20 @@ class MetaStore:
         with self._lock:
             for i in range(0, len(ids), 500):
                 part = ids[i: i + 500]
-                q = f"SELECT id,path,ord,start_line,end_line,symbols,kind,content_hash,text FROM chunks WHERE id IN ({','.join('?' * len(part))})"
+                q = f"SELECT {_CHUNK_COLS} FROM chunks WHERE id IN ({','.join('?' * len(part))})"
                 for r in self.db.execute(q, part):
-                    out[r[0]] = ChunkRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], r[7], r[8])
+                    out[r[0]] = _chunk(r)
         return out
 
     def chunks_of(self, path: str) -> list[ChunkRow]:
         with self._lock:
-            rows = self.db.execute(
-                "SELECT id,path,ord,start_line,end_line,symbols,kind,content_hash,text FROM chunks WHERE path=? ORDER BY ord",
-                (path,)).fetchall()
-        return [ChunkRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], r[7], r[8]) for r in rows]
+            rows = self.db.execute(f"SELECT {_CHUNK_COLS} FROM chunks WHERE path=? ORDER BY ord", (path,)).fetchall()
+        return [_chunk(r) for r in rows]
 
     def unembedded(self, limit: int) -> list[ChunkRow]:
         with self._lock:
-            rows = self.db.execute(
-                "SELECT id,path,ord,start_line,end_line,symbols,kind,content_hash,text FROM chunks WHERE embedded=0 LIMIT ?",
-                (limit,)).fetchall()
-        return [ChunkRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], r[7], r[8]) for r in rows]
+            rows = self.db.execute(f"SELECT {_CHUNK_COLS} FROM chunks WHERE embedded=0 LIMIT ?", (limit,)).fetchall()
+        return [_chunk(r) for r in rows]
 
     def mark_embedded(self, ids: list[str]) -> None:
         with self._lock:
@@ -221,10 +224,8 @@ class MetaStore:
 
     def sample_embedded(self) -> ChunkRow | None:
         with self._lock:
-            r = self.db.execute(
-                "SELECT id,path,ord,start_line,end_line,symbols,kind,content_hash,text FROM chunks "
-                "WHERE embedded=1 ORDER BY RANDOM() LIMIT 1").fetchone()
-        return ChunkRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], r[7], r[8]) if r else None
+            r = self.db.execute(f"SELECT {_CHUNK_COLS} FROM chunks WHERE embedded=1 ORDER BY RANDOM() LIMIT 1").fetchone()
+        return _chunk(r) if r else None
 
     def find_literal(self, literal: str, limit: int) -> list[tuple[str, str]]:
         """(chunk id, path) of chunks containing ``literal`` verbatim, case-insensitively."""
