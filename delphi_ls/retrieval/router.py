@@ -16,7 +16,7 @@ ROUTES: dict[str, dict[str, float]] = {
     "trace": {"bm25": 0.7, "vector": 0.4, "symbol": 1.0, "path": 1.5, "trigram": 1.0, "anchor": 2.0,
               "anchor_tests": 0.0, "anchor_refs": 0.0, "graph": 0.3, "cochange": 0.2},
     "test": {"bm25": 1.0, "vector": 0.6, "symbol": 0.5, "path": 0.6, "trigram": 0.4, "anchor": 0.1,
-             "anchor_tests": 2.0, "anchor_refs": 1.0, "graph": 1.0, "cochange": 0.5},
+             "anchor_tests": 2.0, "anchor_refs": 1.0, "graph": 0.5, "cochange": 0.5},
 }
 # Extra weight a branch's ranking restricted to the asked-for kinds adds (kind-aware fusion).
 PREFER_WEIGHT = 1.0

@@ -8,7 +8,7 @@ from .base import Hit
 
 
 class GraphBranch:
-    """A shallow walk of the file graph: neighbours of the seeds, then their neighbours at half strength."""
+    """One step on the file graph from the seeds (measured: a second step spread noise)."""
 
     name = "graph"
     stage = 2  # runs after the first fusion, which supplies seeds
@@ -26,10 +26,6 @@ class GraphBranch:
                 if add > scores.get(n, 0.0) * 0.5:
                     why.setdefault(n, f"linked to {seed}")
                 scores[n] = scores.get(n, 0.0) + add
-                for m, s2 in g.neighbours(n).items():
-                    if m != seed:
-                        scores[m] = scores.get(m, 0.0) + 0.25 * w * s * s2
-                        why.setdefault(m, f"two steps from {seed}")
         for a in ctx.anchors:  # files in hand are the anchor branch's business
             scores.pop(a, None)
         ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[: ctx.depth]
