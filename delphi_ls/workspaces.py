@@ -164,12 +164,10 @@ class Workspaces:
 
     def _schedule(self, root: Path, paths: set[str] | None) -> None:
         with self._cv:
-            if root in self.pending and (self.pending[root] is None or paths is None):
-                self.pending[root] = None
+            if paths is None or (root in self.pending and self.pending[root] is None):
+                self.pending[root] = None  # a full pass covers any single files asked for
             else:
-                self.pending[root] = (self.pending.get(root) or set()) | (paths or set())
-                if paths is None:
-                    self.pending[root] = None
+                self.pending[root] = (self.pending.get(root) or set()) | paths
             self._last_change = time.monotonic()
             self._cv.notify_all()
 
