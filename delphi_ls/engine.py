@@ -201,7 +201,7 @@ class Engine:
             self._probe = health_mod.probe(self.meta, self.vectors, self.embedder)
         return self._probe
 
-    def vector_status(self) -> tuple[bool, str]:
+    def vector_status(self, counts: dict[str, int] | None = None) -> tuple[bool, str]:
         if not self.settings.vectors:
             return False, "off: vectors disabled by settings (vectors = false)"
         for key in ("embedder", "vector_store"):
@@ -214,7 +214,7 @@ class Engine:
                            f"(sha256 {stored.weights_sha256[:12]}, dim {stored.dim}) but "  # type: ignore[union-attr]
                            f"{serving.name if serving else 'nothing'} (sha256 {serving.weights_sha256[:12] if serving else '-'}) "
                            "answers queries; run `delphi index` to re-embed")
-        counts = self.meta.counts()
+        counts = counts or self.meta.counts()
         if counts["vectors"] == 0:
             return False, "not ready: no vectors yet"
         p = self.probe()
@@ -261,7 +261,8 @@ class Engine:
         anchor_paths = [self.normalise_anchor(a) for a in (anchors or [])]
         timings: dict[str, float] = {}
         q = analyse(query)
-        ready_vec, vec_status = self.vector_status()
+        counts = self.meta.counts()
+        ready_vec, vec_status = self.vector_status(counts)
         ctx = SearchContext(self.settings, self.meta, self.lexical, self.vectors if ready_vec else None,
                             self.embedder if ready_vec else None, self.view(), anchor_paths, draft)
         lists: dict[str, list[Hit]] = {}
@@ -297,7 +298,7 @@ class Engine:
                       "terms": q.terms[:32], "identifiers": q.identifiers[:16], "literals": q.literals[:8],
                       "anchors": anchor_paths, "draftUsed": bool(draft) and q.shape not in ("identifier", "trace")},
             "branchesReady": ready,
-            "health": self.health_summary(vec_status),
+            "health": self.health_summary(vec_status, counts),
             "traceId": uuid.uuid4().hex[:16],
         }
         if budget_tokens:
@@ -409,10 +410,10 @@ class Engine:
         return ranked[:limit]
 
     # ------------------------------------------------------------------ health
-    def health_summary(self, vec_status: str | None = None) -> dict[str, Any]:
-        counts = self.meta.counts()
-        return {"ok": not self.problems and (vec_status or self.vector_status()[1]).startswith(("ready", "off")),
-                "vector": vec_status or self.vector_status()[1], "reranker": self.reranker_status,
+    def health_summary(self, vec_status: str, counts: dict[str, int]) -> dict[str, Any]:
+        """The short health block every answer carries, from figures the query already has."""
+        return {"ok": not self.problems and vec_status.startswith(("ready", "off")),
+                "vector": vec_status, "reranker": self.reranker_status,
                 "files": counts["files"], "chunks": counts["chunks"], "vectors": counts["vectors"]}
 
     def health(self, check_staleness: bool = True) -> dict[str, Any]:

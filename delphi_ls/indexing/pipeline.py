@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from ..models.embedders import Embedder
 from ..settings import Settings
 from ..stores.lexical import LexicalStore
@@ -202,13 +204,7 @@ class Indexer:
         stale = sorted(old - new_ids)
         if stale and self.vectors is not None:
             self.vectors.delete_ids(stale)
-        return new_ids & old & self._embedded_among(old)
-
-    def _embedded_among(self, ids: set[str]) -> set[str]:
-        rows = self.meta.db.execute(
-            f"SELECT id FROM chunks WHERE embedded=1 AND id IN ({','.join('?' * len(ids))})", list(ids)
-        ).fetchall() if ids else []
-        return {r[0] for r in rows}
+        return new_ids & self.meta.embedded_ids_of(path)
 
     def _remove(self, paths: list[str]) -> None:
         ids = [i for p in paths for i in self.meta.chunk_ids_of(p)]
@@ -256,8 +252,6 @@ class Indexer:
                 self.meta.cache_vectors(ident.weights_sha256, fresh)
                 cached.update(fresh)
             rep.vectors_from_cache += len(rows) - len(need)
-            import numpy as np
-
             mat = np.stack([cached[r.content_hash] for r in rows])
             self.vectors.upsert([r.id for r in rows], mat, [r.path for r in rows], [r.kind for r in rows])
             self.meta.mark_embedded([r.id for r in rows])

@@ -34,7 +34,7 @@ class IndexView:
             symbols.setdefault(row[0].lower(), []).append(row)
         sp = [(p, stripped(p), stripped(os.path.basename(p))) for p in files]
         lines: dict[str, tuple[list[int], list[str]]] = {}
-        for cid, path, start in meta.db.execute("SELECT id, path, start_line FROM chunks ORDER BY path, start_line"):
+        for cid, path, start in meta.chunk_starts():
             entry = lines.setdefault(path, ([], []))
             entry[0].append(start)
             entry[1].append(cid)

@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 
 from whoosh import index as windex
-from whoosh import qparser, query, scoring
+from whoosh import query, scoring
 from whoosh.analysis import Token, Tokenizer
 from whoosh.fields import ID, TEXT, Schema
 
@@ -114,9 +114,6 @@ class LexicalStore:
         with self._lock:  # Whoosh searchers are not made for concurrent use
             hits = self.searcher().search(q, limit=limit, filter=flt)
             return [(h["id"], h["path"], float(h.score)) for h in hits]
-
-    def parse(self, text: str):  # pragma: no cover - debugging aid
-        return qparser.QueryParser("content", self.ix.schema).parse(text)
 
     def close(self) -> None:
         with self._lock:

@@ -210,9 +210,14 @@ class MetaStore:
         with self._lock:
             self.db.execute("UPDATE chunks SET embedded=0")
 
-    def embedded_ids(self) -> set[str]:
+    def embedded_ids_of(self, path: str) -> set[str]:
         with self._lock:
-            return {r[0] for r in self.db.execute("SELECT id FROM chunks WHERE embedded=1")}
+            return {r[0] for r in self.db.execute("SELECT id FROM chunks WHERE path=? AND embedded=1", (path,))}
+
+    def chunk_starts(self) -> list[tuple[str, str, int]]:
+        """(chunk id, path, start line), ordered by path then line."""
+        with self._lock:
+            return self.db.execute("SELECT id, path, start_line FROM chunks ORDER BY path, start_line").fetchall()
 
     def counts(self) -> dict[str, int]:
         with self._lock:
