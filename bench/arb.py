@@ -10,104 +10,18 @@ per task. Writes per-query JSONL records and a markdown report.
 from __future__ import annotations
 
 import argparse
-import ast
 import json
-import random
 import shutil
-import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from delphi_ls import Engine
+from delphi_ls.evaluation.baselines import Baselines, Corpus
+from delphi_ls.evaluation.scoring import ask, corpus_dir, gold_of, metrics, summarise
 
-from .baselines import Baselines, Corpus
-
-KS = (5, 10, 20)
 ABLATE_BRANCHES = ("vector", "bm25", "symbol", "path", "trigram", "anchor", "anchor_tests", "anchor_refs", "graph", "cochange")
-
-
-# ---------------------------------------------------------------- samples
-def gold_of(sample: dict[str, Any]) -> list[str]:
-    g = sample.get("gold", {})
-    if g.get("no_gold"):
-        return []
-    if g.get("files"):
-        return list(g["files"])
-    t = sample.get("task_type")
-    if t == "code2test":
-        return list(g.get("related_tests") or [])
-    if t == "comment2context" and (g.get("must_context_files") or g.get("context_files")):
-        return list(g.get("must_context_files") or g.get("context_files"))
-    return list(g.get("root_cause_files") or g.get("related_tests") or [])
-
-
-def _as_list(v: Any) -> list[str]:
-    if v is None:
-        return []
-    if isinstance(v, list):
-        return [str(x) for x in v]
-    if isinstance(v, str):
-        try:
-            parsed = ast.literal_eval(v)
-            if isinstance(parsed, list):
-                return [str(x) for x in parsed]
-        except (ValueError, SyntaxError):
-            pass
-        return [v] if v else []
-    return []
-
-
-def ask(sample: dict[str, Any]) -> tuple[str, list[str]]:
-    """The question text and anchors an agent would send (bench README table)."""
-    q = sample["query"]
-    t = sample["task_type"]
-    title, body = q.get("pr_title", ""), q.get("pr_body", "")
-    if t == "code2test":
-        return f"Which tests cover this change?\n{title}\n{body}".strip(), _as_list(q.get("changed_file"))
-    if t == "comment2context":
-        return (f"What else must I read to act on this review comment?\n{q.get('review_comment', '')}\n"
-                f"{q.get('diff_hunk_context', '')}").strip(), _as_list(q.get("path"))
-    if t == "trace2code":
-        return f"Which source files cause this failure?\n{q.get('raw_signal', '')}".strip(), _as_list(q.get("trace_paths"))
-    return f"Which source files implement this change?\n{title}\n{body}".strip(), []
-
-
-def corpus_dir(corpora: Path, sample: dict[str, Any]) -> Path:
-    return corpora / f"{sample['repo'].replace('/', '__')}__{sample['base_commit'][:12]}"
-
-
-# ---------------------------------------------------------------- metrics
-def metrics(ranked: list[str], gold: list[str]) -> dict[str, float]:
-    g = set(gold)
-    out = {"mrr": 0.0}
-    for i, p in enumerate(ranked, start=1):
-        if p in g:
-            out["mrr"] = 1.0 / i
-            break
-    for k in KS:
-        out[f"r@{k}"] = len(g & set(ranked[:k])) / len(g)
-    return out
-
-
-def mean(xs: list[float]) -> float:
-    return sum(xs) / len(xs) if xs else 0.0
-
-
-def p95(xs: list[float]) -> float:
-    if not xs:
-        return 0.0
-    s = sorted(xs)
-    return s[min(len(s) - 1, int(round(0.95 * (len(s) - 1))))]
-
-
-def bootstrap(diffs: list[float], n: int = 2000, seed: int = 0) -> tuple[float, float]:
-    if not diffs:
-        return (0.0, 0.0)
-    rng = random.Random(seed)
-    means = sorted(mean([diffs[rng.randrange(len(diffs))] for _ in diffs]) for _ in range(n))
-    return means[int(0.025 * n)], means[int(0.975 * n) - 1]
 
 
 # ---------------------------------------------------------------- run
@@ -211,38 +125,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with (out_dir / "records.jsonl").open("w") as f:
         for r in records:
             f.write(json.dumps(r) + "\n")
-    summary = summarise(records, systems, variants)
+    summary = summarise(records, systems)
     report = render(summary, records, systems, index_stats, skipped, args)
     (out_dir / "report.md").write_text(report)
     (out_dir / "summary.json").write_text(json.dumps({"summary": summary, "index": index_stats, "skipped": skipped}, indent=2))
     print(report)
     return summary
-
-
-def summarise(records: list[dict[str, Any]], systems: list[str], variants: dict[str, Any]) -> dict[str, Any]:
-    tasks = ["overall"] + sorted({r["task"] for r in records})
-    out: dict[str, Any] = {}
-    for t in tasks:
-        rs = [r for r in records if t == "overall" or r["task"] == t]
-        out[t] = {}
-        for s in systems:
-            vals = [r["systems"][s] for r in rs if s in r["systems"]]
-            if not vals:
-                continue
-            row = {m: mean([v[m] for v in vals]) for m in ("mrr", "r@5", "r@10", "r@20")}
-            lat = [v["latency"] for v in vals]
-            row.update({"n": len(vals), "lat_mean": mean(lat), "lat_p95": p95(lat), "lat_median": statistics.median(lat)})
-            if s != "engine":
-                paired = [(r["systems"]["engine"], r["systems"][s]) for r in rs if s in r["systems"]]
-                for m in ("mrr", "r@5", "r@20"):
-                    diffs = [e[m] - b[m] for e, b in paired]
-                    row[f"d_{m}"] = mean(diffs)
-                    row[f"ci_{m}"] = bootstrap(diffs)
-                row["wins"] = sum(1 for e, b in paired if e["mrr"] > b["mrr"])
-                row["ties"] = sum(1 for e, b in paired if e["mrr"] == b["mrr"])
-                row["losses"] = sum(1 for e, b in paired if e["mrr"] < b["mrr"])
-            out[t][s] = row
-    return out
 
 
 def render(summary: dict[str, Any], records: list[dict[str, Any]], systems: list[str], index_stats: list[dict[str, Any]],

@@ -1,4 +1,4 @@
-"""`delphi index | context | health | symbols | related-tests`: argv in, engine calls, text or JSON out."""
+"""`delphi index | context | health | symbols | related-tests | eval`: argv in, engine calls, text or JSON out."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ class ProgressBar:
             self.stream.write("\n")
 
 
-def _engine(args: argparse.Namespace) -> Engine:
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     overrides: dict[str, Any] = {}
     if getattr(args, "index_dir", None):
         overrides["index_dir"] = args.index_dir
@@ -58,7 +58,13 @@ def _engine(args: argparse.Namespace) -> Engine:
         overrides["vectors"] = False
     if getattr(args, "chroma_url", None):
         overrides["chroma_url"] = args.chroma_url
-    return Engine(args.path, **overrides)
+    if getattr(args, "reranker", None):
+        overrides["reranker"] = args.reranker
+    return overrides
+
+
+def _engine(args: argparse.Namespace) -> Engine:
+    return Engine(args.path, **_overrides(args))
 
 
 def cmd_index(args: argparse.Namespace) -> int:
@@ -150,6 +156,26 @@ def cmd_related_tests(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_eval(args: argparse.Namespace) -> int:
+    from .evaluation.history import HistoryError
+    from .evaluation.runner import evaluate_history, render
+
+    baselines = tuple(b for b in args.baselines.split(",") if b)
+    unknown = [b for b in baselines if b not in ("bm25", "grep", "heuristic", "lexical")]
+    if unknown:
+        raise RequestError("baselines", f"unknown baseline(s) {', '.join(unknown)} (known: bm25, grep, heuristic, lexical)")
+    try:
+        result = evaluate_history(args.history, args.changes, baselines, args.work,
+                                  log=lambda m: print(m, file=sys.stderr), **_overrides(args))
+    except (HistoryError, ValueError) as e:
+        print(f"delphi: error: {e}", file=sys.stderr)
+        return 2
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=1))
+    print(json.dumps(result["summary"], indent=1) if args.json else render(result))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="delphi", description="Delphi: a local context engine for code")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -160,7 +186,14 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--embedder", help="potion-base-8M (default), minilm-l6-int8, or a model2vec folder")
         p.add_argument("--no-vectors", action="store_true", help="lexical branches only")
         p.add_argument("--chroma-url", help="a `chroma run` server to hold the vectors")
+        p.add_argument("--reranker", help="off, ltr (default), cross-encoder, ltr+cross-encoder, or an ONNX folder")
         p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    def common_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--embedder", help="potion-base-8M (default), minilm-l6-int8, or a model2vec folder")
+        p.add_argument("--no-vectors", action="store_true", help="lexical branches only")
+        p.add_argument("--reranker", help="off, ltr (default), cross-encoder, ltr+cross-encoder, or an ONNX folder")
+        p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
     p = sub.add_parser("index", help="index a folder (incremental)")
     common(p)
@@ -192,6 +225,15 @@ def build_parser() -> argparse.ArgumentParser:
     common(p)
     p.add_argument("file")
     p.set_defaults(fn=cmd_related_tests)
+
+    p = sub.add_parser("eval", help="score Delphi and baselines on a git repository's own merged changes")
+    p.add_argument("--history", required=True, metavar="PATH", help="a git repository (only read)")
+    p.add_argument("-n", "--changes", type=int, default=50, help="how many recent merged changes to mine")
+    p.add_argument("--baselines", default="bm25,grep,heuristic", help="comma-separated; empty for none")
+    p.add_argument("--work", help="scratch folder for trees and the index (default: a temporary one, removed)")
+    p.add_argument("--out", help="write every question's record and the summary as JSON here")
+    common_options(p)
+    p.set_defaults(fn=cmd_eval)
     return ap
 
 

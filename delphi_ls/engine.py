@@ -13,6 +13,7 @@ import subprocess
 import threading
 import time
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -20,8 +21,9 @@ from urllib.parse import unquote, urlparse
 from . import health as health_mod
 from .indexing.cochange import cochange_pairs, git_head
 from .indexing.pipeline import Indexer, IndexReport, Progress
-from .models.cross_encoder import CrossEncoder
+from .models.cross_encoder import SHIPPED_CROSS_ENCODER, CrossEncoder
 from .models.embedders import Embedder, ModelIdentity, load_embedder
+from .models.ltr import LearnedRanker
 from .retrieval.branches.anchors import AnchorBranch, AnchorRefsBranch, AnchorTestsBranch
 from .retrieval.branches.base import Branch, Hit
 from .retrieval.branches.lexical import Bm25Branch
@@ -31,10 +33,11 @@ from .retrieval.branches.symbol import SymbolBranch
 from .retrieval.branches.trigram import TrigramBranch
 from .retrieval.branches.vector import VectorBranch
 from .retrieval.context import IndexView, SearchContext
+from .retrieval.features import candidate_features
 from .retrieval.fusion import Fused, rrf
 from .retrieval.packing import pack
-from .retrieval.query import analyse
-from .retrieval.rerank import rerank
+from .retrieval.query import QueryInfo, analyse
+from .retrieval.rerank import learned_rerank, rerank
 from .retrieval.router import SEED_ANCHOR_WEIGHT, SEED_TOP, SEED_TOP_WEIGHT, weights_for
 from .settings import Settings
 from .stores.lexical import LexicalStore
@@ -45,6 +48,24 @@ from .workspace.kinds import file_kind
 
 KINDS = ("code", "test", "doc", "config", "other")
 INDEX_FORMAT = 3
+
+
+@dataclass
+class Retrieval:
+    """One query's state between the branches and the rerankers."""
+
+    q: QueryInfo
+    ctx: SearchContext
+    weights: dict[str, float]
+    counts: dict[str, int]
+    vec_status: str
+    ready_vec: bool
+    lexical_ready: bool
+    partial: bool
+    lists: dict[str, list[Hit]] = field(default_factory=dict)
+    ready: dict[str, str] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    fused: list[Fused] = field(default_factory=list)
 
 
 class RequestError(ValueError):
@@ -95,16 +116,9 @@ class Engine:
                 self.vectors = VectorStore(self.index_dir / "chroma", self._collection_name(), self.settings.chroma_url)
             except Exception as e:
                 self.problems["vector_store"] = f"Chroma unavailable ({self.settings.chroma_url or 'embedded'}): {e}"
+        self.ltr: LearnedRanker | None = None
         self.reranker: CrossEncoder | None = None
-        self.reranker_status = "off: no cross-encoder configured (none ships on the package registries; see README)"
-        if self.settings.reranker != "off":
-            try:
-                self.reranker = CrossEncoder(Path(self.settings.reranker).expanduser())
-                self.reranker.warm()
-                self.reranker_status = f"ready: {self.reranker.identity.name}"
-            except Exception as e:
-                self.reranker_status = f"error: cross-encoder at {self.settings.reranker!r} failed to load: {e}"
-                self.problems["reranker"] = self.reranker_status
+        self.reranker_status = self._load_rerankers()
         self.branches: list[Branch] = [Bm25Branch(), VectorBranch(), SymbolBranch(), PathBranch(), TrigramBranch(),
                                        AnchorBranch(), AnchorTestsBranch(), AnchorRefsBranch(), GraphBranch(),
                                        CochangeBranch()]
@@ -113,6 +127,31 @@ class Engine:
         self.cochange_status = (f"ready: {stored_cc['commits']} commits up to {stored_cc['head'][:12]}, "
                                 f"{stored_cc['pairs']} file pairs (as of the last index)") if stored_cc else \
             "not computed yet (runs with indexing)"
+
+    def _load_rerankers(self) -> str:
+        """Fill the reranker slot from ``settings.reranker``; the returned status is what health shows."""
+        spec = self.settings.reranker
+        if spec == "off":
+            return "off (settings: reranker = off)"
+        parts: list[str] = []
+        if spec in ("ltr", "ltr+cross-encoder"):
+            try:
+                self.ltr = LearnedRanker()
+                parts.append(f"learned ranker {self.ltr.identity.name} (warm, window {self.ltr.window})")
+            except Exception as e:
+                self.problems["reranker"] = f"learned ranker failed to load: {e}"
+                parts.append(f"error: learned ranker failed to load: {e}")
+        if spec != "ltr":
+            folder = SHIPPED_CROSS_ENCODER if spec in ("cross-encoder", "ltr+cross-encoder") else Path(spec).expanduser()
+            try:
+                self.reranker = CrossEncoder(folder)
+                self.reranker.warm()
+                parts.append(f"cross-encoder {self.reranker.identity.name} (warm, window {self.settings.reranker_window})")
+            except Exception as e:
+                self.problems["reranker_ce"] = f"cross-encoder at {str(folder)!r} failed to load: {e}"
+                parts.append(f"error: cross-encoder at {str(folder)!r} failed to load: {e}")
+        status = "; ".join(parts)
+        return status if status.startswith("error") else "ready: " + status
 
     def _collection_name(self) -> str:
         name = re.sub(r"[^A-Za-z0-9._-]", "_", self.root.name)[:40].strip("._-") or "root"
@@ -259,31 +298,15 @@ class Engine:
         if kinds is not None and (not isinstance(kinds, list) or any(k not in KINDS for k in kinds)):
             raise RequestError("kinds", f"must be a list drawn from {', '.join(KINDS)}")
         anchor_paths = [self.normalise_anchor(a) for a in (anchors or [])]
-        timings: dict[str, float] = {}
-        q = analyse(query)
-        counts = self.meta.counts()
-        ready_vec, vec_status = self.vector_status(counts)
-        ctx = SearchContext(self.settings, self.meta, self.lexical, self.vectors if ready_vec else None,
-                            self.embedder if ready_vec else None, self.view(), anchor_paths, draft)
-        lists: dict[str, list[Hit]] = {}
-        ready: dict[str, str] = {}
-        lexical_ready = self.is_indexed() or bool(ctx.files)
-        partial = not self.is_indexed() or (self.indexing is not None and self.indexing["phase"] == "lexical")
-        weights = weights_for(q, self.settings)
-        stage1 = [b for b in self.branches if getattr(b, "stage", 1) == 1]
-        stage2 = [b for b in self.branches if getattr(b, "stage", 1) == 2]
-        self._run_branches(stage1, q, ctx, weights, lists, ready, timings, ready_vec, vec_status, lexical_ready, partial)
-        if stage2:
-            first = rrf(lists, weights, ctx.files, self.settings.rrf_k, q.prefer, q.avoid)
-            ctx.seeds = {a: SEED_ANCHOR_WEIGHT for a in anchor_paths if a in ctx.files}
-            for i, f in enumerate(first[:SEED_TOP]):
-                ctx.seeds.setdefault(f.path, SEED_TOP_WEIGHT / (1 + 0.5 * i))
-            self._run_branches(stage2, q, ctx, weights, lists, ready, timings, ready_vec, vec_status, lexical_ready, partial)
-        t0 = time.perf_counter()
-        fused = rrf(lists, weights, ctx.files, self.settings.rrf_k, q.prefer, q.avoid)
+        r = self._retrieve(query, anchor_paths, draft)
+        q, ctx, timings, fused = r.q, r.ctx, r.timings, r.fused
         if kinds:
             fused = [f for f in fused if ctx.files.get(f.path, file_kind(f.path)) in kinds]
-        timings["fusion"] = round((time.perf_counter() - t0) * 1000, 2)
+        if self.ltr is not None and fused:
+            t0 = time.perf_counter()
+            head = fused[: self.ltr.window]
+            fused = learned_rerank(fused, self.ltr.score(candidate_features(head, q, ctx)))
+            timings["ltr"] = round((time.perf_counter() - t0) * 1000, 2)
         if self.reranker is not None and fused:
             t0 = time.perf_counter()
             passages = {f.path: self._passage(f) for f in fused[: self.settings.reranker_window]}
@@ -297,8 +320,8 @@ class Engine:
             "query": {"shape": q.shape, "prefer": sorted(q.prefer), "avoid": sorted(q.avoid),
                       "terms": q.terms[:32], "identifiers": q.identifiers[:16], "literals": q.literals[:8],
                       "anchors": anchor_paths, "draftUsed": bool(draft) and q.shape not in ("identifier", "trace")},
-            "branchesReady": ready,
-            "health": self.health_summary(vec_status, counts),
+            "branchesReady": r.ready,
+            "health": self.health_summary(r.vec_status, r.counts),
             "traceId": uuid.uuid4().hex[:16],
         }
         if budget_tokens:
@@ -309,13 +332,47 @@ class Engine:
         out["timingsMs"] = timings
         trace = trace_file or self.settings.trace_file
         if trace:
-            write_trace(Path(trace), out, lists, weights, {"query": query, "anchors": anchor_paths, "draft": draft,
+            write_trace(Path(trace), out, r.lists, r.weights, {"query": query, "anchors": anchor_paths, "draft": draft,
                                                            "limit": limit, "budgetTokens": budget_tokens, "kinds": kinds})
         return out
 
-    def _run_branches(self, branches: list[Branch], q: Any, ctx: SearchContext, weights: dict[str, float],
-                      lists: dict[str, list[Hit]], ready: dict[str, str], timings: dict[str, float], ready_vec: bool,
-                      vec_status: str, lexical_ready: bool, partial: bool) -> None:
+    def _retrieve(self, query: str, anchor_paths: list[str], draft: str | None) -> Retrieval:
+        """Branches (two stages) and fusion: everything before the rerankers."""
+        q = analyse(query)
+        counts = self.meta.counts()
+        ready_vec, vec_status = self.vector_status(counts)
+        ctx = SearchContext(self.settings, self.meta, self.lexical, self.vectors if ready_vec else None,
+                            self.embedder if ready_vec else None, self.view(), anchor_paths, draft)
+        r = Retrieval(q, ctx, weights_for(q, self.settings), counts, vec_status, ready_vec,
+                      lexical_ready=self.is_indexed() or bool(ctx.files),
+                      partial=not self.is_indexed() or (self.indexing is not None and self.indexing["phase"] == "lexical"))
+        stage1 = [b for b in self.branches if getattr(b, "stage", 1) == 1]
+        stage2 = [b for b in self.branches if getattr(b, "stage", 1) == 2]
+        self._run_branches(stage1, r)
+        if stage2:
+            first = rrf(r.lists, r.weights, ctx.files, self.settings.rrf_k, q.prefer, q.avoid)
+            ctx.seeds = {a: SEED_ANCHOR_WEIGHT for a in anchor_paths if a in ctx.files}
+            for i, f in enumerate(first[:SEED_TOP]):
+                ctx.seeds.setdefault(f.path, SEED_TOP_WEIGHT / (1 + 0.5 * i))
+            self._run_branches(stage2, r)
+        t0 = time.perf_counter()
+        r.fused = rrf(r.lists, r.weights, ctx.files, self.settings.rrf_k, q.prefer, q.avoid)
+        r.timings["fusion"] = round((time.perf_counter() - t0) * 1000, 2)
+        return r
+
+    def candidates(self, query: str, anchors: list[str] | None = None, depth: int = 50,
+                   passages: int = 0) -> list[dict[str, Any]]:
+        """The fused window before any reranker, with each file's learned-ranker features (and, for the
+        first ``passages`` files, the passage a cross-encoder would read): what the training tool records."""
+        r = self._retrieve(query, [self.normalise_anchor(a) for a in (anchors or [])], None)
+        head = r.fused[:depth]
+        x = candidate_features(head, r.q, r.ctx)
+        return [{"path": f.path, "features": [round(float(v), 5) for v in x[i]],
+                 **({"passage": self._passage(f)} if i < passages else {})} for i, f in enumerate(head)]
+
+    def _run_branches(self, branches: list[Branch], r: Retrieval) -> None:
+        q, ctx, weights, lists, ready, timings = r.q, r.ctx, r.weights, r.lists, r.ready, r.timings
+        ready_vec, vec_status, lexical_ready, partial = r.ready_vec, r.vec_status, r.lexical_ready, r.partial
         for b in branches:
             if b.name == "vector" and not ready_vec:
                 ready[b.name] = vec_status

@@ -2,16 +2,23 @@
 
 The folder holds ``model.onnx`` and ``tokenizer.json``; inputs are the usual
 ``input_ids``/``attention_mask`` (+ ``token_type_ids`` if the graph takes them).
+A folder with ``identity.json`` (the shipped model has one) is checked on load like
+the embedder: the weights' sha256 and one probe logit must match what training
+recorded, or the model refuses to serve.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 import numpy as np
 from tokenizers import Tokenizer
 
 from .embedders import ModelIdentity, file_sha256
+
+SHIPPED_CROSS_ENCODER = Path(__file__).parent / "data" / "cross-encoder"
 
 
 class CrossEncoder:
@@ -21,12 +28,24 @@ class CrossEncoder:
         model = folder / "model.onnx"
         if not model.is_file() or not (folder / "tokenizer.json").is_file():
             raise FileNotFoundError(f"{folder} must hold model.onnx and tokenizer.json")
-        self.session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+        recorded = json.loads((folder / "identity.json").read_text()) if (folder / "identity.json").is_file() else None
+        sha = file_sha256(model)
+        if recorded and recorded["weights_sha256"] != sha:
+            raise ValueError(f"{model} has sha256 {sha[:12]}, its identity.json records "
+                             f"{recorded['weights_sha256'][:12]}: not the model that was trained")
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = min(4, os.cpu_count() or 1)
+        self.session = ort.InferenceSession(str(model), opts, providers=["CPUExecutionProvider"])
         self.inputs = {i.name for i in self.session.get_inputs()}
         self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        self.tokenizer.enable_truncation(max_length=max_tokens)
+        self.tokenizer.enable_truncation(max_length=int(recorded.get("max_tokens", max_tokens)) if recorded else max_tokens)
         self.tokenizer.enable_padding()
-        self.identity = ModelIdentity(folder.name, 1, file_sha256(model))
+        self.identity = ModelIdentity(recorded["name"] if recorded else folder.name, 1, sha)
+        if recorded and "probe" in recorded:
+            p = recorded["probe"]
+            got = float(self.score(p["query"], [p["passage"]])[0])
+            if abs(got - p["logit"]) > 0.05:
+                raise ValueError(f"{model}: probe logit {got:.4f} != recorded {p['logit']:.4f}")
 
     def score(self, query: str, passages: list[str]) -> np.ndarray:
         if not passages:

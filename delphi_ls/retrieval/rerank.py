@@ -1,7 +1,7 @@
-"""Rerank a shallow window and blend with the fused score (DESIGN lesson 4).
+"""Rerankers over the fused list: the learned ranker, then the cross-encoder.
 
 Letting a cross-encoder reorder a deep window outright promotes plausible files
-from the tail; only the top ``window`` move, and only by a blend.
+from the tail (DESIGN lesson 4); only its top ``window`` move, and only by a blend.
 """
 
 from __future__ import annotations
@@ -30,6 +30,28 @@ def rerank(query: str, fused: list[Fused], passages: dict[str, str], model: Cros
     for i, f in enumerate(new_head):
         f.score = top_score * (1.0 - 0.001 * i) if i else top_score
         f.branches["rerank"] = i + 1
+    floor = new_head[-1].score
+    for f in tail:
+        f.score = min(f.score, floor * 0.999)
+    return new_head + tail
+
+
+def learned_rerank(fused: list[Fused], scores: np.ndarray) -> list[Fused]:
+    """Reorder the head (``len(scores)`` files) by the learned ranker's scores.
+
+    The ranker was trained on exactly this window, with the fused rank among its
+    features, so it reorders outright rather than blending.
+    """
+    n = len(scores)
+    if n < 2:
+        return fused
+    head, tail = fused[:n], fused[n:]
+    order = np.argsort(-scores, kind="stable")
+    new_head = [head[i] for i in order]
+    top_score = head[0].score
+    for i, f in enumerate(new_head):
+        f.score = top_score * (1.0 - 0.001 * i)
+        f.branches["ltr"] = i + 1
     floor = new_head[-1].score
     for f in tail:
         f.score = min(f.score, floor * 0.999)

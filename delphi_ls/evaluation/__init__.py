@@ -1,0 +1,1 @@
+"""Evaluation: ARB scoring, same-run baselines and samples mined from a repository's history."""

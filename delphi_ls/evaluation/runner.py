@@ -1,0 +1,96 @@
+"""``delphi eval --history PATH``: how well Delphi answers a repository's own past changes.
+
+Mines the last N merged changes (``history.mine``), writes each change's base tree into a
+scratch folder (the repository is only read), indexes it incrementally (one index follows
+the commits in order, so only changed files are re-done), asks the engine and the
+baselines the same questions, and scores them the ARB way.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .baselines import Baselines, Corpus
+from .history import checkout, git_dir_of, mine
+from .scoring import KS, ask, gold_of, metrics, summarise
+
+BASELINES = ("bm25", "grep", "heuristic")
+
+
+def evaluate_history(path: str | Path, limit: int = 50, baselines: tuple[str, ...] = BASELINES,
+                     work: str | Path | None = None, log: Callable[[str], None] = lambda _m: None,
+                     **overrides: Any) -> dict[str, Any]:
+    from ..engine import Engine  # the engine imports evaluation's siblings; keep the import one-way at load
+
+    git_dir = git_dir_of(path)
+    samples = mine(path, limit)
+    if not samples:
+        raise ValueError(f"no usable merged changes among the last {limit} on the first-parent line of {path}")
+    scratch = Path(work) if work else Path(tempfile.mkdtemp(prefix="delphi-eval-"))
+    tree, index = scratch / "tree", scratch / "index"
+    records: list[dict[str, Any]] = []
+    bases: list[str] = []
+    for s in samples:
+        if s["base_commit"] not in bases:
+            bases.append(s["base_commit"])
+    skipped: list[str] = []
+    try:
+        for n, base in enumerate(bases, start=1):
+            group = [s for s in samples if s["base_commit"] == base]
+            log(f"[{n}/{len(bases)}] {base[:12]}: {len(group)} questions")
+            missing = checkout(git_dir, base, tree)
+            if missing:
+                skipped.append(f"{base[:12]}: {len(missing)} blobs absent from the object store")
+            with Engine(tree, index_dir=str(index), **overrides) as eng:
+                eng.index()
+                base_sys = Baselines(Corpus.load(tree)) if baselines else None
+                for s in group:
+                    text, anchors = ask(s)
+                    gold = [g for g in gold_of(s) if (tree / g).is_file()]
+                    if not gold:
+                        continue
+                    valid = [a for a in anchors if (tree / a).is_file()]
+                    rec: dict[str, Any] = {"id": s["id"], "task": s["task_type"], "commit": s["fix_commit"],
+                                           "title": s["query"]["pr_title"], "gold": gold, "systems": {}}
+                    t0 = time.perf_counter()
+                    ranked = [r["path"] for r in eng.context(text, anchors=valid, limit=100)["results"]]
+                    rec["systems"]["engine"] = {**metrics(ranked, gold), "latency": time.perf_counter() - t0}
+                    if base_sys is not None:
+                        btext = text + ("\n" + "\n".join(valid) if valid else "")
+                        for b in baselines:
+                            t0 = time.perf_counter()
+                            got = base_sys.heuristic(btext, valid) if b == "heuristic" else getattr(base_sys, b)(btext)
+                            rec["systems"][b] = {**metrics(got, gold), "latency": time.perf_counter() - t0}
+                    records.append(rec)
+    finally:
+        if not work:
+            shutil.rmtree(scratch, ignore_errors=True)
+    systems = ["engine", *baselines]
+    return {"repository": str(Path(path).resolve()), "changes": len(bases), "questions": len(records),
+            "summary": summarise(records, systems), "records": records, "skipped": skipped}
+
+
+def render(result: dict[str, Any]) -> str:
+    lines = [f"Delphi on the history of {result['repository']}: {result['questions']} questions from "
+             f"{result['changes']} merged changes", "",
+             "| task | system | n | MRR | " + " | ".join(f"R@{k}" for k in KS) + " | ΔMRR engine−system [95% CI] | W/T/L |",
+             "|---|---|---|---|" + "---|" * len(KS) + "---|---|"]
+    for task, rows in result["summary"].items():
+        for name, r in rows.items():
+            delta = "" if name == "engine" else f"{r['d_mrr']:+.3f} [{r['ci_mrr'][0]:+.3f}, {r['ci_mrr'][1]:+.3f}]"
+            wtl = "" if name == "engine" else f"{r['wins']}/{r['ties']}/{r['losses']}"
+            lines.append(f"| {task} | {name} | {r['n']} | {r['mrr']:.3f} | "
+                         + " | ".join(f"{r[f'r@{k}']:.3f}" for k in KS) + f" | {delta} | {wtl} |")
+    if result["skipped"]:
+        lines += ["", "Skipped: " + "; ".join(result["skipped"])]
+    return "\n".join(lines)
+
+
+def write(result: dict[str, Any], out: Path) -> None:
+    out.write_text(json.dumps(result, indent=1))

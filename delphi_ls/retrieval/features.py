@@ -1,0 +1,109 @@
+"""Per-candidate features for the learned ranker: what the engine already knows about a file.
+
+Every feature is cheap (no model, no disk): branch ranks, the fused position, the
+file's kind against the question's wanted kinds, path words shared with the question,
+the file's relation to the anchors, its place in the import graph, its size. The
+training tool (``bench.train``) and the query path call this one function, so the
+model never sees features computed two ways.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+
+import numpy as np
+
+from ..indexing.tokens import stripped
+from ..settings import BRANCHES
+from ..workspace.kinds import stem_of
+from .context import SearchContext
+from .fusion import Fused
+from .query import QueryInfo
+
+KIND_NAMES = ("code", "test", "doc", "config", "other")
+SHAPES = ("english", "identifier", "trace", "test")
+_EXAMPLE_DIR = re.compile(r"(^|/)_?(examples?|demos?|samples?|playground)/", re.I)
+_DOCS_DIR = re.compile(r"(^|/)(docs?|documentation|website|site)/", re.I)
+_BENCH_DIR = re.compile(r"(^|/)(bench|benches|benchmarks?|perf)/", re.I)
+_FIXTURE_DIR = re.compile(r"(^|/)(fixtures?|testdata|test_data|data|cases|snapshots?|__snapshots__|golden)/", re.I)
+_SUPPORT_NAME = re.compile(r"(^|/)(conftest|__init__|util|utils|helpers?|common|setup|mod)\.\w+$", re.I)
+_WORD = re.compile(r"[a-z0-9]+")
+
+FEATURE_NAMES: tuple[str, ...] = (
+    *(f"rr_{b}" for b in BRANCHES),
+    *(f"top5_{b}" for b in BRANCHES),
+    "n_branches", "fused_rr", "fused_rel",
+    *(f"kind_{k}" for k in KIND_NAMES),
+    *(f"shape_{s}" for s in SHAPES),
+    "kind_preferred", "kind_avoided", "test_when_test_wanted", "code_when_test_wanted",
+    "path_term_frac", "stem_in_query", "basename_in_query",
+    "has_anchor", "is_anchor", "same_dir_anchor", "name_linked_anchor", "imports_anchor", "imported_by_anchor",
+    "log_in_degree", "log_out_degree", "has_named_tests",
+    "log_chunks", "path_depth",
+    "in_examples", "in_docs_dir", "in_bench", "in_fixture_dir", "support_name",
+)
+
+
+def _path_words(path: str) -> set[str]:
+    return set(_WORD.findall(stripped(path).replace("_", " ").lower())) | set(
+        _WORD.findall(re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", path).lower()))
+
+
+def candidate_features(fused: list[Fused], q: QueryInfo, ctx: SearchContext) -> np.ndarray:
+    n = len(fused)
+    x = np.zeros((n, len(FEATURE_NAMES)), dtype=np.float32)
+    if not n:
+        return x
+    col = {name: i for i, name in enumerate(FEATURE_NAMES)}
+    terms = {t.lower() for t in q.terms if len(t) >= 3} | {i.lower() for i in q.identifiers}
+    text_low = q.text.lower()
+    anchors = [a for a in ctx.anchors if a in ctx.files]
+    graph = ctx.view.graph
+    top = fused[0].score or 1.0
+    wants_test = "test" in q.prefer
+    for i, f in enumerate(fused):
+        row = x[i]
+        for b, r in f.branches.items():
+            if f"rr_{b}" in col:
+                row[col[f"rr_{b}"]] = 1.0 / r
+                row[col[f"top5_{b}"]] = 1.0 if r <= 5 else 0.0
+        row[col["n_branches"]] = len(f.branches) / len(BRANCHES)
+        row[col["fused_rr"]] = 1.0 / (i + 1)
+        row[col["fused_rel"]] = f.score / top
+        kind = ctx.files.get(f.path, "other")
+        row[col[f"kind_{kind if kind in KIND_NAMES else 'other'}"]] = 1.0
+        row[col[f"shape_{q.shape if q.shape in SHAPES else 'english'}"]] = 1.0
+        row[col["kind_preferred"]] = 1.0 if kind in q.prefer else 0.0
+        row[col["kind_avoided"]] = 1.0 if kind in q.avoid else 0.0
+        row[col["test_when_test_wanted"]] = 1.0 if wants_test and kind == "test" else 0.0
+        row[col["code_when_test_wanted"]] = 1.0 if wants_test and kind == "code" else 0.0
+        words = _path_words(f.path)
+        if terms:
+            row[col["path_term_frac"]] = len(words & terms) / min(len(terms), 8)
+        stem = stem_of(f.path).lower()
+        row[col["stem_in_query"]] = 1.0 if len(stem) >= 3 and (stem in terms or stripped(stem) in terms) else 0.0
+        row[col["basename_in_query"]] = 1.0 if os.path.basename(f.path).lower() in text_low else 0.0
+        if anchors:
+            row[col["has_anchor"]] = 1.0
+            row[col["is_anchor"]] = 1.0 if f.path in anchors else 0.0
+            row[col["same_dir_anchor"]] = 1.0 if any(os.path.dirname(a) == os.path.dirname(f.path) for a in anchors) else 0.0
+            if graph is not None:
+                row[col["name_linked_anchor"]] = 1.0 if any(f.path in graph.tests_of.get(a, ()) for a in anchors) else 0.0
+                imps = graph.imports.get(f.path, ())
+                row[col["imports_anchor"]] = 1.0 if any(a in imps for a in anchors) else 0.0
+                row[col["imported_by_anchor"]] = 1.0 if any(f.path in graph.imports.get(a, ()) for a in anchors) else 0.0
+        if graph is not None:
+            row[col["log_in_degree"]] = math.log1p(len(graph.imported_by.get(f.path, ()))) / 5
+            row[col["log_out_degree"]] = math.log1p(len(graph.imports.get(f.path, ()))) / 5
+            row[col["has_named_tests"]] = 1.0 if graph.tests_of.get(f.path) else 0.0
+        lines = ctx.view.chunk_lines.get(f.path)
+        row[col["log_chunks"]] = math.log1p(len(lines[0]) if lines else 0) / 5
+        row[col["path_depth"]] = min(f.path.count("/"), 10) / 10
+        row[col["in_examples"]] = 1.0 if _EXAMPLE_DIR.search(f.path) else 0.0
+        row[col["in_docs_dir"]] = 1.0 if _DOCS_DIR.search(f.path) else 0.0
+        row[col["in_bench"]] = 1.0 if _BENCH_DIR.search(f.path) else 0.0
+        row[col["in_fixture_dir"]] = 1.0 if _FIXTURE_DIR.search(f.path) else 0.0
+        row[col["support_name"]] = 1.0 if _SUPPORT_NAME.search(f.path) else 0.0
+    return x
