@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any
 
 from delphi_ls import Engine
 from delphi_ls.evaluation.baselines import Baselines, Corpus
-from delphi_ls.evaluation.scoring import ask, corpus_dir, gold_of, metrics, summarise
+from delphi_ls.evaluation.scoring import ask, corpus_dir, gold_of, metrics, p95, summarise
 
 ABLATE_BRANCHES = ("vector", "bm25", "symbol", "path", "trigram", "anchor", "anchor_tests", "anchor_refs", "graph", "cochange")
 
@@ -42,10 +43,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         except json.JSONDecodeError:
             extra[k] = v
     variants: dict[str, dict[str, Any]] = {"engine": {}}
+    versus = None
+    if args.rerankers:
+        # The reranker ablation: "engine" is the fused ranking alone, every other row is compared with it.
+        names = {"ltr": "engine+ltr", "cross-encoder": "engine+ce", "ltr+cross-encoder": "engine+ltr+ce"}
+        variants = {"engine": {"reranker": "off"}}
+        for spec in args.rerankers.split(","):
+            variants[names.get(spec, f"engine+{spec}")] = {"reranker": spec}
+        versus = "engine"
     if args.ablate:
-        for b in ABLATE_BRANCHES:
+        for b in (args.ablate.split(",") if args.ablate != "all" else ABLATE_BRANCHES):
             variants[f"engine-no-{b}"] = {"branch_weights": {b: 0.0}}
-        variants["engine-no-vectors-index"] = {"vectors": False}
+        if args.ablate == "all":
+            variants["engine-no-vectors-index"] = {"vectors": False}
     systems = list(variants) + [s for s in systems if s != "engine"]
 
     by_corpus: dict[Path, list[dict[str, Any]]] = {}
@@ -87,6 +97,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                     "files": rep.files_indexed, "chunks": rep.chunks_written,
                                     "embedded": rep.chunks_embedded, "fromCache": rep.vectors_from_cache,
                                     "unchanged": rep.files_unchanged, "seeded": seeded})
+            if eng.problems:
+                raise SystemExit(f"{name}: {eng.problems}")
             eng.context("warm up", limit=1)  # latency is reported warm: the in-memory view is built here
             engines[name] = eng
         t0 = time.perf_counter()
@@ -104,6 +116,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 dt = time.perf_counter() - t0
                 ranked = [r["path"] for r in ans["results"]]
                 rec["systems"][name] = {**metrics(ranked, gold), "latency": dt,
+                                        "rerankMs": ans["timingsMs"].get("ltr", 0.0) + ans["timingsMs"].get("rerank", 0.0),
                                         "goldRanks": {g: (ranked.index(g) + 1 if g in ranked else None) for g in gold}}
                 if name == "engine":
                     rec["shape"] = ans["query"]["shape"]
@@ -125,7 +138,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with (out_dir / "records.jsonl").open("w") as f:
         for r in records:
             f.write(json.dumps(r) + "\n")
-    summary = summarise(records, systems)
+    summary = summarise(records, systems, versus)
     report = render(summary, records, systems, index_stats, skipped, args)
     (out_dir / "report.md").write_text(report)
     (out_dir / "summary.json").write_text(json.dumps({"summary": summary, "index": index_stats, "skipped": skipped}, indent=2))
@@ -137,8 +150,10 @@ def render(summary: dict[str, Any], records: list[dict[str, Any]], systems: list
            skipped: list[str], args: argparse.Namespace) -> str:
     lines = [f"# Retrieval benchmark: {Path(args.samples).name}", "",
              f"{len(records)} samples evaluated; embedder `{args.embedder}`; skipped: {len(skipped)}.", ""]
-    lines += ["| task | system | n | MRR | R@5 | R@10 | R@20 | mean lat (s) | p95 lat (s) | ΔMRR engine−system [95% CI] | ΔR@5 [95% CI] | ΔR@20 [95% CI] | W/T/L (RR) |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    d = "system−engine (fused only)" if args.rerankers else "engine−system"
+    lines += [f"| task | system | n | MRR | R@5 | R@10 | R@20 | median lat (s) | p95 lat (s) | ΔMRR {d} [95% CI] | ΔR@5 [95% CI] "
+              "| ΔR@10 [95% CI] | ΔR@20 [95% CI] | W/T/L (RR) |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for t, rows in summary.items():
         for s in systems:
             if s not in rows:
@@ -148,13 +163,25 @@ def render(summary: dict[str, Any], records: list[dict[str, Any]], systems: list
             if s != "engine":
                 d = (f"| {r['d_mrr']:+.3f} [{r['ci_mrr'][0]:+.3f}, {r['ci_mrr'][1]:+.3f}] "
                      f"| {r['d_r@5']:+.3f} [{r['ci_r@5'][0]:+.3f}, {r['ci_r@5'][1]:+.3f}] "
+                     f"| {r['d_r@10']:+.3f} [{r['ci_r@10'][0]:+.3f}, {r['ci_r@10'][1]:+.3f}] "
                      f"| {r['d_r@20']:+.3f} [{r['ci_r@20'][0]:+.3f}, {r['ci_r@20'][1]:+.3f}] "
                      f"| {r['wins']}/{r['ties']}/{r['losses']} |")
             else:
-                d = "| | | | |"
+                d = "| | | | | |"
             lines.append(f"| {t} | {s} | {r['n']} | {r['mrr']:.3f} | {r['r@5']:.3f} | {r['r@10']:.3f} | {r['r@20']:.3f} "
-                         f"| {r['lat_mean']:.3f} | {r['lat_p95']:.3f} {d}")
-    lines += ["", "Positive Δ favours the engine. W/T/L compares each sample's reciprocal rank (engine vs that system).", ""]
+                         f"| {r['lat_median']:.3f} | {r['lat_p95']:.3f} {d}")
+    if args.rerankers:
+        lines += ["", "Positive Δ favours the system over the fused ranking alone; W/T/L are the system's, by reciprocal rank.", ""]
+    else:
+        lines += ["", "Positive Δ favours the engine. W/T/L compares each sample's reciprocal rank (engine vs that system).", ""]
+    if args.rerankers:
+        lines += ["Time the rerankers add per query (ms, measured inside the engine, same run):", "",
+                  "| system | p50 | p95 | max |", "|---|---|---|---|"]
+        for s in systems:
+            ms = sorted(r["systems"][s].get("rerankMs", 0.0) for r in records if s in r["systems"])
+            if ms and s.startswith("engine"):
+                lines.append(f"| {s} | {statistics.median(ms):.1f} | {p95(ms):.1f} | {ms[-1]:.1f} |")
+        lines.append("")
     eng_idx = [s for s in index_stats if s["variant"] == "engine"]
     if eng_idx:
         tot = sum(s["seconds"] for s in eng_idx)
@@ -180,7 +207,11 @@ def build_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--index-root", help="where corpora indexes live (reused across runs)")
     ap.add_argument("--embedder", default="potion-base-8M")
     ap.add_argument("--baselines", default="lexical,bm25,grep,heuristic")
-    ap.add_argument("--ablate", action="store_true", help="also run the engine with each branch off in turn")
+    ap.add_argument("--ablate", nargs="?", const="all",
+                    help="also run the engine with each branch off in turn (all, or a comma-separated list)")
+    ap.add_argument("--rerankers", nargs="?", const="ltr,cross-encoder,ltr+cross-encoder",
+                    help="reranker ablation: fused only against each reranker setting listed "
+                         "(default: ltr, cross-encoder, ltr+cross-encoder)")
     ap.add_argument("--max-samples", type=int, default=0)
     ap.add_argument("--set", action="append", metavar="KEY=JSON", help="engine setting override, e.g. rrf_k=20")
     return ap.parse_args(argv)

@@ -36,7 +36,8 @@ OUT = Path(__file__).resolve().parents[1] / "delphi_ls" / "models" / "data" / "c
 def build_groups(rows: list[dict[str, Any]], negatives: int, rng: random.Random) -> list[tuple[str, list[str], int]]:
     groups = []
     for r in rows:
-        cands = [c for c in r["candidates"] if "passage" in c]
+        # Anchors keep their place at run time (delphi_ls.retrieval.rerank): not the model's to judge.
+        cands = [c for c in r["candidates"] if "passage" in c and c["path"] not in r["anchors"]]
         pos = [c for c in cands if c["label"]]
         neg = [c for c in cands if not c["label"]]
         if not pos or not neg:
@@ -60,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--negatives", type=int, default=7)
     ap.add_argument("--minutes", type=float, default=25.0, help="training time budget (CPU)")
     ap.add_argument("--epochs", type=int, default=1)
-    ap.add_argument("--lr", type=float, default=3e-5)
+    ap.add_argument("--lr", type=float, default=5e-5)
+    ap.add_argument("--head-lr", type=float, default=1e-3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args(argv)
@@ -106,7 +108,9 @@ def main(argv: list[str] | None = None) -> int:
                 "token_type_ids": torch.tensor([e.type_ids for e in encs])}
 
     net = CrossEncoderNet()
-    opt = torch.optim.AdamW(net.parameters(), lr=args.lr, weight_decay=0.01)
+    # The output layer starts from nothing and needs a far larger step than the pretrained encoder.
+    opt = torch.optim.AdamW([{"params": net.bert.parameters(), "lr": args.lr},
+                             {"params": net.out.parameters(), "lr": args.head_lr}], weight_decay=0.01)
     deadline = time.time() + args.minutes * 60
     steps = 0
     net.train()
@@ -120,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
             opt.zero_grad()
             loss.backward()
             opt.step()
-            losses.append(float(loss))
+            losses.append(float(loss.detach()))
             steps += 1
             if steps % 50 == 0:
                 print(f"step {steps}: loss {np.mean(losses[-50:]):.3f}", file=sys.stderr, flush=True)
@@ -129,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     def window_mrr(rows_: list[dict[str, Any]], use_model: bool) -> float:
         total = 0.0
         for r in rows_:
-            cands = [c for c in r["candidates"] if "passage" in c]
+            cands = [c for c in r["candidates"] if "passage" in c and c["path"] not in r["anchors"]]
             if not any(c["label"] for c in cands):
                 continue
             if use_model:
@@ -140,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
                 order = np.arange(len(cands))
             labels = [cands[i]["label"] for i in order]
             total += 1.0 / (labels.index(1) + 1)
-        n = sum(1 for r in rows_ if any(c["label"] for c in r["candidates"] if "passage" in c))
+        n = sum(1 for r in rows_ if any(c["label"] for c in r["candidates"] if "passage" in c and c["path"] not in r["anchors"]))
         return total / max(n, 1)
 
     val_fused, val_ce = window_mrr(val_rows, False), window_mrr(val_rows, True)

@@ -302,16 +302,16 @@ class Engine:
         q, ctx, timings, fused = r.q, r.ctx, r.timings, r.fused
         if kinds:
             fused = [f for f in fused if ctx.files.get(f.path, file_kind(f.path)) in kinds]
-        if self.ltr is not None and fused:
+        if self.ltr is not None and fused and q.shape in self.ltr.shapes:
             t0 = time.perf_counter()
             head = fused[: self.ltr.window]
-            fused = learned_rerank(fused, self.ltr.score(candidate_features(head, q, ctx)))
+            fused = learned_rerank(fused, self.ltr.score(candidate_features(head, q, ctx)), set(anchor_paths))
             timings["ltr"] = round((time.perf_counter() - t0) * 1000, 2)
         if self.reranker is not None and fused:
             t0 = time.perf_counter()
             passages = {f.path: self._passage(f) for f in fused[: self.settings.reranker_window]}
             fused = rerank(query, fused, passages, self.reranker, self.settings.reranker_window,
-                           self.settings.reranker_weight)
+                           self.settings.reranker_weight, set(anchor_paths))
             timings["rerank"] = round((time.perf_counter() - t0) * 1000, 2)
         asked = {t.lower() for t in q.terms} | {i.lower() for i in q.identifiers}
         results = [self._result(i + 1, f, ctx, asked) for i, f in enumerate(fused[:limit])]

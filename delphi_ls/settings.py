@@ -46,7 +46,7 @@ class Settings:
     chunk_chars: int = 1500
     extra_ignores: list[str] = field(default_factory=list)
     # Cross-encoder: "off", or a folder holding model.onnx + tokenizer.json.
-    reranker: str = "off"
+    reranker: str = "ltr"
     reranker_window: int = 20
     reranker_weight: float = 0.3
     rrf_k: int = 30

@@ -80,7 +80,8 @@ async def client(lsp_client: LanguageClient, ws: Path, tmp_path: Path):
         capabilities=client_capabilities("visual-studio-code"),
         root_uri=ws.as_uri(),
         workspace_folders=[lsp.WorkspaceFolder(uri=ws.as_uri(), name="ws")],
-        initialization_options={"indexDir": str(tmp_path / "index"), "chunkChars": "lots"},
+        initialization_options={"indexDir": str(tmp_path / "index"), "chunkChars": "lots",
+                                "reranker": "off"},
     )
     lsp_client.registrations = accept_registrations(lsp_client)
     await lsp_client.initialize_session(params)
@@ -175,6 +176,7 @@ async def test_diagnostics_appear_and_clear(client: LanguageClient, ws: Path):
     latin = client.diagnostics.get((ws / "legacy/latin1.py").as_uri())
     assert latin and "UTF-8" in latin[0].message
     health_doc = client.diagnostics.get((ws / "delphi.toml").as_uri())
+    # initializationOptions turned the reranker off: health says so, on the workspace's delphi.toml
     assert health_doc is not None and any("reranker" in d.message for d in health_doc)
     (ws / "data/huge.txt").write_text("small now\n")
     client.workspace_did_change_watched_files(lsp.DidChangeWatchedFilesParams(

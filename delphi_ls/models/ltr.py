@@ -1,4 +1,4 @@
-"""The learned ranker: a one-hidden-layer network over the engine's own per-file features.
+"""The learned ranker: a bag of one-hidden-layer networks over the engine's own per-file features.
 
 Weights live in one JSON file (``ltr.json``) written by ``python -m bench.train``;
 scoring is two small matrix products in numpy (microseconds for a 50-file window).
@@ -20,7 +20,7 @@ SHIPPED_LTR = Path(__file__).parent / "data" / "ltr"
 
 
 class LearnedRanker:
-    def __init__(self, folder: Path = SHIPPED_LTR) -> None:
+    def __init__(self, folder: Path = SHIPPED_LTR, check_probe: bool = True) -> None:
         path = folder / "ltr.json"
         if not path.is_file():
             raise FileNotFoundError(f"{path} not found")
@@ -30,18 +30,19 @@ class LearnedRanker:
             raise ValueError(f"{path} was trained on other features (differs in: {', '.join(missing[:6]) or 'order'})")
         self.mean = np.asarray(data["mean"], dtype=np.float32)
         self.std = np.asarray(data["std"], dtype=np.float32)
-        self.w1 = np.asarray(data["w1"], dtype=np.float32)
-        self.b1 = np.asarray(data["b1"], dtype=np.float32)
-        self.w2 = np.asarray(data["w2"], dtype=np.float32)
-        self.b2 = float(data["b2"])
+        # A bag of small networks trained with different seeds; the score is their mean.
+        self.members = [(np.asarray(m["w1"], dtype=np.float32), np.asarray(m["b1"], dtype=np.float32),
+                         np.asarray(m["w2"], dtype=np.float32), float(m["b2"])) for m in data["members"]]
         self.window = int(data.get("window", 50))
+        # Question shapes it saw in training; it leaves the others in fused order rather than guess.
+        self.shapes = frozenset(data.get("shapes", ()))
         self.identity = ModelIdentity(data.get("name", folder.name), 0, file_sha256(path))
         probe = data.get("probe")
-        if probe is not None:
+        if probe is not None and check_probe:
             got = self.score(np.asarray([probe["x"]], dtype=np.float32))[0]
             if abs(got - probe["score"]) > 1e-3:
                 raise ValueError(f"{path}: probe score {got:.5f} != recorded {probe['score']:.5f} (corrupted weights)")
 
     def score(self, x: np.ndarray) -> np.ndarray:
-        h = np.maximum(((x - self.mean) / self.std) @ self.w1 + self.b1, 0.0)
-        return h @ self.w2 + self.b2
+        z = (x - self.mean) / self.std
+        return np.mean([np.maximum(z @ w1 + b1, 0.0) @ w2 + b2 for w1, b1, w2, b2 in self.members], axis=0)

@@ -4,7 +4,9 @@ Every feature is cheap (no model, no disk): branch ranks, the fused position, th
 file's kind against the question's wanted kinds, path words shared with the question,
 the file's relation to the anchors, its place in the import graph, its size. The
 training tool (``bench.train``) and the query path call this one function, so the
-model never sees features computed two ways.
+model never sees features computed two ways. Hand-written path priors (example,
+docs, bench and fixture folders, support file names) were tried and dropped: on
+held-out training repositories they changed nothing (MRR and Recall@5 within 0.001).
 """
 
 from __future__ import annotations
@@ -24,11 +26,6 @@ from .query import QueryInfo
 
 KIND_NAMES = ("code", "test", "doc", "config", "other")
 SHAPES = ("english", "identifier", "trace", "test")
-_EXAMPLE_DIR = re.compile(r"(^|/)_?(examples?|demos?|samples?|playground)/", re.I)
-_DOCS_DIR = re.compile(r"(^|/)(docs?|documentation|website|site)/", re.I)
-_BENCH_DIR = re.compile(r"(^|/)(bench|benches|benchmarks?|perf)/", re.I)
-_FIXTURE_DIR = re.compile(r"(^|/)(fixtures?|testdata|test_data|data|cases|snapshots?|__snapshots__|golden)/", re.I)
-_SUPPORT_NAME = re.compile(r"(^|/)(conftest|__init__|util|utils|helpers?|common|setup|mod)\.\w+$", re.I)
 _WORD = re.compile(r"[a-z0-9]+")
 
 FEATURE_NAMES: tuple[str, ...] = (
@@ -42,7 +39,6 @@ FEATURE_NAMES: tuple[str, ...] = (
     "has_anchor", "is_anchor", "same_dir_anchor", "name_linked_anchor", "imports_anchor", "imported_by_anchor",
     "log_in_degree", "log_out_degree", "has_named_tests",
     "log_chunks", "path_depth",
-    "in_examples", "in_docs_dir", "in_bench", "in_fixture_dir", "support_name",
 )
 
 
@@ -101,9 +97,4 @@ def candidate_features(fused: list[Fused], q: QueryInfo, ctx: SearchContext) -> 
         lines = ctx.view.chunk_lines.get(f.path)
         row[col["log_chunks"]] = math.log1p(len(lines[0]) if lines else 0) / 5
         row[col["path_depth"]] = min(f.path.count("/"), 10) / 10
-        row[col["in_examples"]] = 1.0 if _EXAMPLE_DIR.search(f.path) else 0.0
-        row[col["in_docs_dir"]] = 1.0 if _DOCS_DIR.search(f.path) else 0.0
-        row[col["in_bench"]] = 1.0 if _BENCH_DIR.search(f.path) else 0.0
-        row[col["in_fixture_dir"]] = 1.0 if _FIXTURE_DIR.search(f.path) else 0.0
-        row[col["support_name"]] = 1.0 if _SUPPORT_NAME.search(f.path) else 0.0
     return x

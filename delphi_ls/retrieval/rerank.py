@@ -13,19 +13,24 @@ from .fusion import Fused
 
 
 def rerank(query: str, fused: list[Fused], passages: dict[str, str], model: CrossEncoder, window: int,
-           weight: float) -> list[Fused]:
+           weight: float, pinned: set[str] = frozenset()) -> list[Fused]:
+    """Blend the cross-encoder's score into the top ``window``; ``pinned`` files keep their places
+    (see ``learned_rerank``)."""
     head, tail = fused[:window], fused[window:]
-    if len(head) < 2:
+    movable = [i for i, f in enumerate(head) if f.path not in pinned]
+    if len(movable) < 2:
         return fused
-    logits = model.score(query, [passages.get(f.path, f.path) for f in head])
+    logits = model.score(query, [passages.get(head[i].path, head[i].path) for i in movable])
     ce = 1.0 / (1.0 + np.exp(-logits))
-    fs = np.array([f.score for f in head])
+    fs = np.array([head[i].score for i in movable])
     span = fs.max() - fs.min()
     fn = (fs - fs.min()) / span if span > 0 else np.ones_like(fs)
     blended = (1 - weight) * fn + weight * ce
-    order = np.argsort(-blended, kind="stable")
+    order = [movable[j] for j in np.argsort(-blended, kind="stable")]
+    new_head = list(head)
+    for slot, i in zip(movable, order, strict=True):
+        new_head[slot] = head[i]
     top_score = head[0].score
-    new_head = [head[i] for i in order]
     # Keep scores monotone so the tail stays below the window.
     for i, f in enumerate(new_head):
         f.score = top_score * (1.0 - 0.001 * i) if i else top_score
@@ -36,18 +41,24 @@ def rerank(query: str, fused: list[Fused], passages: dict[str, str], model: Cros
     return new_head + tail
 
 
-def learned_rerank(fused: list[Fused], scores: np.ndarray) -> list[Fused]:
+def learned_rerank(fused: list[Fused], scores: np.ndarray, pinned: set[str] = frozenset()) -> list[Fused]:
     """Reorder the head (``len(scores)`` files) by the learned ranker's scores.
 
     The ranker was trained on exactly this window, with the fused rank among its
-    features, so it reorders outright rather than blending.
+    features, so it reorders outright rather than blending. Files in ``pinned`` (the
+    ones the caller handed over) keep their places: whether the file an agent holds is
+    itself the answer depends on a workflow the training history cannot show (a review
+    comment sits on its file; a change's tests are elsewhere), so the router decides that.
     """
     n = len(scores)
     if n < 2:
         return fused
     head, tail = fused[:n], fused[n:]
-    order = np.argsort(-scores, kind="stable")
-    new_head = [head[i] for i in order]
+    movable = [i for i, f in enumerate(head) if f.path not in pinned]
+    order = sorted(movable, key=lambda i: -float(scores[i]))
+    new_head = list(head)
+    for slot, i in zip(movable, order, strict=True):
+        new_head[slot] = head[i]
     top_score = head[0].score
     for i, f in enumerate(new_head):
         f.score = top_score * (1.0 - 0.001 * i)

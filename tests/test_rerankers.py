@@ -1,0 +1,86 @@
+"""The shipped rerankers load, prove their identity, and put a known answer above known non-answers."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from delphi_ls import Engine
+from delphi_ls.models.cross_encoder import SHIPPED_CROSS_ENCODER, CrossEncoder
+from delphi_ls.models.ltr import SHIPPED_LTR, LearnedRanker
+
+TEST_QUESTION = "Which tests cover this change?\nGive up on uploads after the last retry attempt"
+
+
+def _ltr_order(engine: Engine, question: str, anchors: list[str]) -> list[str]:
+    cands = engine.candidates(question, anchors, depth=50)
+    scores = LearnedRanker().score(np.asarray([c["features"] for c in cands], dtype=np.float32))
+    return [cands[i]["path"] for i in np.argsort(-scores, kind="stable")]
+
+
+def test_learned_ranker_puts_the_covering_test_above_docs_and_changelog(engine: Engine) -> None:
+    order = _ltr_order(engine, TEST_QUESTION, ["shipyard/retry.py"])
+    assert {"CHANGELOG.md", "docs/retry.md", "tests/test_retry.py"} <= set(order)  # all three were candidates
+    assert order[0] == "tests/test_retry.py"
+    assert order.index("tests/test_retry.py") < order.index("CHANGELOG.md")
+    assert order.index("tests/test_retry.py") < order.index("docs/retry.md")
+
+
+def test_learned_ranker_prefers_source_for_a_code_question(engine: Engine) -> None:
+    order = _ltr_order(engine, "Which source files implement this change?\nexponential backoff with jitter between "
+                               "upload retry attempts", [])
+    assert order[0] == "shipyard/retry.py"
+    assert order.index("shipyard/retry.py") < order.index("tests/test_retry.py")
+
+
+def test_engine_serves_the_learned_ranker_and_health_says_so(workspace: Path, tmp_path: Path) -> None:
+    with Engine(workspace, index_dir=str(tmp_path / "i"), reranker="ltr") as eng:
+        eng.index()
+        ans = eng.context(TEST_QUESTION, anchors=["shipyard/retry.py"])
+        assert ans["results"][0]["path"] == "tests/test_retry.py"
+        assert "ltr" in ans["timingsMs"]
+        status = eng.health()["branches"]["rerank"]
+        assert status.startswith("ready: learned ranker delphi-ltr") and "warm" in status
+
+
+def test_corrupted_learned_ranker_refuses_to_load(tmp_path: Path) -> None:
+    folder = tmp_path / "ltr"
+    shutil.copytree(SHIPPED_LTR, folder)
+    doc = json.loads((folder / "ltr.json").read_text())
+    doc["members"][0]["w2"][0] += 0.5
+    (folder / "ltr.json").write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match="probe score"):
+        LearnedRanker(folder)
+    doc["features"] = doc["features"][::-1]
+    (folder / "ltr.json").write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match="other features"):
+        LearnedRanker(folder)
+
+
+def test_shipped_cross_encoder_scores_the_relevant_passage_higher() -> None:
+    ce = CrossEncoder(SHIPPED_CROSS_ENCODER)
+    assert (SHIPPED_CROSS_ENCODER / "model.onnx").stat().st_size < 25_000_000
+    scores = ce.score(TEST_QUESTION, [
+        "tests/test_retry.py\ndef test_with_backoff_gives_up():\n    policy = RetryPolicy(attempts=3)\n"
+        "    with pytest.raises(RuntimeError):\n        with_backoff(boom, policy)",
+        "CHANGELOG.md\n# Changelog\n## 1.2.0\n- grpc proxy TLS settings\n- bump version to 1.2.0",
+        "web/src/BuildBadge.tsx\nexport function BuildBadge({ status }: Props) {\n  return <span>{status}</span>;\n}",
+    ])
+    assert scores[0] > scores[1] and scores[0] > scores[2]
+
+
+def test_tampered_cross_encoder_is_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "ce"
+    shutil.copytree(SHIPPED_CROSS_ENCODER, folder)
+    ident = json.loads((folder / "identity.json").read_text())
+    ident["weights_sha256"] = "0" * 64
+    (folder / "identity.json").write_text(json.dumps(ident))
+    with pytest.raises(ValueError, match="not the model that was trained"):
+        CrossEncoder(folder)
+    with Engine(tmp_path, index_dir=str(tmp_path / "i"), reranker=str(folder)) as eng:
+        assert eng.reranker is None
+        assert eng.health()["branches"]["rerank"].startswith("error: cross-encoder")
