@@ -51,6 +51,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for spec in args.rerankers.split(","):
             variants[names.get(spec, f"engine+{spec}")] = {"reranker": spec}
         versus = "engine"
+    for spec in args.variant or []:
+        name, _, js = spec.partition("=")
+        variants[name] = json.loads(js)
     if args.ablate:
         for b in (args.ablate.split(",") if args.ablate != "all" else ABLATE_BRANCHES):
             variants[f"engine-no-{b}"] = {"branch_weights": {b: 0.0}}
@@ -212,6 +215,8 @@ def build_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--rerankers", nargs="?", const="ltr,cross-encoder,ltr+cross-encoder",
                     help="reranker ablation: fused only against each reranker setting listed "
                          "(default: ltr, cross-encoder, ltr+cross-encoder)")
+    ap.add_argument("--variant", action="append", metavar="NAME=JSON",
+                    help='another engine configuration in the same run, e.g. no-structure={"branch_weights": {"graph": 0}}')
     ap.add_argument("--max-samples", type=int, default=0)
     ap.add_argument("--set", action="append", metavar="KEY=JSON", help="engine setting override, e.g. rrf_k=20")
     return ap.parse_args(argv)

@@ -197,6 +197,14 @@ def cmd_ltr(args: argparse.Namespace) -> None:
         # Anchors keep their fused place at run time (rerank.learned_rerank): not the ranker's to judge.
         r["candidates"] = [c for c in r["candidates"] if c["path"] not in r["anchors"]]
     rows = [r for r in rows if any(c["label"] for c in r["candidates"])]
+    dropped = [d for d in (args.drop_features or "").split(",") if d]
+    for d in dropped:
+        if d not in FEATURE_NAMES:
+            raise SystemExit(f"unknown feature {d!r}")
+        i = FEATURE_NAMES.index(d)
+        for r in rows:
+            for c in r["candidates"]:
+                c["features"][i] = 0.0  # never varies, so its weights stay zero (see fit)
     shape_cols = [i for i, n in enumerate(FEATURE_NAMES) if n.startswith("shape_")]
     shapes = sorted({FEATURE_NAMES[i][len("shape_"):] for r in rows for i in shape_cols if r["candidates"][0]["features"][i]})
     repos = sorted({r["repo"] for r in rows})
@@ -236,6 +244,7 @@ def cmd_ltr(args: argparse.Namespace) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     doc = {"name": "delphi-ltr-1", "features": list(FEATURE_NAMES), "window": window, "shapes": shapes, "seed": args.seed,
+           "dropped": dropped,
            "mean": [round(float(v), 6) for v in mean.astype(np.float32)],
            "std": [round(float(v), 6) for v in std.astype(np.float32)], "members": members}
     (out / "ltr.json").write_text(json.dumps(doc, separators=(",", ":")))
@@ -285,6 +294,7 @@ def build_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--per-repo", type=int, default=40, help="merged changes to mine per repository")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--force", action="store_true", help="mine again even if a repository's windows exist")
+    ap.add_argument("--drop-features", help="comma-separated features to train without (for ablations)")
     return ap.parse_args(argv)
 
 

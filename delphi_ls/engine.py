@@ -23,7 +23,7 @@ from .indexing.cochange import cochange_pairs, git_head
 from .indexing.pipeline import Indexer, IndexReport, Progress
 from .models.cross_encoder import SHIPPED_CROSS_ENCODER, CrossEncoder
 from .models.embedders import Embedder, ModelIdentity, load_embedder
-from .models.ltr import LearnedRanker
+from .models.ltr import SHIPPED_LTR, LearnedRanker
 from .retrieval.branches.anchors import AnchorBranch, AnchorRefsBranch, AnchorTestsBranch
 from .retrieval.branches.base import Branch, Hit
 from .retrieval.branches.lexical import Bm25Branch
@@ -39,7 +39,7 @@ from .retrieval.packing import pack
 from .retrieval.query import QueryInfo, analyse
 from .retrieval.rerank import learned_rerank, rerank
 from .retrieval.router import SEED_ANCHOR_WEIGHT, SEED_TOP, SEED_TOP_WEIGHT, weights_for
-from .settings import Settings
+from .settings import RERANKERS, Settings
 from .stores.lexical import LexicalStore
 from .stores.meta import MetaStore
 from .stores.vectors import VectorStore
@@ -134,14 +134,15 @@ class Engine:
         if spec == "off":
             return "off (settings: reranker = off)"
         parts: list[str] = []
-        if spec in ("ltr", "ltr+cross-encoder"):
+        custom_ltr = spec not in RERANKERS and (Path(spec).expanduser() / "ltr.json").is_file()
+        if spec in ("ltr", "ltr+cross-encoder") or custom_ltr:
             try:
-                self.ltr = LearnedRanker()
+                self.ltr = LearnedRanker(Path(spec).expanduser() if custom_ltr else SHIPPED_LTR)
                 parts.append(f"learned ranker {self.ltr.identity.name} (warm, window {self.ltr.window})")
             except Exception as e:
                 self.problems["reranker"] = f"learned ranker failed to load: {e}"
                 parts.append(f"error: learned ranker failed to load: {e}")
-        if spec != "ltr":
+        if spec != "ltr" and not custom_ltr:
             folder = SHIPPED_CROSS_ENCODER if spec in ("cross-encoder", "ltr+cross-encoder") else Path(spec).expanduser()
             try:
                 self.reranker = CrossEncoder(folder)

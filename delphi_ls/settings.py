@@ -92,9 +92,10 @@ class Settings:
                 raise SettingsError(key, "must be a positive integer")
         if self.chunk_chars < 200:
             raise SettingsError("chunk_chars", "must be at least 200")
-        if self.reranker not in RERANKERS and not (Path(self.reranker).expanduser() / "model.onnx").is_file():
-            raise SettingsError("reranker", f"{self.reranker!r} is not one of {', '.join(RERANKERS)} "
-                                "nor a folder holding an ONNX cross-encoder (model.onnx + tokenizer.json)")
+        folder = Path(self.reranker).expanduser()
+        if self.reranker not in RERANKERS and not ((folder / "model.onnx").is_file() or (folder / "ltr.json").is_file()):
+            raise SettingsError("reranker", f"{self.reranker!r} is not one of {', '.join(RERANKERS)} nor a folder "
+                                "holding an ONNX cross-encoder (model.onnx + tokenizer.json) or a learned ranker (ltr.json)")
         if not 0.0 <= self.reranker_weight <= 1.0:
             raise SettingsError("reranker_weight", "must be between 0 and 1")
         for b, w in self.branch_weights.items():

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from bench import arb, perf
+from delphi_ls.evaluation import scoring
 from tests.conftest import build_workspace
 
 
@@ -47,13 +48,13 @@ def test_arb_benchmark_small_run(corpora, tmp_path: Path):
 
 
 def test_arb_scoring_rules():
-    assert arb.metrics(["a", "b", "c"], ["c", "z"]) == {"mrr": 1 / 3, "r@5": 0.5, "r@10": 0.5, "r@20": 0.5}
-    assert arb.gold_of({"task_type": "code2test", "gold": {"related_tests": ["t"], "root_cause_files": ["r"]}}) == ["t"]
-    assert arb.gold_of({"task_type": "trace2code", "gold": {"related_tests": ["t"], "root_cause_files": []}}) == ["t"]
-    assert arb.gold_of({"task_type": "x", "gold": {"no_gold": True, "root_cause_files": ["r"]}}) == []
-    text, anchors = arb.ask({"task_type": "trace2code", "query": {"raw_signal": "boom", "trace_paths": "['a/b.py']"}})
+    assert scoring.metrics(["a", "b", "c"], ["c", "z"]) == {"mrr": 1 / 3, "r@5": 0.5, "r@10": 0.5, "r@20": 0.5}
+    assert scoring.gold_of({"task_type": "code2test", "gold": {"related_tests": ["t"], "root_cause_files": ["r"]}}) == ["t"]
+    assert scoring.gold_of({"task_type": "trace2code", "gold": {"related_tests": ["t"], "root_cause_files": []}}) == ["t"]
+    assert scoring.gold_of({"task_type": "x", "gold": {"no_gold": True, "root_cause_files": ["r"]}}) == []
+    text, anchors = scoring.ask({"task_type": "trace2code", "query": {"raw_signal": "boom", "trace_paths": "['a/b.py']"}})
     assert anchors == ["a/b.py"] and text.startswith("Which source files cause this failure?")
-    lo, hi = arb.bootstrap([0.1, 0.2, 0.3, 0.0])
+    lo, hi = scoring.bootstrap([0.1, 0.2, 0.3, 0.0])
     assert lo <= 0.15 <= hi
 
 

@@ -1,0 +1,84 @@
+"""Mining a real git history into samples, and `delphi eval --history` on it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from delphi_ls.cli import main
+from delphi_ls.evaluation.history import HistoryError, checkout, git_dir_of, mine
+
+
+def _git(root: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True,
+                   env={"GIT_AUTHOR_NAME": "Dev", "GIT_AUTHOR_EMAIL": "d@x", "GIT_COMMITTER_NAME": "Dev",
+                        "GIT_COMMITTER_EMAIL": "d@x", "PATH": "/usr/bin:/bin:/usr/local/bin", "HOME": str(root)})
+
+
+def _append(path: Path, text: str) -> None:
+    path.write_text(path.read_text() + text)
+
+
+@pytest.fixture
+def repo(workspace: Path) -> Path:
+    _git(workspace, "init", "-q", "-b", "main")
+    _git(workspace, "add", "-A")
+    _git(workspace, "commit", "-qm", "initial")
+    _append(workspace / "shipyard/retry.py", "\n\ndef jitter(x):\n    return x\n")
+    _append(workspace / "tests/test_retry.py", "\n\ndef test_jitter():\n    assert jitter(1) == 1\n")
+    _git(workspace, "commit", "-qam", "Add jitter to the retry backoff (#12)\n\nUploads retried in lockstep; spread them.")
+    _append(workspace / "shipyard/scheduler.py", "\n# priority ties break by age\n")
+    _git(workspace, "commit", "-qam", "Break scheduler priority ties by job age")
+    _append(workspace / "CHANGELOG.md", "\n- 1.3.0\n")
+    _git(workspace, "commit", "-qam", "Bump version to 1.3.0")  # a release bump: skipped
+    _git(workspace, "-c", "user.name=dependabot[bot]", "commit", "-q", "--allow-empty", "-m", "chore: deps")
+    return workspace
+
+
+def test_mine_turns_changes_into_samples(repo: Path) -> None:
+    samples = mine(repo, 10, repo="acme/shipyard")
+    by_task = {(s["task_type"], s["query"]["pr_title"]): s for s in samples}
+    jitter_code = by_task[("intent2code", "Add jitter to the retry backoff")]  # "(#12)" stripped
+    assert jitter_code["gold"]["root_cause_files"] == ["shipyard/retry.py"]
+    assert "lockstep" in jitter_code["query"]["pr_body"]
+    jitter_test = by_task[("code2test", "Add jitter to the retry backoff")]
+    assert jitter_test["query"]["changed_file"] == "shipyard/retry.py"
+    assert jitter_test["gold"]["related_tests"] == ["tests/test_retry.py"]
+    assert ("intent2code", "Break scheduler priority ties by job age") in by_task
+    assert ("code2test", "Break scheduler priority ties by job age") not in by_task  # no test changed
+    assert not any("1.3.0" in t or "deps" in t for _k, t in by_task)
+    assert samples == sorted(samples, key=lambda s: (s["time"], s["id"]))
+
+
+def test_checkout_writes_the_base_tree_without_touching_the_repo(repo: Path, tmp_path: Path) -> None:
+    sample = next(s for s in mine(repo, 10) if s["task_type"] == "code2test")
+    dest = tmp_path / "tree"
+    assert checkout(git_dir_of(repo), sample["base_commit"], dest) == []
+    assert "def jitter" not in (dest / "shipyard/retry.py").read_text()  # the tree before the change
+    assert "def jitter" in (repo / "shipyard/retry.py").read_text()
+    status = subprocess.run(["git", "-C", str(repo), "status", "--porcelain"], capture_output=True, text=True).stdout
+    assert status == ""
+
+
+def test_not_a_repository_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(HistoryError, match="not a git repository"):
+        git_dir_of(tmp_path)
+    assert main(["eval", "--history", str(tmp_path)]) == 2
+    assert "not a git repository" in capsys.readouterr().err
+
+
+def test_eval_history_scores_engine_and_baselines(repo: Path, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "eval.json"
+    assert main(["eval", "--history", str(repo), "-n", "10", "--out", str(out), "--work", str(tmp_path / "w")]) == 0
+    printed = capsys.readouterr().out
+    assert "| overall | engine |" in printed and "| overall | heuristic |" in printed
+    result = json.loads(out.read_text())
+    assert result["questions"] == 3 and result["changes"] == 2
+    code2test = next(r for r in result["records"] if r["task"] == "code2test")
+    # The test named after the anchor answers "which tests cover this change?" first.
+    assert code2test["systems"]["engine"]["mrr"] == 1.0
+    assert set(result["summary"]["overall"]) == {"engine", "bm25", "grep", "heuristic"}
