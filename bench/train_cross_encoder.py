@@ -60,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-tokens", type=int, default=192)
     ap.add_argument("--negatives", type=int, default=7)
     ap.add_argument("--minutes", type=float, default=25.0, help="training time budget (CPU)")
+    ap.add_argument("--steps", type=int, default=0, help="stop after this many steps (reproducible; 0: time budget only)")
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--lr", type=float, default=5e-5)
     ap.add_argument("--head-lr", type=float, default=1e-3)
@@ -117,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     losses: list[float] = []
     for _ep in range(args.epochs):
         for query, passages, gold in groups:
-            if time.time() > deadline:
+            if time.time() > deadline or (args.steps and steps >= args.steps):
                 break
             logits = net(**encode(query, passages))
             loss = torch.nn.functional.cross_entropy(logits.unsqueeze(0), torch.tensor([gold]))
@@ -186,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         "(Apache-2.0; sentence-transformers' model), first "
         f"{args.layers} of 6 layers kept, mean pooling, one linear output. ONNX, int8 weights "
         f"(dynamic, per-channel, reduced range): {size_mb:.1f} MB.", "",
-        f"Training: {steps} steps (one question's gold file against up to {args.negatives} of the engine's own "
+        f"Reproduce with `--steps {steps}`. Training: {steps} steps (one question's gold file against up to {args.negatives} of the engine's own "
         f"top-ranked wrong files, listwise softmax), AdamW lr {args.lr}, CPU, {args.minutes:g}-minute budget; "
         f"{len(groups)} groups available from {len(repos) - 3} training repositories; final loss "
         f"{np.mean(losses[-50:]) if losses else float('nan'):.3f}.", "",

@@ -67,7 +67,7 @@ class AnchorRefsBranch:
                 continue
             stem = stripped(stem_of(anchor))
             names = [s[0] for s in ctx.meta.symbols_of(anchor) if len(s[0]) >= 4 and not s[5]]
-            names = sorted(set(names), key=lambda n: -len(n))[:24]
+            names = sorted(set(names), key=lambda n: (-len(n), n))[:24]  # ties by name: set order varies by process
             terms = [n.lower() for n in names] + ([stem] if len(stem) >= 4 else [])
             if not terms:
                 continue
