@@ -151,8 +151,9 @@ class Engine:
             except Exception as e:
                 self.problems["reranker_ce"] = f"cross-encoder at {str(folder)!r} failed to load: {e}"
                 parts.append(f"error: cross-encoder at {str(folder)!r} failed to load: {e}")
-        status = "; ".join(parts)
-        return status if status.startswith("error") else "ready: " + status
+        if any(p.startswith("error") for p in parts):
+            return "error: " + "; ".join(p.removeprefix("error: ") for p in parts)
+        return "ready: " + "; ".join(parts)
 
     def _collection_name(self) -> str:
         name = re.sub(r"[^A-Za-z0-9._-]", "_", self.root.name)[:40].strip("._-") or "root"
