@@ -8,7 +8,7 @@ from ...indexing.tokens import stripped
 from ...workspace.kinds import stem_of
 from ..context import SearchContext
 from ..query import QueryInfo
-from .base import Hit
+from .base import Hit, ranked_hits
 
 
 class AnchorBranch:
@@ -50,8 +50,7 @@ class AnchorTestsBranch:
                     if s > scores.get(t, -1e9):
                         scores[t] = s
                         notes[t] = f"named after {os.path.basename(anchor)}"
-        ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[: ctx.depth]
-        return [Hit(p, s, [], notes[p]) for p, s in ranked]
+        return ranked_hits(scores, notes, ctx.depth)
 
 
 class AnchorRefsBranch:
@@ -80,5 +79,4 @@ class AnchorRefsBranch:
                 if s > scores.get(t, -1e9):
                     scores[t] = s
                     notes[t] = f"uses what {os.path.basename(anchor)} defines"
-        ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[: ctx.depth]
-        return [Hit(p, s, [], notes[p]) for p, s in ranked]
+        return ranked_hits(scores, notes, ctx.depth)

@@ -20,6 +20,12 @@ class Hit:
     note: str = ""
 
 
+def ranked_hits(scores: dict[str, float], notes: dict[str, str], limit: int) -> list[Hit]:
+    """File scores -> the best ``limit`` file hits (ties by path, so the order never depends on dict history)."""
+    ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
+    return [Hit(p, s, [], notes[p]) for p, s in ranked]
+
+
 class Branch(Protocol):
     name: str
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..context import SearchContext
 from ..query import QueryInfo
-from .base import Hit
+from .base import Hit, ranked_hits
 
 
 class GraphBranch:
@@ -28,8 +28,7 @@ class GraphBranch:
                 scores[n] = scores.get(n, 0.0) + add
         for a in ctx.anchors:  # files in hand are the anchor branch's business
             scores.pop(a, None)
-        ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[: ctx.depth]
-        return [Hit(p, s, [], why[p]) for p, s in ranked]
+        return ranked_hits(scores, why, ctx.depth)
 
 
 class CochangeBranch:
@@ -46,5 +45,4 @@ class CochangeBranch:
                 why.setdefault(b, f"changed together with {a}")
         for a in ctx.anchors:
             scores.pop(a, None)
-        ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[: ctx.depth]
-        return [Hit(p, s, [], why[p]) for p, s in ranked]
+        return ranked_hits(scores, why, ctx.depth)
