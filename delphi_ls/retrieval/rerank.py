@@ -12,11 +12,28 @@ from ..models.cross_encoder import CrossEncoder
 from .fusion import Fused
 
 
+def _reorder(fused: list[Fused], n: int, movable: list[int], order: list[int], label: str) -> list[Fused]:
+    """Put the head's ``movable`` slots in ``order`` (pinned slots stay), and keep scores monotone so the
+    tail stays below the head; each head file records its new place under ``label``."""
+    head, tail = fused[:n], fused[n:]
+    new_head = list(head)
+    for slot, i in zip(movable, order, strict=True):
+        new_head[slot] = head[i]
+    top_score = head[0].score
+    for i, f in enumerate(new_head):
+        f.score = top_score * (1.0 - 0.001 * i)
+        f.branches[label] = i + 1
+    floor = new_head[-1].score
+    for f in tail:
+        f.score = min(f.score, floor * 0.999)
+    return new_head + tail
+
+
 def rerank(query: str, fused: list[Fused], passages: dict[str, str], model: CrossEncoder, window: int,
            weight: float, pinned: set[str] = frozenset()) -> list[Fused]:
     """Blend the cross-encoder's score into the top ``window``; ``pinned`` files keep their places
     (see ``learned_rerank``)."""
-    head, tail = fused[:window], fused[window:]
+    head = fused[:window]
     movable = [i for i, f in enumerate(head) if f.path not in pinned]
     if len(movable) < 2:
         return fused
@@ -27,18 +44,7 @@ def rerank(query: str, fused: list[Fused], passages: dict[str, str], model: Cros
     fn = (fs - fs.min()) / span if span > 0 else np.ones_like(fs)
     blended = (1 - weight) * fn + weight * ce
     order = [movable[j] for j in np.argsort(-blended, kind="stable")]
-    new_head = list(head)
-    for slot, i in zip(movable, order, strict=True):
-        new_head[slot] = head[i]
-    top_score = head[0].score
-    # Keep scores monotone so the tail stays below the window.
-    for i, f in enumerate(new_head):
-        f.score = top_score * (1.0 - 0.001 * i) if i else top_score
-        f.branches["rerank"] = i + 1
-    floor = new_head[-1].score
-    for f in tail:
-        f.score = min(f.score, floor * 0.999)
-    return new_head + tail
+    return _reorder(fused, len(head), movable, order, "rerank")
 
 
 def learned_rerank(fused: list[Fused], scores: np.ndarray, pinned: set[str] = frozenset()) -> list[Fused]:
@@ -53,17 +59,6 @@ def learned_rerank(fused: list[Fused], scores: np.ndarray, pinned: set[str] = fr
     n = len(scores)
     if n < 2:
         return fused
-    head, tail = fused[:n], fused[n:]
-    movable = [i for i, f in enumerate(head) if f.path not in pinned]
+    movable = [i for i, f in enumerate(fused[:n]) if f.path not in pinned]
     order = sorted(movable, key=lambda i: -float(scores[i]))
-    new_head = list(head)
-    for slot, i in zip(movable, order, strict=True):
-        new_head[slot] = head[i]
-    top_score = head[0].score
-    for i, f in enumerate(new_head):
-        f.score = top_score * (1.0 - 0.001 * i)
-        f.branches["ltr"] = i + 1
-    floor = new_head[-1].score
-    for f in tail:
-        f.score = min(f.score, floor * 0.999)
-    return new_head + tail
+    return _reorder(fused, n, movable, order, "ltr")
