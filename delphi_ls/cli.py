@@ -180,20 +180,17 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="delphi", description="Delphi: a local context engine for code")
     sub = ap.add_subparsers(dest="cmd", required=True)
 
+    def engine_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--embedder", help="potion-base-8M (default), minilm-l6-int8, or a model2vec folder")
+        p.add_argument("--no-vectors", action="store_true", help="lexical branches only")
+        p.add_argument("--reranker", help="off, ltr (default), cross-encoder, ltr+cross-encoder, or a folder")
+        p.add_argument("--json", action="store_true", help="machine-readable output")
+
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("path", help="the workspace folder")
         p.add_argument("--index-dir", help="where the index lives (default: the user cache dir)")
-        p.add_argument("--embedder", help="potion-base-8M (default), minilm-l6-int8, or a model2vec folder")
-        p.add_argument("--no-vectors", action="store_true", help="lexical branches only")
         p.add_argument("--chroma-url", help="a `chroma run` server to hold the vectors")
-        p.add_argument("--reranker", help="off, ltr (default), cross-encoder, ltr+cross-encoder, or an ONNX folder")
-        p.add_argument("--json", action="store_true", help="machine-readable output")
-
-    def common_options(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--embedder", help="potion-base-8M (default), minilm-l6-int8, or a model2vec folder")
-        p.add_argument("--no-vectors", action="store_true", help="lexical branches only")
-        p.add_argument("--reranker", help="off, ltr (default), cross-encoder, ltr+cross-encoder, or an ONNX folder")
-        p.add_argument("--json", action="store_true", help="print the summary as JSON")
+        engine_options(p)
 
     p = sub.add_parser("index", help="index a folder (incremental)")
     common(p)
@@ -232,7 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--baselines", default="bm25,grep,heuristic", help="comma-separated; empty for none")
     p.add_argument("--work", help="scratch folder for trees and the index (default: a temporary one, removed)")
     p.add_argument("--out", help="write every question's record and the summary as JSON here")
-    common_options(p)
+    engine_options(p)
     p.set_defaults(fn=cmd_eval)
     return ap
 
