@@ -1,4 +1,4 @@
-"""`delphi index | context | health | symbols | related-tests | eval`: argv in, engine calls, text or JSON out."""
+"""`delphi index | context | health | symbols | related-tests | related-code | eval`: argv in, engine calls, text or JSON out."""
 
 from __future__ import annotations
 
@@ -148,12 +148,21 @@ def cmd_symbols(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_related_tests(args: argparse.Namespace) -> int:
+def _print_related(args: argparse.Namespace, which: str) -> int:
     with _engine(args) as eng:
         eng.index(reembed=False, vectors=False)
-        for t in eng.related_tests(args.file):
-            print(f"{t['path']}  ({t['why']})")
+        found = eng.related_tests(args.file) if which == "tests" else eng.related_code(args.file)
+        for r in found:
+            print(f"{r['path']}  ({r['why']})")
     return 0
+
+
+def cmd_related_tests(args: argparse.Namespace) -> int:
+    return _print_related(args, "tests")
+
+
+def cmd_related_code(args: argparse.Namespace) -> int:
+    return _print_related(args, "code")
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -222,6 +231,11 @@ def build_parser() -> argparse.ArgumentParser:
     common(p)
     p.add_argument("file")
     p.set_defaults(fn=cmd_related_tests)
+
+    p = sub.add_parser("related-code", help="source files a test exercises")
+    common(p)
+    p.add_argument("file", metavar="test")
+    p.set_defaults(fn=cmd_related_code)
 
     p = sub.add_parser("eval", help="score Delphi and baselines on a git repository's own merged changes")
     p.add_argument("--history", required=True, metavar="PATH", help="a git repository (only read)")

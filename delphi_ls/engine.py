@@ -19,11 +19,12 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from . import health as health_mod
-from .indexing.cochange import cochange_pairs, git_head
+from .indexing.cochange import COCHANGE_VERSION, cochange_pairs, git_head
 from .indexing.pipeline import Indexer, IndexReport, Progress
 from .models.cross_encoder import SHIPPED_CROSS_ENCODER, CrossEncoder
 from .models.embedders import Embedder, ModelIdentity, load_embedder
 from .models.ltr import SHIPPED_LTR, LearnedRanker
+from .retrieval import related
 from .retrieval.branches.anchors import AnchorBranch, AnchorRefsBranch, AnchorTestsBranch
 from .retrieval.branches.base import Branch, Hit
 from .retrieval.branches.lexical import Bm25Branch
@@ -199,12 +200,12 @@ class Engine:
             self.cochange_status = "off: not a git repository (no history to learn co-change from)"
             return
         stored = self.meta.get_state("cochange") or {}
-        if stored.get("head") != head:
+        if stored.get("head") != head or stored.get("version") != COCHANGE_VERSION:
             try:
                 files = {p for p, _k, _n in self.meta.files()}
                 pairs, commits = cochange_pairs(self.root, files)
-                self.meta.set_cochange(pairs, head, commits)
-                stored = {"head": head, "commits": commits, "pairs": len(pairs)}
+                self.meta.set_cochange(pairs, head, commits, COCHANGE_VERSION)
+                stored = {"head": head, "commits": commits, "pairs": len(pairs), "version": COCHANGE_VERSION}
             except (OSError, RuntimeError, subprocess.SubprocessError) as e:
                 self.cochange_status = f"error: git log failed: {e}"
                 return
@@ -444,29 +445,18 @@ class Engine:
                  "uri": (self.root / d[2]).as_uri()} for _s, d in out[:limit]]
 
     def related_tests(self, path: str, symbol: str | None = None, limit: int = 10) -> list[dict[str, Any]]:
-        """Tests for a source file (named after it, or using what it defines), or for one symbol in it
-        (tests that name the symbol, then the file's own tests)."""
+        """Tests for a source file (named after it, importing it, in a folder named after it, or using
+        what it defines), or for one symbol in it (tests that name the symbol, the file's own first)."""
         rel = self.normalise_anchor(path)
         ctx = SearchContext(self.settings, self.meta, self.lexical, None, None, self.view(), [rel])
-        q = analyse(f"tests for {rel}")
-        named = AnchorTestsBranch().search(q, ctx)
-        g = ctx.view.graph
-        importers = sorted(p for p in (g.imported_by.get(rel, set()) if g else set()) if ctx.files.get(p) == "test")
-        seen = {n.path for n in named}
-        imported = [Hit(p, 1.0, [], f"imports {os.path.basename(rel)}") for p in importers if p not in seen]
-        seen |= set(importers)
-        refs = [h for h in AnchorRefsBranch().search(q, ctx) if h.path not in seen]
-        file_level = named + imported + refs
-        if not symbol:
-            return [{"path": h.path, "why": h.note, "score": round(h.score, 4)} for h in file_level[:limit]]
-        out: dict[str, dict[str, Any]] = {}
-        for _cid, p, score in self.lexical.search_terms([symbol.lower()], limit=200, fields=("content",), kinds={"test"}):
-            if p not in out and p != rel:
-                out[p] = {"path": p, "why": f"mentions `{symbol}`", "score": round(score, 4)}
-        named = {h.path for h in file_level if h.note.startswith("named after")}
-        # Tests named after the file come first among those that name the symbol.
-        ranked = sorted(out.values(), key=lambda r: (r["path"] not in named, -r["score"]))
-        return ranked[:limit]
+        return related.related_tests(ctx, self.lexical, rel, symbol, limit)
+
+    def related_code(self, test_path: str, limit: int = 10) -> list[dict[str, Any]]:
+        """Source files a test exercises: named by it, imported by it (or through its helpers), in the
+        folder it mirrors, defining names it uses, or changing together with it."""
+        rel = self.normalise_anchor(test_path)
+        ctx = SearchContext(self.settings, self.meta, self.lexical, None, None, self.view(), [rel])
+        return related.related_code(ctx, rel, limit)
 
     # ------------------------------------------------------------------ health
     def health_summary(self, vec_status: str, counts: dict[str, int]) -> dict[str, Any]:

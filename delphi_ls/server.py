@@ -102,6 +102,14 @@ def document_symbol(ls: DelphiServer, params: lsp.DocumentSymbolParams) -> list[
 @server.thread()
 def code_lens(ls: DelphiServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
     lenses = []
+    code = ls.workspaces.related_code_of(params.text_document.uri)
+    if code:  # a test file: one lens at the top, the source it exercises
+        title = f"tests {len(code)} source file{'s' if len(code) != 1 else ''}"
+        lenses.append(lsp.CodeLens(
+            range=lsp.Range(lsp.Position(0, 0), lsp.Position(0, 0)),
+            command=lsp.Command(title=title, command="delphi.openTests",
+                                arguments=[[c["uri"] for c in code], "Source this test exercises"]),
+        ))
     for sym, tests in ls.workspaces.related_tests_by_symbol(params.text_document.uri):
         line = sym["line"] - 1
         title = f"{len(tests)} related test{'s' if len(tests) != 1 else ''}"
@@ -117,7 +125,12 @@ def code_lens(ls: DelphiServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens
 def hover(ls: DelphiServer, params: lsp.HoverParams) -> lsp.Hover | None:
     found = ls.workspaces.related_tests_at(params.text_document.uri, params.position.line + 1)
     if found is None:
-        return None
+        code = ls.workspaces.related_code_of(params.text_document.uri) if params.position.line == 0 else None
+        if not code:
+            return None
+        lines = ["**Source this test exercises** (Delphi)", ""]
+        lines += [f"- [{c['path']}]({c['uri']}): {c['why']}" for c in code]
+        return lsp.Hover(contents=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value="\n".join(lines)))
     name, tests = found
     lines = [f"**Related tests for `{name}`** (Delphi)", ""]
     lines += [f"- [{t['path']}]({t['uri']}): {t['why']}" for t in tests] or ["- none found"]

@@ -295,6 +295,19 @@ class Workspaces:
             out.append(({"name": s[0], "line": s[3]}, tests))
         return out
 
+    def related_code_of(self, uri: str) -> list[dict[str, Any]] | None:
+        """For a test file: the source files it exercises. None for any other file."""
+        found = self.engine_for_uri(uri)
+        if found is None:
+            return None
+        eng, rel = found
+        if eng.view().files.get(rel) != "test":
+            return None
+        code = eng.related_code(rel, limit=10)
+        for c in code:
+            c["uri"] = (eng.root / c["path"]).as_uri()
+        return code
+
     def related_tests_at(self, uri: str, line: int) -> tuple[str, list[dict[str, Any]]] | None:
         found = self.engine_for_uri(uri)
         if found is None:

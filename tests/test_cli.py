@@ -26,6 +26,8 @@ def test_index_context_health(workspace: Path, tmp_path: Path):
     assert h["counts"]["files"] > 10 and h["model"]["match"] and h["branches"]["vector"] == "ready"
     out = delphi("related-tests", str(workspace), "proxy/grpc_proxy.go", "--index-dir", idx)
     assert out.stdout.startswith("proxy/grpc_proxy_test.go")
+    out = delphi("related-code", str(workspace), "tests/test_pipeline_integration.py", "--index-dir", idx)
+    assert out.stdout.startswith("shipyard/scheduler.py  (the test imports it")
     out = delphi("symbols", str(workspace), "BuildSched", "--index-dir", idx)
     assert out.stdout.startswith("BuildScheduler  class  shipyard/scheduler.py")
 

@@ -163,6 +163,15 @@ async def test_symbols_lens_hover(client: LanguageClient, ws: Path):
     hover = await client.text_document_hover_async(lsp.HoverParams(
         text_document=lsp.TextDocumentIdentifier(uri=uri), position=lsp.Position(line=18, character=6)))
     assert "with_backoff" in hover.contents.value and "tests/test_retry.py" in hover.contents.value
+    # A test file: one lens at the top naming the source it exercises, and the same on hover.
+    test_uri = (ws / "tests/test_retry.py").as_uri()
+    lenses = await client.text_document_code_lens_async(
+        lsp.CodeLensParams(text_document=lsp.TextDocumentIdentifier(uri=test_uri)))
+    top = [lens for lens in lenses if lens.range.start.line == 0]
+    assert top and top[0].command.title.startswith("tests ") and top[0].command.arguments[0][0] == uri
+    hover = await client.text_document_hover_async(lsp.HoverParams(
+        text_document=lsp.TextDocumentIdentifier(uri=test_uri), position=lsp.Position(line=0, character=1)))
+    assert "Source this test exercises" in hover.contents.value and "shipyard/retry.py" in hover.contents.value
 
 
 async def test_diagnostics_appear_and_clear(client: LanguageClient, ws: Path):

@@ -51,7 +51,7 @@ def test_corrupted_learned_ranker_refuses_to_load(tmp_path: Path) -> None:
     folder = tmp_path / "ltr"
     shutil.copytree(SHIPPED_LTR, folder)
     doc = json.loads((folder / "ltr.json").read_text())
-    doc["members"][0]["w2"][0] += 0.5
+    doc["members"][0]["b2"] += 0.5  # moves every score, whichever hidden units the probe wakes
     (folder / "ltr.json").write_text(json.dumps(doc))
     with pytest.raises(ValueError, match="probe score"):
         LearnedRanker(folder)

@@ -81,3 +81,29 @@ def test_cochange_from_history(workspace: Path, tmp_path: Path):
         _git(workspace, "commit", "-qam", "more")
         eng.index(vectors=False)
         assert eng.cochange_status.startswith("ready: 5 commits")
+
+
+def test_cochange_discounts_files_that_change_with_everything(tmp_path: Path):
+    """A changelog touched by every commit co-changes with everything; the file that changes only
+    with retry.py is the stronger partner."""
+    from delphi_ls.indexing.cochange import cochange_pairs
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    _git(root, "init", "-q")
+    files = ["retry.py", "retry_config.yaml", "CHANGES.md", "scheduler.py", "api.py"]
+    for f in files:
+        (root / f).write_text("0\n")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "initial")
+    history = [["retry.py", "retry_config.yaml", "CHANGES.md"], ["retry.py", "CHANGES.md"],
+               ["scheduler.py", "CHANGES.md"], ["api.py", "CHANGES.md"], ["scheduler.py", "api.py", "CHANGES.md"],
+               ["retry.py", "retry_config.yaml", "CHANGES.md"], ["api.py", "CHANGES.md"]]
+    for i, changed in enumerate(history):
+        for f in changed:
+            (root / f).write_text(f"{i + 1}\n")
+        _git(root, "commit", "-qam", f"change {i}")
+    pairs, commits = cochange_pairs(root, set(files))
+    assert commits == len(history) + 1
+    assert pairs[("retry.py", "retry_config.yaml")] > pairs[("retry.py", "CHANGES.md")]
+    assert pairs[("retry.py", "retry_config.yaml")] == pairs[("retry_config.yaml", "retry.py")]

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import tree_sitter as ts
 
-from .imports import extract_imports
+from .imports import extract_imports, manifest_imports
 from .languages import LanguageSpec, parser_for, spec_for
 
 WINDOW_LINES = 60
@@ -58,7 +58,7 @@ class _Unit:
 def chunk_file(path: str, text: str, max_chars: int = 1500) -> ChunkedFile:
     spec = spec_for(path)
     if spec is None:
-        return ChunkedFile("text", window_chunks(text, max_chars), [])
+        return ChunkedFile("text", window_chunks(text, max_chars), [], imports=manifest_imports(path, text))
     try:
         tree = parser_for(spec.name).parse(text.encode("utf-8", errors="replace"))
     except Exception as e:  # a grammar that fails must not lose the file

@@ -3,6 +3,10 @@
 Bounded: the last ``max_commits`` non-merge commits; a commit touching many files is
 down-weighted (1/log2(1+n)) and one touching more than ``max_files`` is skipped, since
 mass renames and formatting sweeps say nothing about which files belong together.
+
+A pair's strength is normalised by how often each file changes at all (the cosine of their
+change histories): a changelog that changes with every commit co-changes with everything and
+so says little about any one file.
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ import math
 import subprocess
 from collections import defaultdict
 from pathlib import Path
+
+COCHANGE_VERSION = 2  # 2: strengths normalised by each file's own change count
 
 
 def git_head(root: Path) -> str | None:
@@ -30,15 +36,18 @@ def cochange_pairs(root: Path, files: set[str], max_commits: int = 500,
     if res.returncode != 0:
         raise RuntimeError(res.stderr.strip() or "git log failed")
     pairs: dict[tuple[str, str], float] = defaultdict(float)
+    changes: dict[str, float] = defaultdict(float)
     commits = 0
     for block in res.stdout.split("@@commit")[1:]:
         changed = sorted({ln.strip() for ln in block.splitlines() if ln.strip() in files})
         commits += 1
-        if len(changed) < 2 or len(changed) > max_files:
+        if not changed or len(changed) > max_files:
             continue
         w = 1.0 / math.log2(1 + len(changed))
+        for a in changed:
+            changes[a] += w
         for i, a in enumerate(changed):
             for b in changed[i + 1:]:
                 pairs[(a, b)] += w
                 pairs[(b, a)] += w
-    return dict(pairs), commits
+    return {(a, b): w / math.sqrt(changes[a] * changes[b]) for (a, b), w in pairs.items()}, commits

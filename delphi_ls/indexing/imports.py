@@ -7,6 +7,7 @@ imports written earlier.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 
@@ -85,11 +86,52 @@ def extract_imports(root: ts.Node, spec: LanguageSpec) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def manifest_imports(path: str, text: str) -> list[str]:
+    """A ``package.json``'s entry point and name, so ``require('../..')`` and a package's tests that
+    import it by name (``require('koa')``) resolve to the file they load."""
+    if os.path.basename(path) != "package.json":
+        return []
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return []
+    if not isinstance(data, dict):
+        return []
+    out: list[str] = []
+    entries = [data.get("main"), data.get("module"), data.get("source")]
+    exports = data.get("exports")
+    dot = exports.get(".") if isinstance(exports, dict) else exports
+    if isinstance(dot, dict):
+        entries += [dot.get(k) for k in ("source", "require", "import", "default", "types")]
+    elif isinstance(dot, str):
+        entries.append(dot)
+    for e in entries:
+        if isinstance(e, str) and e and not e.startswith(("http:", "https:")):
+            out.append(f"pkgmain:{e}")
+    if isinstance(data.get("name"), str) and data["name"]:
+        out.append(f"pkgname:{data['name']}")
+    return list(dict.fromkeys(out))
+
+
 class Resolver:
     """Maps import specs to workspace files by path suffix, per language's conventions."""
 
-    def __init__(self, files: list[str]) -> None:
+    def __init__(self, files: list[str], imports: list[tuple[str, str]] | None = None) -> None:
         self.files = set(files)
+        # package folder -> entry files, package name -> folder (from package.json manifests)
+        self.pkg_main: dict[str, list[str]] = {}
+        self.pkg_name: dict[str, str] = {}
+        for path, spec in imports or ():
+            if os.path.basename(path) != "package.json":
+                continue
+            folder = os.path.dirname(path)
+            kind, _, value = spec.partition(":")
+            if kind == "pkgname":
+                self.pkg_name.setdefault(value, folder)
+            elif kind == "pkgmain":
+                entry = self._js_file(os.path.normpath(os.path.join(folder, value)).replace(os.sep, "/"))
+                if entry and entry not in self.pkg_main.get(folder, []):
+                    self.pkg_main.setdefault(folder, []).append(entry)
         self.by_suffix: dict[str, list[str]] = {}
         self.dirs: dict[str, list[str]] = {}
         for f in files:
@@ -113,6 +155,17 @@ class Resolver:
         best = max(shared(c) for c in cands)
         return [c for c in cands if shared(c) == best][:3]
 
+    def _js_file(self, base: str) -> str | None:
+        if base.startswith(".."):
+            return None
+        stem, ext = os.path.splitext(base)
+        cands = [base] if ext else []
+        exts = (".ts", ".tsx", ".js", ".jsx", ".mjs", ".cjs", ".mts", ".cts", ".vue", ".svelte")
+        cands += [base + e for e in exts] + [f"{base}/index{e}".lstrip("/") for e in exts]
+        if ext in (".js", ".mjs", ".cjs", ".jsx"):  # TS sources imported with a .js suffix
+            cands += [stem + e for e in (".ts", ".tsx", ".mts", ".cts")]
+        return next((c for c in cands if c in self.files), None)
+
     def resolve(self, importer: str, spec: str) -> list[str]:
         kind, _, target = spec.partition(":")
         here = os.path.dirname(importer)
@@ -133,18 +186,27 @@ class Resolver:
             return self._suffix(f"{mod}.py", importer) or self._suffix(f"{mod}/__init__.py", importer)
         if kind == "js":
             if not target.startswith("."):
-                return []
+                # the workspace's own package imported by name: `require('koa')`, `from 'ky/x'`
+                name, rest = target, ""
+                parts = target.split("/")
+                for n in (2, 1):
+                    if "/".join(parts[:n]) in self.pkg_name:
+                        name, rest = "/".join(parts[:n]), "/".join(parts[n:])
+                        break
+                folder = self.pkg_name.get(name)
+                if folder is None:
+                    return []
+                if not rest:
+                    return self.pkg_main.get(folder, [])[:1]
+                hit = self._js_file(f"{folder}/{rest}".lstrip("/"))
+                return [hit] if hit else []
             base = os.path.normpath(os.path.join(here, target)).replace(os.sep, "/")
-            stem, ext = os.path.splitext(base)
-            cands = [base] if ext else []
-            exts = (".ts", ".tsx", ".js", ".jsx", ".mjs", ".cjs", ".mts", ".cts", ".vue", ".svelte")
-            cands += [base + e for e in exts] + [f"{base}/index{e}" for e in exts]
-            if ext in (".js", ".mjs", ".cjs", ".jsx"):  # TS sources imported with a .js suffix
-                cands += [stem + e for e in (".ts", ".tsx", ".mts", ".cts")]
-            for c in cands:
-                if c in self.files:
-                    return [c]
-            return []
+            if base == ".":
+                base = ""
+            hit = self._js_file(base)
+            if hit:
+                return [hit]
+            return self.pkg_main.get(base, [])[:1]  # a folder with a package.json: its entry point
         if kind == "go":
             segs = target.split("/")
             for i in range(len(segs)):

@@ -27,6 +27,9 @@ from .chunker import chunk_file
 
 Progress = Callable[[str, int, int, int], None]  # phase, done, total, chunks so far
 BATCH_FILES = 200
+# Bumped when chunking, symbols or import extraction change what they produce for the same bytes.
+# 2: package.json entry points and names (JS/TS packages imported by folder or by name).
+PARSER_VERSION = 2
 FIRST_BATCH_FILES = 25
 EMBED_BATCH = 256
 
@@ -82,6 +85,9 @@ class Indexer:
             current[path] = FileEntry(path, -1, -1)
         rep.files_seen = len(current)
         stored = self.meta.file_hashes()
+        # An index written by an older parser is re-parsed once (chunks, symbols, imports); vectors
+        # of unchanged chunks are reused, so this costs parsing, not embedding.
+        reparse = only is None and self.meta.get_state("parser_version", 1) != PARSER_VERSION
 
         deleted = sorted(set(stored) - set(current))
         if only is not None:
@@ -96,7 +102,7 @@ class Indexer:
             if only is not None and path not in only:
                 continue
             old = stored.get(path)
-            if old and old[1] == entry.size and old[2] == entry.mtime_ns and path not in buffers:
+            if old and old[1] == entry.size and old[2] == entry.mtime_ns and path not in buffers and not reparse:
                 rep.files_unchanged += 1
                 continue
             todo.append(entry)
@@ -132,7 +138,7 @@ class Indexer:
                     continue
                 digest = hashlib.sha1(data).hexdigest()
                 old = stored.get(entry.path)
-                if old and old[0] == digest:
+                if old and old[0] == digest and not reparse:
                     self.meta.touch_file(entry.path, entry.size, entry.mtime_ns)
                     rep.files_unchanged += 1
                     continue
@@ -164,6 +170,8 @@ class Indexer:
         self.lexical.refresh()
         if not rep.errors:
             self.meta.set_state("lexical_ready", True)
+            if only is None:
+                self.meta.set_state("parser_version", PARSER_VERSION)
         self.meta.set_state("indexed_at", time.time())
         rep.seconds_lexical = time.perf_counter() - t0
         return rep

@@ -36,7 +36,8 @@ FEATURE_NAMES: tuple[str, ...] = (
     *(f"shape_{s}" for s in SHAPES),
     "kind_preferred", "kind_avoided", "test_when_test_wanted", "code_when_test_wanted",
     "path_term_frac", "stem_in_query", "basename_in_query",
-    "has_anchor", "is_anchor", "same_dir_anchor", "name_linked_anchor", "imports_anchor", "imported_by_anchor",
+    "has_anchor", "is_anchor", "same_dir_anchor", "name_linked_anchor", "mirror_linked_anchor",
+    "imports_anchor", "imported_by_anchor",
     "log_in_degree", "log_out_degree", "has_named_tests",
     "log_chunks", "path_depth",
 )
@@ -87,6 +88,7 @@ def candidate_features(fused: list[Fused], q: QueryInfo, ctx: SearchContext) -> 
             row[col["same_dir_anchor"]] = 1.0 if any(os.path.dirname(a) == os.path.dirname(f.path) for a in anchors) else 0.0
             if graph is not None:
                 row[col["name_linked_anchor"]] = 1.0 if any(f.path in graph.tests_of.get(a, ()) for a in anchors) else 0.0
+                row[col["mirror_linked_anchor"]] = 1.0 if any(f.path in graph.mirrors_of.get(a, ()) for a in anchors) else 0.0
                 imps = graph.imports.get(f.path, ())
                 row[col["imports_anchor"]] = 1.0 if any(a in imps for a in anchors) else 0.0
                 row[col["imported_by_anchor"]] = 1.0 if any(f.path in graph.imports.get(a, ()) for a in anchors) else 0.0

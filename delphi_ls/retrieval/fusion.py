@@ -27,14 +27,18 @@ def rrf(lists: dict[str, list[Hit]], weights: dict[str, float], kinds: dict[str,
         w = weights.get(branch, 0.0)
         if w <= 0 or not hits:
             continue
-        pref_rank = 0
-        for rank, h in enumerate(hits, start=1):
+        pref_pos = pref_rank = rank = 0
+        pref_score: float | None = None
+        for pos, h in enumerate(hits, start=1):
+            rank = rank if h.tied else pos  # ties share the best rank of their group
             f = out.get(h.path)
             if f is None:
                 f = out[h.path] = Fused(h.path, 0.0)
             f.score += w / (k + rank)
             if prefer and kinds.get(h.path) in prefer:
-                pref_rank += 1
+                pref_pos += 1
+                pref_rank = pref_rank if h.tied and h.score == pref_score else pref_pos
+                pref_score = h.score
                 f.score += PREFER_WEIGHT * w / (k + pref_rank)
             f.branches[branch] = rank
             for c in h.chunk_ids:

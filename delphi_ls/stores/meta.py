@@ -247,13 +247,13 @@ class MetaStore:
         with self._lock:
             return self.db.execute("SELECT path, spec FROM imports").fetchall()
 
-    def set_cochange(self, pairs: dict[tuple[str, str], float], head: str, commits: int) -> None:
+    def set_cochange(self, pairs: dict[tuple[str, str], float], head: str, commits: int, version: int = 1) -> None:
         with self._lock:
             self.db.execute("BEGIN")
             self.db.execute("DELETE FROM cochange")
             self.db.executemany("INSERT INTO cochange VALUES (?,?,?)", [(a, b, w) for (a, b), w in pairs.items()])
             self.db.execute("INSERT OR REPLACE INTO state VALUES ('cochange', ?)",
-                            (json.dumps({"head": head, "commits": commits, "pairs": len(pairs)}),))
+                            (json.dumps({"head": head, "commits": commits, "pairs": len(pairs), "version": version}),))
             self.db.execute("COMMIT")
 
     def cochanged_with(self, path: str, limit: int = 50) -> list[tuple[str, float]]:

@@ -117,9 +117,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       client = undefined;
       await start(context);
     }),
-    vscode.commands.registerCommand("delphi.openTests", async (uris: string[]) => {
+    // Also opens the source a test exercises (the lens on a test file passes its own placeholder).
+    vscode.commands.registerCommand("delphi.openTests", async (uris: string[], placeHolder?: string) => {
       if (!uris || uris.length === 0) return;
-      const pick = uris.length === 1 ? uris[0] : await vscode.window.showQuickPick(uris, { placeHolder: "Related tests" });
+      const pick = uris.length === 1 ? uris[0] : await vscode.window.showQuickPick(uris, { placeHolder: placeHolder ?? "Related tests" });
       if (pick) await vscode.window.showTextDocument(vscode.Uri.parse(pick));
     }),
   );

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from ...indexing.graph import dir_distance
 from ...indexing.tokens import stripped
 from ...workspace.kinds import stem_of
 from ..context import SearchContext
@@ -16,16 +17,6 @@ class AnchorBranch:
 
     def search(self, q: QueryInfo, ctx: SearchContext) -> list[Hit]:
         return [Hit(a, 1.0 / (i + 1), [], "you have this file open") for i, a in enumerate(ctx.anchors) if a in ctx.files]
-
-
-def _dir_distance(a: str, b: str) -> int:
-    pa, pb = os.path.dirname(a).split("/"), os.path.dirname(b).split("/")
-    common = 0
-    for x, y in zip(pa, pb, strict=False):
-        if x != y:
-            break
-        common += 1
-    return (len(pa) - common) + (len(pb) - common)
 
 
 class AnchorTestsBranch:
@@ -46,7 +37,7 @@ class AnchorTestsBranch:
             for t in tests:
                 tstem = stripped(stem_of(t))
                 if tstem == stem or (len(stem) >= 4 and stem in stripped(os.path.basename(t))):
-                    s = 3.0 - 0.1 * _dir_distance(anchor, t) + (0.5 if tstem == stem else 0.0)
+                    s = 3.0 - 0.1 * dir_distance(anchor, t) + (0.5 if tstem == stem else 0.0)
                     if s > scores.get(t, -1e9):
                         scores[t] = s
                         notes[t] = f"named after {os.path.basename(anchor)}"
@@ -75,7 +66,7 @@ class AnchorRefsBranch:
                 if path not in seen:
                     seen.append(path)
             for rank, t in enumerate(seen[: ctx.depth]):
-                s = 1.0 / (rank + 1) - 0.01 * _dir_distance(anchor, t)
+                s = 1.0 / (rank + 1) - 0.01 * dir_distance(anchor, t)
                 if s > scores.get(t, -1e9):
                     scores[t] = s
                     notes[t] = f"uses what {os.path.basename(anchor)} defines"

@@ -18,12 +18,15 @@ class Hit:
     score: float
     chunk_ids: list[str] = field(default_factory=list)  # best evidence first
     note: str = ""
+    tied: bool = False  # same score as the hit before it: fusion gives both the same rank
 
 
 def ranked_hits(scores: dict[str, float], notes: dict[str, str], limit: int) -> list[Hit]:
-    """File scores -> the best ``limit`` file hits (ties by path, so the order never depends on dict history)."""
+    """File scores -> the best ``limit`` file hits, listed by path within a tie (so the order never depends
+    on dict history) and marked tied, since a branch that cannot tell two files apart must not rank them
+    apart: the structure branches score by link type, and twenty tests in one folder share a score."""
     ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
-    return [Hit(p, s, [], notes[p]) for p, s in ranked]
+    return [Hit(p, s, [], notes[p], tied=i > 0 and s == ranked[i - 1][1]) for i, (p, s) in enumerate(ranked)]
 
 
 class Branch(Protocol):

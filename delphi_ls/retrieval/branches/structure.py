@@ -7,6 +7,14 @@ from ..query import QueryInfo
 from .base import Hit, ranked_hits
 
 
+def _wanted(scores: dict[str, float], q: QueryInfo, ctx: SearchContext) -> dict[str, float]:
+    """Only files of the kinds the question asks for, when it asks: a neighbour or a co-changed file
+    of another kind (the anchor's imports, the changelog) is not an answer to "which tests cover this?"."""
+    if not q.prefer:
+        return scores
+    return {p: s for p, s in scores.items() if ctx.files.get(p) in q.prefer}
+
+
 class GraphBranch:
     """One step on the file graph from the seeds (measured: a second step spread noise)."""
 
@@ -28,7 +36,7 @@ class GraphBranch:
                 scores[n] = scores.get(n, 0.0) + add
         for a in ctx.anchors:  # files in hand are the anchor branch's business
             scores.pop(a, None)
-        return ranked_hits(scores, why, ctx.depth)
+        return ranked_hits(_wanted(scores, q, ctx), why, ctx.depth)
 
 
 class CochangeBranch:
@@ -45,4 +53,4 @@ class CochangeBranch:
                 why.setdefault(b, f"changed together with {a}")
         for a in ctx.anchors:
             scores.pop(a, None)
-        return ranked_hits(scores, why, ctx.depth)
+        return ranked_hits(_wanted(scores, q, ctx), why, ctx.depth)

@@ -1,0 +1,123 @@
+"""The structure lens both ways, on small real workspaces: related tests of a source file, and the
+source a test exercises; JavaScript packages imported by folder or by name; mirroring test folders."""
+
+import textwrap
+from pathlib import Path
+
+from delphi_ls import Engine
+from delphi_ls.indexing.imports import Resolver, manifest_imports
+
+KOA_LIKE = {
+    "package.json": '{"name": "tinyweb", "main": "lib/application.js"}',
+    "lib/application.js": """
+        const response = require('./response')
+        module.exports = class Application { handle (res) { return response.finish(res) } }
+        """,
+    "lib/response.js": """
+        module.exports = { finish (res) { res.ended = true; return res }, attachment (name) { return name } }
+        """,
+    "lib/request.js": """
+        module.exports = { accepts (types) { return types[0] } }
+        """,
+    "test-helpers/context.js": """
+        const Application = require('../lib/application')
+        module.exports = () => new Application()
+        """,
+    "__tests__/application/index.test.js": """
+        const Tiny = require('../..')
+        test('constructs', () => { expect(new Tiny()).toBeTruthy() })
+        """,
+    "__tests__/response/attachment.test.js": """
+        const context = require('../../test-helpers/context')
+        test('attachment', () => { expect(context()).toBeTruthy() })
+        """,
+    "__tests__/response/finish.test.js": """
+        const context = require('../../test-helpers/context')
+        test('finish', () => { expect(context()).toBeTruthy() })
+        """,
+    "__tests__/request/accepts.test.js": """
+        const tiny = require('tinyweb')
+        test('accepts', () => { expect(tiny).toBeTruthy() })
+        """,
+}
+
+
+def _write(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return root
+
+
+def test_package_entry_points_resolve():
+    specs = manifest_imports("package.json", KOA_LIKE["package.json"])
+    assert specs == ["pkgmain:lib/application.js", "pkgname:tinyweb"]
+    assert manifest_imports("package.json", "{not json") == []
+    assert manifest_imports("lib/x.json", KOA_LIKE["package.json"]) == []
+    r = Resolver(list(KOA_LIKE), [("package.json", s) for s in specs])
+    assert r.resolve("__tests__/application/index.test.js", "js:../..") == ["lib/application.js"]
+    assert r.resolve("__tests__/request/accepts.test.js", "js:tinyweb") == ["lib/application.js"]
+    assert r.resolve("__tests__/request/accepts.test.js", "js:tinyweb/lib/request") == ["lib/request.js"]
+    assert r.resolve("__tests__/request/accepts.test.js", "js:left-pad") == []
+
+
+def test_mirrored_test_folders_and_related_both_ways(tmp_path: Path):
+    ws = _write(tmp_path / "ws", KOA_LIKE)
+    with Engine(ws, index_dir=str(tmp_path / "idx")) as eng:
+        eng.index(vectors=False)
+        g = eng.view().graph
+        assert g.mirrors_of["lib/response.js"] == {"__tests__/response/attachment.test.js",
+                                                   "__tests__/response/finish.test.js"}
+        assert g.mirrors_of["lib/application.js"] == {"__tests__/application/index.test.js"}
+        assert "lib/application.js" in g.imports["__tests__/application/index.test.js"]
+        tests = [t["path"] for t in eng.related_tests("lib/response.js")]
+        assert set(tests[:2]) == {"__tests__/response/attachment.test.js", "__tests__/response/finish.test.js"}
+        assert [c["path"] for c in eng.related_code("__tests__/response/finish.test.js")][:1] == ["lib/response.js"]
+        code = eng.related_code("__tests__/application/index.test.js")
+        assert code[0]["path"] == "lib/application.js" and "imports it" in code[0]["why"]
+        # Imported through a helper: the helper's own imports count, less than a direct import.
+        via = {c["path"]: c for c in eng.related_code("__tests__/response/attachment.test.js")}
+        assert "through context.js" in via["lib/application.js"]["why"]
+        assert via["lib/response.js"]["score"] > via["lib/application.js"]["score"]
+
+
+def test_related_code_golden(engine: Engine):
+    """The fixture's tests map back to the modules they exercise, named link first."""
+    assert [c["path"] for c in engine.related_code("tests/test_scheduler.py")][:1] == ["shipyard/scheduler.py"]
+    assert [c["path"] for c in engine.related_code("tests/test_retry.py")][:1] == ["shipyard/retry.py"]
+    integ = engine.related_code("tests/test_pipeline_integration.py")
+    assert integ[0]["path"] == "shipyard/scheduler.py" and "imports it" in integ[0]["why"]
+    go = engine.related_code("proxy/grpc_proxy_test.go")
+    assert go[0]["path"] == "proxy/grpc_proxy.go"
+    assert [c["path"] for c in engine.related_code("web/src/format.test.js")][:1] == ["web/src/format.js"]
+    assert all(c["path"] != "tests/test_retry.py" for c in engine.related_code("tests/test_retry.py"))
+
+
+def test_older_parser_index_is_reparsed_once_without_reembedding(tmp_path: Path):
+    """An index written before package.json entry points were read gains them on the next run;
+    unchanged chunks keep their vectors (nothing is embedded again)."""
+    ws = _write(tmp_path / "ws", KOA_LIKE)
+    with Engine(ws, index_dir=str(tmp_path / "idx")) as eng:
+        eng.index()
+        eng.meta.set_state("parser_version", 1)
+        eng.meta.db.execute("DELETE FROM imports WHERE path='package.json'")  # as an old parser left it
+        rep = eng.index()
+        assert rep.files_indexed == len(KOA_LIKE) and rep.chunks_embedded == 0
+        assert ("package.json", "pkgmain:lib/application.js") in eng.meta.all_imports()
+        again = eng.index()
+        assert again.files_indexed == 0 and again.files_unchanged == len(KOA_LIKE)
+
+
+def test_fusion_gives_tied_hits_one_rank():
+    """A structure branch that scores twenty mirrored tests alike must not rank them by name."""
+    from delphi_ls.retrieval.branches.base import ranked_hits
+    from delphi_ls.retrieval.fusion import rrf
+
+    scores = {"t/c.js": 0.5, "t/a.js": 1.0, "t/d.js": 0.2, "t/b.js": 0.5}
+    hits = ranked_hits(scores, dict.fromkeys(scores, ""), 10)
+    assert [h.tied for h in hits] == [False, False, True, False]
+    kinds = dict.fromkeys(("t/a.js", "t/b.js", "t/c.js", "t/d.js"), "test")
+    fused = {f.path: f for f in rrf({"graph": hits}, {"graph": 1.0}, kinds, 30, {"test"}, set())}
+    assert [fused[p].branches["graph"] for p in ("t/a.js", "t/b.js", "t/c.js", "t/d.js")] == [1, 2, 2, 4]
+    assert fused["t/b.js"].score == fused["t/c.js"].score > fused["t/d.js"].score
