@@ -52,7 +52,7 @@ class FileGraph:
                 stem = stripped(folder)
                 if len(stem) < 4 or stem in _TEST_FOLDERS:
                     continue
-                cands = [c for c in by_stem.get(stem, []) if p not in g.tests_of[c]]
+                cands = [c for c in by_stem.get(stem, []) if p not in g.tests_of.get(c, ())]
                 if cands:
                     best = min(cands, key=lambda c: (dir_distance(c, p), c))
                     g.mirrors_of[best].add(p)
@@ -78,10 +78,6 @@ class FileGraph:
         for n in self.tests_of.get(path, ()):
             out[n] = max(out.get(n, 0.0), 1.5)
         return out
-
-    def linked_tests(self, path: str) -> set[str]:
-        """Tests tied to a source file by name or by a mirroring folder."""
-        return set(self.tests_of.get(path, ())) | set(self.mirrors_of.get(path, ()))
 
 
 _TEST_FOLDERS = {"test", "tests", "testing", "spec", "specs", "unit", "integration", "e2e", "fixtures",
