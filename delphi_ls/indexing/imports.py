@@ -118,8 +118,8 @@ class Resolver:
 
     def __init__(self, files: list[str], imports: list[tuple[str, str]] | None = None) -> None:
         self.files = set(files)
-        # package folder -> entry files, package name -> folder (from package.json manifests)
-        self.pkg_main: dict[str, list[str]] = {}
+        # package folder -> entry file (the first that exists), package name -> folder (package.json)
+        self.pkg_main: dict[str, str] = {}
         self.pkg_name: dict[str, str] = {}
         for path, spec in imports or ():
             if os.path.basename(path) != "package.json":
@@ -130,8 +130,8 @@ class Resolver:
                 self.pkg_name.setdefault(value, folder)
             elif kind == "pkgmain":
                 entry = self._js_file(os.path.normpath(os.path.join(folder, value)).replace(os.sep, "/"))
-                if entry and entry not in self.pkg_main.get(folder, []):
-                    self.pkg_main.setdefault(folder, []).append(entry)
+                if entry:
+                    self.pkg_main.setdefault(folder, entry)
         self.by_suffix: dict[str, list[str]] = {}
         self.dirs: dict[str, list[str]] = {}
         for f in files:
@@ -197,7 +197,7 @@ class Resolver:
                 if folder is None:
                     return []
                 if not rest:
-                    return self.pkg_main.get(folder, [])[:1]
+                    return [self.pkg_main[folder]] if folder in self.pkg_main else []
                 hit = self._js_file(f"{folder}/{rest}".lstrip("/"))
                 return [hit] if hit else []
             base = os.path.normpath(os.path.join(here, target)).replace(os.sep, "/")
@@ -206,7 +206,7 @@ class Resolver:
             hit = self._js_file(base)
             if hit:
                 return [hit]
-            return self.pkg_main.get(base, [])[:1]  # a folder with a package.json: its entry point
+            return [self.pkg_main[base]] if base in self.pkg_main else []  # a package folder: its entry point
         if kind == "go":
             segs = target.split("/")
             for i in range(len(segs)):
