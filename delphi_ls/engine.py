@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from . import health as health_mod
+from .api import ContextAnswer, ContextRequest, RequestError
 from .indexing.cochange import COCHANGE_VERSION, cochange_pairs, git_head
 from .indexing.pipeline import Indexer, IndexReport, Progress
 from .models.cross_encoder import SHIPPED_CROSS_ENCODER, CrossEncoder
@@ -47,7 +48,6 @@ from .stores.vectors import VectorStore
 from .traces import write_trace
 from .workspace.kinds import file_kind
 
-KINDS = ("code", "test", "doc", "config", "other")
 INDEX_FORMAT = 3
 
 
@@ -67,14 +67,6 @@ class Retrieval:
     ready: dict[str, str] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     fused: list[Fused] = field(default_factory=list)
-
-
-class RequestError(ValueError):
-    """A request the caller got wrong; ``field`` names the parameter."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
 
 
 class Engine:
@@ -286,21 +278,17 @@ class Engine:
 
     def context(self, query: str, anchors: list[str] | None = None, draft: str | None = None, limit: int = 20,
                 budget_tokens: int | None = None, kinds: list[str] | None = None,
-                trace_file: str | Path | None = None) -> dict[str, Any]:
+                trace_file: str | Path | None = None) -> ContextAnswer:
+        """The Python API's spelling of :meth:`answer` (keyword arguments instead of a request)."""
+        req = ContextRequest(query=query, anchors=anchors or [], draft=draft, limit=limit,
+                             budget_tokens=budget_tokens, kinds=kinds)
+        return self.answer(req, trace_file=trace_file)
+
+    def answer(self, req: ContextRequest, trace_file: str | Path | None = None) -> ContextAnswer:
+        """Answer one validated request: ranked files with reasons (the ``delphi/context`` result)."""
         t_start = time.perf_counter()
-        if not isinstance(query, str) or not query.strip():
-            raise RequestError("query", "must be a non-empty string")
-        if anchors is not None and not isinstance(anchors, list):
-            raise RequestError("anchors", "must be a list of paths or URIs")
-        if draft is not None and not isinstance(draft, str):
-            raise RequestError("draft", "must be a string")
-        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 500:
-            raise RequestError("limit", "must be an integer between 1 and 500")
-        if budget_tokens is not None and (not isinstance(budget_tokens, int) or budget_tokens <= 0):
-            raise RequestError("budgetTokens", "must be a positive integer")
-        if kinds is not None and (not isinstance(kinds, list) or any(k not in KINDS for k in kinds)):
-            raise RequestError("kinds", f"must be a list drawn from {', '.join(KINDS)}")
-        anchor_paths = [self.normalise_anchor(a) for a in (anchors or [])]
+        query, draft, limit, budget_tokens, kinds = req.query, req.draft, req.limit, req.budget_tokens, req.kinds
+        anchor_paths = [self.normalise_anchor(a) for a in req.anchors]
         r = self._retrieve(query, anchor_paths, draft)
         q, ctx, timings, fused = r.q, r.ctx, r.timings, r.fused
         if kinds:
@@ -318,21 +306,24 @@ class Engine:
             timings["rerank"] = round((time.perf_counter() - t0) * 1000, 2)
         asked = {t.lower() for t in q.terms} | {i.lower() for i in q.identifiers}
         results = [self._result(i + 1, f, ctx, asked) for i, f in enumerate(fused[:limit])]
-        out: dict[str, Any] = {
-            "results": results,
+        out: ContextAnswer = {
+            "results": results,  # type: ignore[typeddict-item]
             "query": {"shape": q.shape, "prefer": sorted(q.prefer), "avoid": sorted(q.avoid),
                       "terms": q.terms[:32], "identifiers": q.identifiers[:16], "literals": q.literals[:8],
                       "anchors": anchor_paths, "draftUsed": bool(draft) and q.shape not in ("identifier", "trace")},
             "branchesReady": r.ready,
             "health": self.health_summary(r.vec_status, r.counts),
             "traceId": uuid.uuid4().hex[:16],
+            "timingsMs": timings,
         }
+        running = self.indexing  # read once: the indexer thread sets it back to None when done
+        if running is not None:
+            out["indexing"] = dict(running)
         if budget_tokens:
             t0 = time.perf_counter()
             out["packed"], out["packedTokens"] = pack(results, self.meta, budget_tokens)
             timings["packing"] = round((time.perf_counter() - t0) * 1000, 2)
         timings["total"] = round((time.perf_counter() - t_start) * 1000, 2)
-        out["timingsMs"] = timings
         trace = trace_file or self.settings.trace_file
         if trace:
             write_trace(Path(trace), out, r.lists, r.weights, {"query": query, "anchors": anchor_paths, "draft": draft,
