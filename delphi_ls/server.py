@@ -1,7 +1,7 @@
-"""The language server: LSP types in, engine calls, LSP types out.
+"""The language server: LSP types in, session calls, LSP types out.
 
-Handlers stay thin; the workspace bookkeeping (one engine per folder, debounced
-background indexing, open buffers, diagnostics) lives in :mod:`delphi_ls.workspaces`.
+Handlers stay a few lines; folders, buffers, the debounced indexer and problems live in
+the transport-free :class:`delphi_ls.session.Session`, shared with the MCP fronts.
 """
 
 from __future__ import annotations
@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 import sys
 import threading
+import uuid
+from pathlib import Path
 from typing import Any
 
 from lsprotocol import types as lsp
@@ -16,21 +18,81 @@ from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
 from . import __version__
-from .engine import RequestError
-from .workspaces import Workspaces, uri_to_path
+from .api import ContextRequest, RelatedRequest, RequestError, uri_to_path
+from .session import Problem, Session, SessionEvents
 
 log = logging.getLogger("delphi_ls")
 
 CONTEXT = "delphi/context"
 HEALTH = "delphi/health"
+RELATED_TESTS = "delphi/relatedTests"
+RELATED_CODE = "delphi/relatedCode"
+STATUS = "delphi/status"
 CMD_REINDEX = "delphi.reindex"
 CMD_SHOW_CONTEXT = "delphi.showContext"
+HEALTH_DOCUMENT = "delphi.toml"  # where workspace-level problems are published (README)
+# Front options, not engine settings: they are taken out of initializationOptions before the
+# settings are validated (mcpHttp: serve MCP over HTTP on loopback from this process).
+FRONT_OPTIONS = ("mcpHttp", "mcpPort", "mcpHost")
+
+
+class LspEvents(SessionEvents):
+    """The session's progress and problems, as LSP notifications."""
+
+    def __init__(self, ls: DelphiServer) -> None:
+        self.ls = ls
+        self.progress_supported = False
+        self.published: set[str] = set()
+
+    def message(self, severity: str, text: str) -> None:
+        kind = {"error": lsp.MessageType.Error, "warning": lsp.MessageType.Warning}.get(severity, lsp.MessageType.Info)
+        self.ls.window_show_message(lsp.ShowMessageParams(type=kind, message=text))
+
+    def progress_begin(self, root: Path, title: str) -> Any:
+        if not self.progress_supported:
+            return None
+        token = str(uuid.uuid4())
+        try:
+            self.ls.work_done_progress.create(token).result(timeout=10)
+            self.ls.work_done_progress.begin(token, lsp.WorkDoneProgressBegin(title=title, percentage=0,
+                                                                              cancellable=False))
+        except Exception:  # a client that does not answer create gets no progress, not a failure
+            return None
+        return token
+
+    def progress_report(self, token: Any, message: str, percentage: int) -> None:
+        self.ls.work_done_progress.report(token, lsp.WorkDoneProgressReport(message=message, percentage=percentage))
+
+    def progress_end(self, token: Any, message: str) -> None:
+        self.ls.work_done_progress.end(token, lsp.WorkDoneProgressEnd(message=message))
+
+    def problems(self, root: Path, problems: list[Problem]) -> None:
+        top = lsp.Range(lsp.Position(0, 0), lsp.Position(0, 0))
+        sev = {"error": lsp.DiagnosticSeverity.Error, "warning": lsp.DiagnosticSeverity.Warning,
+               "info": lsp.DiagnosticSeverity.Information}
+        by_uri: dict[str, list[lsp.Diagnostic]] = {(root / HEALTH_DOCUMENT).as_uri(): []}
+        for p in problems:
+            uri = (p.path or root / HEALTH_DOCUMENT).as_uri()
+            by_uri.setdefault(uri, []).append(lsp.Diagnostic(range=top, severity=sev[p.severity], source="delphi",
+                                                             code=p.code or None, message=p.message))
+        prefix = root.as_uri() + "/"
+        stale = {u for u in self.published if u.startswith(prefix)} - set(by_uri)
+        for uri in stale:
+            self.ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+        for uri, diags in by_uri.items():
+            self.ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=diags))
+        self.published = (self.published - stale) | {u for u, d in by_uri.items() if d}
 
 
 class DelphiServer(LanguageServer):
     def __init__(self) -> None:
         super().__init__("delphi-ls", __version__)
-        self.workspaces = Workspaces(self)
+        self.events = LspEvents(self)
+        self.session = Session(self.events)
+        self.front_options: dict[str, Any] = {}
+        self.http_daemon: Any = None
+        self.folders: list[Path] = []
+        self.dynamic_watchers = False
         # Indexing progress and diagnostics are sent from the indexer thread while handlers
         # answer on others: one message must reach stdout whole before the next starts.
         send, lock = self.protocol._send_data, threading.Lock()
@@ -58,124 +120,158 @@ def _params(params: Any) -> dict[str, Any]:
     raise JsonRpcInvalidParams("params: an object is required")
 
 
+def _answer(fn: Any, *args: Any) -> Any:
+    """Run a session call; a request the caller got wrong is InvalidParams naming the field."""
+    try:
+        return fn(*args)
+    except RequestError as e:
+        raise JsonRpcInvalidParams(str(e)) from None
+
+
 @server.feature(lsp.INITIALIZE)
 def initialize(ls: DelphiServer, params: lsp.InitializeParams) -> None:
-    ls.workspaces.configure(params)
+    opts = params.initialization_options
+    if isinstance(opts, dict):
+        ls.front_options = {k: opts[k] for k in FRONT_OPTIONS if k in opts}
+        opts = {k: v for k, v in opts.items() if k not in FRONT_OPTIONS}
+    ls.session.configure(opts)
+    caps = params.capabilities
+    ls.events.progress_supported = bool(caps.window and caps.window.work_done_progress)
+    ws = caps.workspace
+    ls.dynamic_watchers = bool(ws and ws.did_change_watched_files and ws.did_change_watched_files.dynamic_registration)
+    folders = [uri_to_path(f.uri) for f in (params.workspace_folders or [])]
+    if not folders and params.root_uri:
+        folders = [uri_to_path(params.root_uri)]
+    elif not folders and params.root_path:
+        folders = [Path(params.root_path)]
+    ls.folders = folders
 
 
 @server.feature(lsp.INITIALIZED)
 def initialized(ls: DelphiServer, params: lsp.InitializedParams) -> None:
-    ls.workspaces.start()
+    if ls.dynamic_watchers:
+        reg = lsp.Registration(id="delphi-watch", method=lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                               register_options=lsp.DidChangeWatchedFilesRegistrationOptions(
+                                   watchers=[lsp.FileSystemWatcher(glob_pattern="**/*")]))
+        ls.client_register_capability(lsp.RegistrationParams(registrations=[reg]))
+    ls.session.start(ls.folders)
+    if ls.front_options.get("mcpHttp"):
+        from .mcp.daemon import start_in_thread
+
+        try:
+            ls.http_daemon = start_in_thread(ls.session, host=ls.front_options.get("mcpHost", "127.0.0.1"),
+                                             port=int(ls.front_options.get("mcpPort", 0)))
+        except Exception as e:  # the editor features keep working; the user is told why agents cannot connect
+            ls.events.message("error", f"Delphi: the MCP HTTP daemon did not start: {e}")
 
 
 @server.feature(CONTEXT)
 @server.thread()
 def context(ls: DelphiServer, params: Any) -> dict[str, Any]:
-    p = _params(params)
-    unknown = set(p) - {"query", "anchors", "draft", "limit", "budgetTokens", "kinds", "workspace"}
-    if unknown:
-        raise JsonRpcInvalidParams(f"unknown field(s): {', '.join(sorted(unknown))}")
-    try:
-        return ls.workspaces.context(p)
-    except RequestError as e:
-        raise JsonRpcInvalidParams(str(e)) from None
+    return _answer(lambda: ls.session.context(ContextRequest.from_wire(_params(params))))
+
+
+@server.feature(RELATED_TESTS)
+@server.thread()
+def related_tests(ls: DelphiServer, params: Any) -> dict[str, Any]:
+    return {"results": _answer(lambda: ls.session.related_tests(RelatedRequest.from_wire(_params(params))))}
+
+
+@server.feature(RELATED_CODE)
+@server.thread()
+def related_code(ls: DelphiServer, params: Any) -> dict[str, Any]:
+    return {"results": _answer(lambda: ls.session.related_code(RelatedRequest.from_wire(_params(params))))}
 
 
 @server.feature(HEALTH)
 @server.thread()
 def health(ls: DelphiServer, params: Any) -> dict[str, Any]:
-    return ls.workspaces.health()
+    return ls.session.health()
+
+
+@server.feature(STATUS)
+@server.thread()
+def status(ls: DelphiServer, params: Any) -> dict[str, Any]:
+    return ls.session.status()
 
 
 @server.feature(lsp.WORKSPACE_SYMBOL)
 @server.thread()
 def workspace_symbol(ls: DelphiServer, params: lsp.WorkspaceSymbolParams) -> list[lsp.SymbolInformation]:
-    return [_symbol_information(s) for s in ls.workspaces.symbols(params.query)]
+    from .api import SymbolsRequest
+
+    found = _answer(lambda: ls.session.symbols(SymbolsRequest(query=params.query, limit=500)))
+    return [_symbol_information(s) for s in found]
 
 
 @server.feature(lsp.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
 def document_symbol(ls: DelphiServer, params: lsp.DocumentSymbolParams) -> list[lsp.SymbolInformation]:
-    return [_symbol_information(s) for s in ls.workspaces.document_symbols(params.text_document.uri)]
+    return [_symbol_information(s) for s in ls.session.document_symbols(params.text_document.uri)]
 
 
 @server.feature(lsp.TEXT_DOCUMENT_CODE_LENS)
 @server.thread()
 def code_lens(ls: DelphiServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
     lenses = []
-    code = ls.workspaces.related_code_of(params.text_document.uri)
+    code = ls.session.related_code_of(params.text_document.uri)
     if code:  # a test file: one lens at the top, the source it exercises
-        title = f"tests {len(code)} source file{'s' if len(code) != 1 else ''}"
-        lenses.append(lsp.CodeLens(
-            range=lsp.Range(lsp.Position(0, 0), lsp.Position(0, 0)),
-            command=lsp.Command(title=title, command="delphi.openTests",
-                                arguments=[[c["uri"] for c in code], "Source this test exercises"]),
-        ))
-    for sym, tests in ls.workspaces.related_tests_by_symbol(params.text_document.uri):
-        line = sym["line"] - 1
-        title = f"{len(tests)} related test{'s' if len(tests) != 1 else ''}"
-        lenses.append(lsp.CodeLens(
-            range=lsp.Range(lsp.Position(line, 0), lsp.Position(line, 0)),
-            command=lsp.Command(title=title, command="delphi.openTests", arguments=[[t["uri"] for t in tests]]),
-        ))
+        lenses.append(_lens(0, f"tests {len(code)} source file{'s' if len(code) != 1 else ''}",
+                            [[c["uri"] for c in code], "Source this test exercises"]))
+    for sym, tests in ls.session.related_tests_by_symbol(params.text_document.uri):
+        lenses.append(_lens(sym["line"] - 1, f"{len(tests)} related test{'s' if len(tests) != 1 else ''}",
+                            [[t["uri"] for t in tests]]))
     return lenses
 
 
 @server.feature(lsp.TEXT_DOCUMENT_HOVER)
 @server.thread()
 def hover(ls: DelphiServer, params: lsp.HoverParams) -> lsp.Hover | None:
-    found = ls.workspaces.related_tests_at(params.text_document.uri, params.position.line + 1)
-    if found is None:
-        code = ls.workspaces.related_code_of(params.text_document.uri) if params.position.line == 0 else None
-        if not code:
-            return None
-        lines = ["**Source this test exercises** (Delphi)", ""]
-        lines += [f"- [{c['path']}]({c['uri']}): {c['why']}" for c in code]
-        return lsp.Hover(contents=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value="\n".join(lines)))
-    name, tests = found
-    lines = [f"**Related tests for `{name}`** (Delphi)", ""]
-    lines += [f"- [{t['path']}]({t['uri']}): {t['why']}" for t in tests] or ["- none found"]
-    return lsp.Hover(contents=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value="\n".join(lines)))
+    found = ls.session.related_tests_at(params.text_document.uri, params.position.line + 1)
+    if found is not None:
+        name, rows = found
+        return _hover(f"**Related tests for `{name}`** (Delphi)", rows)
+    code = ls.session.related_code_of(params.text_document.uri) if params.position.line == 0 else None
+    return _hover("**Source this test exercises** (Delphi)", code) if code else None
 
 
 @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
 def did_open(ls: DelphiServer, params: lsp.DidOpenTextDocumentParams) -> None:
-    ls.workspaces.buffer_changed(params.text_document.uri, params.text_document.text)
+    ls.session.buffer_changed(params.text_document.uri, params.text_document.text)
 
 
 @server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
 def did_change(ls: DelphiServer, params: lsp.DidChangeTextDocumentParams) -> None:
     doc = ls.workspace.get_text_document(params.text_document.uri)
-    ls.workspaces.buffer_changed(params.text_document.uri, doc.source)
+    ls.session.buffer_changed(params.text_document.uri, doc.source)
 
 
 @server.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
 def did_save(ls: DelphiServer, params: lsp.DidSaveTextDocumentParams) -> None:
-    ls.workspaces.file_changed(params.text_document.uri, saved=True)
+    ls.session.file_changed(params.text_document.uri, saved=True)
 
 
 @server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
 def did_close(ls: DelphiServer, params: lsp.DidCloseTextDocumentParams) -> None:
-    ls.workspaces.buffer_closed(params.text_document.uri)
+    ls.session.buffer_closed(params.text_document.uri)
 
 
 @server.feature(lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES)
 def did_change_watched_files(ls: DelphiServer, params: lsp.DidChangeWatchedFilesParams) -> None:
     for change in params.changes:
-        ls.workspaces.file_changed(change.uri)
+        ls.session.file_changed(change.uri)
 
 
 @server.feature(lsp.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
 def did_change_folders(ls: DelphiServer, params: lsp.DidChangeWorkspaceFoldersParams) -> None:
     for f in params.event.removed:
-        ls.workspaces.remove_folder(uri_to_path(f.uri))
+        ls.session.remove_folder(f.uri)
     for f in params.event.added:
-        ls.workspaces.add_folder(uri_to_path(f.uri))
+        ls.session.add_folder(f.uri)
 
 
 @server.command(CMD_REINDEX)
 def cmd_reindex(ls: DelphiServer, *args: Any) -> dict[str, Any]:
-    ls.workspaces.reindex_all()
-    return {"scheduled": True}
+    return {"scheduled": True, "folders": ls.session.reindex()}
 
 
 @server.command(CMD_SHOW_CONTEXT)
@@ -184,15 +280,25 @@ def cmd_show_context(ls: DelphiServer, *args: Any) -> dict[str, Any]:
     if not args or not isinstance(args[0], (dict, str)):
         raise JsonRpcInvalidParams("arguments: pass {query, anchors?, ...} or a query string")
     p = args[0] if isinstance(args[0], dict) else {"query": args[0]}
-    try:
-        return ls.workspaces.context(dict(p))
-    except RequestError as e:
-        raise JsonRpcInvalidParams(str(e)) from None
+    return _answer(lambda: ls.session.context(ContextRequest.from_wire(dict(p))))
 
 
 @server.feature(lsp.SHUTDOWN)
 def shutdown(ls: DelphiServer, params: Any) -> None:
-    ls.workspaces.shutdown()
+    if ls.http_daemon is not None:
+        ls.http_daemon.stop()
+    ls.session.shutdown()
+
+
+def _lens(line: int, title: str, arguments: list[Any]) -> lsp.CodeLens:
+    pos = lsp.Position(max(line, 0), 0)
+    return lsp.CodeLens(range=lsp.Range(pos, pos), command=lsp.Command(title=title, command="delphi.openTests",
+                                                                       arguments=arguments))
+
+
+def _hover(title: str, rows: list[dict[str, Any]]) -> lsp.Hover:
+    lines = [title, ""] + ([f"- [{r['path']}]({r['uri']}): {r['why']}" for r in rows] or ["- none found"])
+    return lsp.Hover(contents=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value="\n".join(lines)))
 
 
 def _symbol_information(s: dict[str, Any]) -> lsp.SymbolInformation:

@@ -208,7 +208,7 @@ async def test_malformed_requests_and_commands(client: LanguageClient, ws: Path)
         lsp.ExecuteCommandParams(command="delphi.showContext", arguments=[{"query": "BuildGraph"}])))
     assert res["results"][0]["path"] == "engine/src/lib.rs"
     res = await client.workspace_execute_command_async(lsp.ExecuteCommandParams(command="delphi.reindex"))
-    assert as_dict(res) == {"scheduled": True}
+    assert as_dict(res) == {"scheduled": True, "folders": [str(ws.resolve())]}
 
 
 @pytest.fixture

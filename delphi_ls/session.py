@@ -1,0 +1,422 @@
+"""A session: the open workspace folders, their engines, unsaved buffers and the debounced
+background indexer, free of any transport.
+
+The language server (``server.py``), the MCP server (``mcp/``) and ``delphi serve`` are
+thin fronts over one :class:`Session`; it imports nothing from pygls, lsprotocol or mcp
+(a test checks) and reports progress and problems through :class:`SessionEvents`.
+Paths given to it may be absolute paths or ``file://`` URIs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .api import ContextAnswer, ContextRequest, RelatedRequest, RequestError, SymbolsRequest, uri_to_path
+from .engine import Engine
+from .settings import Settings, SettingsError
+
+log = logging.getLogger("delphi_ls")
+DEBOUNCE_S = 0.3
+MAX_FILE_PROBLEMS = 500
+DEFINITION_KINDS = ("function", "method", "class", "struct", "interface", "trait", "enum", "type")
+# Skips a user expects (images, lock files, empty files, links, generated and minified code) are
+# not worth a mark in the editor: the probe saw one Information diagnostic per PNG and lock file.
+QUIET_SKIPS = ("symlink", "empty file", "binary", "lockfile", "generated", "minified", "not a regular file")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Something the user should see: about one file (``path``) or the whole workspace (None)."""
+
+    severity: str  # "error" | "warning" | "info"
+    message: str
+    code: str = ""
+    path: Path | None = None
+
+
+class SessionEvents:
+    """What a front shows. Every method may be called from the indexer thread."""
+
+    def message(self, severity: str, text: str) -> None:
+        """A one-off message (settings errors, a failed index)."""
+
+    def progress_begin(self, root: Path, title: str) -> Any:
+        """Start a progress report; returns a token (None: the front shows no progress)."""
+        return None
+
+    def progress_report(self, token: Any, message: str, percentage: int) -> None:
+        pass
+
+    def progress_end(self, token: Any, message: str) -> None:
+        pass
+
+    def problems(self, root: Path, problems: list[Problem]) -> None:
+        """The complete current list of problems for one workspace (replaces the previous one)."""
+
+
+class Session:
+    def __init__(self, events: SessionEvents | None = None, options: dict[str, Any] | None = None) -> None:
+        self.events = events or SessionEvents()
+        self.options: dict[str, Any] = {}
+        self.option_errors: list[str] = []
+        self.engines: dict[Path, Engine] = {}
+        self.buffers: dict[Path, str] = {}  # absolute path -> unsaved text
+        self.pending: dict[Path, set[str] | None] = {}  # root -> paths to redo (None: everything)
+        self.queued_at: dict[Path, float] = {}  # roots whose first run has not started yet
+        self._cv = threading.Condition()
+        self._last_change = 0.0
+        self._stopping = False
+        self._stopped = False
+        self._busy = False  # the worker holds work taken from `pending`
+        self._worker: threading.Thread | None = None
+        self._engines_lock = threading.Lock()
+        if options:
+            self.configure(options)
+
+    # ------------------------------------------------------------------ lifecycle
+    def configure(self, options: Any) -> None:
+        """Settings from the front (editor settings, command line): a bad key alone falls back to its
+        default, and the user is told which."""
+        if options is None:
+            options = {}
+        if not isinstance(options, dict):
+            self.option_errors.append("Delphi: settings must be an object; using defaults")
+            options = {}
+        for key, value in options.items():
+            try:
+                Settings.from_dict({key: value})
+                self.options[key] = value
+            except SettingsError as e:
+                self.option_errors.append(f"Delphi: {e}; using the default for '{key}'")
+
+    def start(self, folders: list[Path | str]) -> None:
+        for msg in self.option_errors:
+            self.events.message("error", msg)
+        for f in folders:
+            self.add_folder(f)
+        if self._worker is None:
+            self._worker = threading.Thread(target=self._run, name="delphi-indexer", daemon=True)
+            self._worker.start()
+
+    def add_folder(self, folder: Path | str) -> Engine | None:
+        root = uri_to_path(str(folder)).resolve()
+        with self._engines_lock:
+            if root in self.engines:
+                return self.engines[root]
+            try:
+                self.engines[root] = Engine(root, Settings.load(root, self.options))
+            except (SettingsError, FileNotFoundError, OSError, RequestError) as e:
+                self.events.message("error", f"Delphi cannot open {root}: {e}")
+                return None
+        self.queued_at[root] = time.monotonic()
+        self._schedule(root, None)
+        return self.engines[root]
+
+    def remove_folder(self, folder: Path | str) -> None:
+        root = uri_to_path(str(folder)).resolve()
+        with self._engines_lock:
+            eng = self.engines.pop(root, None)
+        if eng is not None:
+            eng.stop_indexing()
+            eng.close()
+
+    def shutdown(self) -> None:
+        """Stop the indexer at its next batch boundary and close every store (idempotent)."""
+        with self._cv:
+            if self._stopped:
+                return
+            self._stopping = True
+            self._cv.notify_all()
+        for eng in list(self.engines.values()):
+            eng.stop_indexing()
+        if self._worker is not None and self._worker is not threading.current_thread():
+            self._worker.join(timeout=30)
+        with self._engines_lock:
+            for eng in self.engines.values():
+                eng.close()
+            self.engines.clear()
+        self._stopped = True
+
+    # ------------------------------------------------------------------ routing
+    def locate(self, path_or_uri: str | Path) -> tuple[Engine, str] | None:
+        """The engine whose folder holds this path (the innermost one), and the path relative to it."""
+        raw = str(path_or_uri)
+        if not raw:
+            return None
+        path = uri_to_path(raw)
+        if not path.is_absolute():
+            return None
+        path = Path(_normpath(path))
+        for root, eng in sorted(self.engines.items(), key=lambda kv: -len(str(kv[0]))):
+            try:
+                rel = path.relative_to(root).as_posix()
+            except ValueError:
+                continue
+            return (eng, rel) if rel != "." else None
+        return None
+
+    def engine_for(self, workspace: str | None, paths: list[str] | tuple[str, ...] = ()) -> Engine:
+        """The engine a request is about: its ``workspace``, else the folder of its first absolute path,
+        else the only (or first) open folder."""
+        if not self.engines:
+            raise RequestError("workspace", "no workspace folder is open")
+        if workspace is not None:
+            root = uri_to_path(workspace).resolve()
+            if root not in self.engines:
+                raise RequestError("workspace", f"{workspace!r} is not an open workspace folder")
+            return self.engines[root]
+        for p in paths:
+            found = self.locate(p)
+            if found:
+                return found[0]
+        return next(iter(self.engines.values()))
+
+    # ------------------------------------------------------------------ changes
+    def buffer_changed(self, path_or_uri: str | Path, text: str) -> None:
+        found = self.locate(path_or_uri)
+        if found is None:
+            return
+        eng, rel = found
+        self.buffers[eng.root / rel] = text
+        self._schedule(eng.root, {rel})
+
+    def buffer_closed(self, path_or_uri: str | Path) -> None:
+        found = self.locate(path_or_uri)
+        if found is None:
+            return
+        eng, rel = found
+        self.buffers.pop(eng.root / rel, None)
+        self._schedule(eng.root, {rel})
+
+    def file_changed(self, path_or_uri: str | Path, saved: bool = False) -> None:
+        found = self.locate(path_or_uri)
+        if found is None:
+            return
+        eng, rel = found
+        if saved:
+            # The disk now holds what the buffer held; the disk is the truth again.
+            self.buffers.pop(eng.root / rel, None)
+        self._schedule(eng.root, {rel})
+
+    def reindex(self, workspace: str | None = None) -> list[str]:
+        """Schedule a full pass (of one folder, or all); returns the folders scheduled."""
+        roots = [self.engine_for(workspace).root] if workspace is not None else list(self.engines)
+        for root in roots:
+            self._schedule(root, None)
+        return [str(r) for r in roots]
+
+    def _schedule(self, root: Path, paths: set[str] | None) -> None:
+        with self._cv:
+            if paths is None or (root in self.pending and self.pending[root] is None):
+                self.pending[root] = None  # a full pass covers any single files asked for
+            else:
+                self.pending[root] = (self.pending.get(root) or set()) | paths
+            self._last_change = time.monotonic()
+            self._cv.notify_all()
+
+    # ------------------------------------------------------------------ the indexing worker
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while not self.pending and not self._stopping:
+                    self._cv.wait()
+                if self._stopping:
+                    return
+                # Debounce: let a burst of edits settle before indexing.
+                while time.monotonic() - self._last_change < DEBOUNCE_S and not self._stopping:
+                    self._cv.wait(timeout=DEBOUNCE_S)
+                if self._stopping:
+                    return
+                work, self.pending = self.pending, {}
+                self._busy = True
+            try:
+                self._run_work(work)
+            finally:
+                with self._cv:
+                    self._busy = False
+
+    def _run_work(self, work: dict[Path, set[str] | None]) -> None:
+        for root, paths in work.items():
+            eng = self.engines.get(root)
+            if eng is None:
+                continue
+            self.queued_at.pop(root, None)
+            try:
+                self._index(eng, paths)
+            except Exception as e:  # an indexing failure must show, and not kill the worker
+                log.exception("indexing %s failed", root)
+                self.events.message("error", f"Delphi: indexing {root} failed: {type(e).__name__}: {e}")
+            if not self._stopping:
+                self.publish_problems(eng)
+
+    def _buffers_of(self, eng: Engine) -> dict[str, str]:
+        out = {}
+        for path, text in list(self.buffers.items()):
+            found = self.locate(path)
+            if found and found[0] is eng:
+                out[found[1]] = text
+        return out
+
+    def _index(self, eng: Engine, paths: set[str] | None) -> None:
+        only = None if paths is None else sorted(paths)
+        token = self.events.progress_begin(eng.root, f"Delphi: indexing {eng.root.name}") if paths is None else None
+        last = [0.0]
+
+        def progress(phase: str, done: int, total: int, chunks: int) -> None:
+            now = time.monotonic()
+            if token is None or (now - last[0] < 0.2 and done < total):
+                return
+            last[0] = now
+            pct = int(100 * done / total) if total else 100
+            what = "files" if phase == "lexical" else "chunks embedded"
+            self.events.progress_report(token, f"{phase}: {done}/{total} {what}, {chunks} chunks", min(pct, 100))
+
+        try:
+            rep = eng.index(progress=progress, only=only, buffers=self._buffers_of(eng), reembed=paths is None)
+        finally:
+            if token is not None:
+                c = eng.meta.counts() if not self._stopping else {"files": 0, "chunks": 0, "vectors": 0}
+                self.events.progress_end(token, f"{c['files']} files, {c['chunks']} chunks, {c['vectors']} vectors")
+        if rep.errors and not self._stopping:
+            self.events.message("warning", f"Delphi: indexing {eng.root.name}: {'; '.join(rep.errors)}")
+
+    def wait_idle(self, timeout: float = 60.0) -> bool:
+        """Block until nothing is pending or running (tests, benchmarks, `delphi serve --wait`)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._cv:
+                idle = not self.pending and not self._busy
+            if idle and all(e.indexing is None for e in self.engines.values()):
+                return True
+            time.sleep(0.05)
+        return False
+
+    # ------------------------------------------------------------------ requests
+    def context(self, req: ContextRequest) -> ContextAnswer:
+        eng = self.engine_for(req.workspace, req.anchors)
+        ans = eng.answer(req)
+        if "indexing" not in ans and eng.root in self.queued_at:
+            # Asked before the first run began: the empty answer is "not yet", not "nothing".
+            ans["indexing"] = {"phase": "queued", "done": 0, "total": 0, "chunks": 0}
+        return ans
+
+    def related_tests(self, req: RelatedRequest) -> list[dict[str, Any]]:
+        eng = self.engine_for(req.workspace, (req.path,))
+        return self._with_uris(eng, eng.related_tests(self._rel(eng, req.path), symbol=req.symbol, limit=req.limit))
+
+    def related_code(self, req: RelatedRequest) -> list[dict[str, Any]]:
+        eng = self.engine_for(req.workspace, (req.path,))
+        return self._with_uris(eng, eng.related_code(self._rel(eng, req.path), limit=req.limit))
+
+    def symbols(self, req: SymbolsRequest) -> list[dict[str, Any]]:
+        engines = [self.engine_for(req.workspace)] if req.workspace else list(self.engines.values())
+        out: list[dict[str, Any]] = []
+        for eng in engines:
+            out.extend(eng.symbols(req.query, limit=req.limit))
+        return out[: req.limit]
+
+    def health(self) -> dict[str, Any]:
+        return {"workspaces": [eng.health() for eng in list(self.engines.values())], "settingsErrors": self.option_errors}
+
+    def status(self) -> dict[str, Any]:
+        """Per folder: indexing progress, readiness, staleness and problems (cheap; no re-probe)."""
+        out = []
+        for root, eng in list(self.engines.items()):
+            h = eng.health(check_staleness=True)
+            running = eng.indexing
+            state = ("queued" if root in self.queued_at else
+                     f"indexing ({running['phase']}: {running['done']}/{running['total']})" if running else
+                     "ready" if h["ok"] and not (h.get("staleness") or {}).get("stale") else
+                     "stale" if (h.get("staleness") or {}).get("stale") else "degraded")
+            out.append({"root": str(root), "state": state, "indexing": dict(running) if running else None,
+                        "counts": h["counts"], "branches": h["branches"], "staleness": h.get("staleness"),
+                        "problems": h["problems"], "indexAgeSeconds": h.get("indexAgeSeconds")})
+        return {"workspaces": out, "settingsErrors": self.option_errors}
+
+    def _rel(self, eng: Engine, path: str) -> str:
+        found = self.locate(path)
+        return found[1] if found and found[0] is eng else path
+
+    @staticmethod
+    def _with_uris(eng: Engine, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for r in rows:
+            r.setdefault("uri", (eng.root / r["path"]).as_uri())
+        return rows
+
+    # ------------------------------------------------------------------ editor views of one file
+    def document_symbols(self, path_or_uri: str) -> list[dict[str, Any]]:
+        found = self.locate(path_or_uri)
+        if found is None:
+            return []
+        eng, rel = found
+        return [{"name": s[0], "kind": s[1], "path": s[2], "line": s[3], "endLine": s[4], "container": s[5],
+                 "uri": (eng.root / rel).as_uri()} for s in eng.meta.symbols_of(rel)]
+
+    def related_tests_by_symbol(self, path_or_uri: str) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
+        """For a source file: each definition with its related tests (definitions without any are left out)."""
+        found = self.locate(path_or_uri)
+        if found is None:
+            return []
+        eng, rel = found
+        if eng.view().files.get(rel) == "test":
+            return []
+        out = []
+        for s in eng.meta.symbols_of(rel):
+            if s[1] not in DEFINITION_KINDS:
+                continue
+            tests = self._with_uris(eng, eng.related_tests(rel, symbol=s[0], limit=20))
+            if tests:
+                out.append(({"name": s[0], "line": s[3]}, tests))
+        return out
+
+    def related_code_of(self, path_or_uri: str) -> list[dict[str, Any]] | None:
+        """For a test file: the source files it exercises. None for any other file."""
+        found = self.locate(path_or_uri)
+        if found is None:
+            return None
+        eng, rel = found
+        if eng.view().files.get(rel) != "test":
+            return None
+        return self._with_uris(eng, eng.related_code(rel, limit=10))
+
+    def related_tests_at(self, path_or_uri: str, line: int) -> tuple[str, list[dict[str, Any]]] | None:
+        found = self.locate(path_or_uri)
+        if found is None:
+            return None
+        eng, rel = found
+        syms = [s for s in eng.meta.symbols_of(rel) if s[3] <= line <= s[4]]
+        if not syms:
+            return None
+        name = max(syms, key=lambda s: s[3])[0]  # the innermost definition around the line
+        return name, self._with_uris(eng, eng.related_tests(rel, symbol=name, limit=10))
+
+    # ------------------------------------------------------------------ problems
+    def publish_problems(self, eng: Engine) -> None:
+        self.events.problems(eng.root, self.problems_of(eng))
+
+    def problems_of(self, eng: Engine) -> list[Problem]:
+        h = eng.health(check_staleness=False)
+        out: list[Problem] = []
+        for path, reason in sorted(h["skipped"].items()):
+            if len(out) >= MAX_FILE_PROBLEMS:
+                break
+            if reason.startswith(QUIET_SKIPS) or "binary" in reason:
+                continue
+            out.append(Problem("info", f"Delphi did not index this file: {reason}", "skipped", eng.root / path))
+        for path in h["decodedWithReplacement"]:
+            out.append(Problem("info", "Delphi indexed this file with replacement characters: it is not valid UTF-8",
+                               "replaced", eng.root / path))
+        for p in h["problems"]:
+            if p["code"] != "not_indexed":
+                out.append(Problem(p["severity"], p["message"], p["code"], None))
+        return out
+
+
+def _normpath(p: Path) -> str:
+    return os.path.normpath(str(p))

@@ -1,0 +1,101 @@
+"""The transport-free session: no LSP or MCP import, routing, buffers, and answers through the typed API."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from delphi_ls.api import ContextRequest, RelatedRequest, RequestError, SymbolsRequest
+from delphi_ls.session import Session, SessionEvents
+from tests.conftest import build_workspace
+
+
+def test_session_imports_no_transport():
+    """The session is shared by the LSP and MCP fronts: importing it must not pull in either."""
+    code = ("import sys; import delphi_ls.session, delphi_ls.api; "
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('pygls', 'lsprotocol', 'mcp', 'mcp_types')); "
+            "print(','.join(bad)); sys.exit(1 if bad else 0)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, f"session imports transport modules: {r.stdout}{r.stderr}"
+
+
+class Recorder(SessionEvents):
+    def __init__(self) -> None:
+        self.messages: list[tuple[str, str]] = []
+        self.problem_lists: list[tuple[Path, list]] = []
+
+    def message(self, severity: str, text: str) -> None:
+        self.messages.append((severity, text))
+
+    def problems(self, root: Path, problems: list) -> None:
+        self.problem_lists.append((root, problems))
+
+
+@pytest.fixture
+def session(tmp_path: Path):
+    ws = build_workspace(tmp_path / "ws")
+    events = Recorder()
+    s = Session(events, {"indexDir": str(tmp_path / "index"), "vectors": False})
+    s.start([ws])
+    assert s.wait_idle(120)
+    yield s, ws, events
+    s.shutdown()
+
+
+def test_answers_and_routing(session):
+    s, ws, events = session
+    ans = s.context(ContextRequest(query="BuildGraph"))
+    assert ans["results"][0]["path"] == "engine/src/lib.rs"
+    # A request for a path outside every open folder is refused, naming the field.
+    with pytest.raises(RequestError) as e:
+        s.context(ContextRequest(query="x", anchors=["/etc/passwd"]))
+    assert e.value.field == "anchors"
+    with pytest.raises(RequestError) as e:
+        s.context(ContextRequest(query="x", workspace="/nowhere"))
+    assert e.value.field == "workspace"
+    assert s.locate(ws / "engine" / "src" / "lib.rs")[1] == "engine/src/lib.rs"
+    assert s.locate((ws / "engine" / "src" / "lib.rs").as_uri())[1] == "engine/src/lib.rs"
+    assert s.locate("/etc/passwd") is None
+    assert events.problem_lists and events.problem_lists[-1][0] == ws.resolve()
+
+
+def test_unsaved_buffer_is_searched_then_dropped(session):
+    s, ws, _ = session
+    target = ws / "notes_buffer.py"
+    target.write_text("def ordinary():\n    return 1\n")
+    s.file_changed(target)
+    assert s.wait_idle(60)
+    s.buffer_changed(target.as_uri(), "def zanzibar_quokka_handler():\n    return 2\n")
+    assert s.wait_idle(60)
+    assert s.context(ContextRequest(query="zanzibar_quokka_handler"))["results"][0]["path"] == "notes_buffer.py"
+    s.buffer_closed(target)
+    assert s.wait_idle(60)
+    # Closed unsaved: the disk's text is the truth again, so the buffer's definition is gone.
+    names = {r["name"] for r in s.symbols(SymbolsRequest(query="zanzibar_quokka_handler"))}
+    assert "zanzibar_quokka_handler" not in names
+    assert "ordinary" in {r["name"] for r in s.symbols(SymbolsRequest(query="ordinary"))}
+
+
+def test_related_requests_and_status(session):
+    s, ws, _ = session
+    src = next(p for p in ws.rglob("*.py") if "test" not in p.name and p.stat().st_size > 50)
+    rows = s.related_tests(RelatedRequest(path=str(src)))
+    assert all(r["uri"].startswith("file://") for r in rows)
+    st = s.status()["workspaces"][0]
+    assert st["state"] in ("ready", "degraded", "stale") and st["counts"]["files"] > 5
+    with pytest.raises(RequestError):
+        RelatedRequest.from_wire({"path": ""})
+
+
+def test_query_before_first_run_says_queued(tmp_path: Path):
+    ws = build_workspace(tmp_path / "ws")
+    s = Session(None, {"indexDir": str(tmp_path / "index"), "vectors": False})
+    try:
+        s.add_folder(ws)  # scheduled, but no worker started yet
+        ans = s.context(ContextRequest(query="BuildGraph"))
+        assert ans["indexing"]["phase"] == "queued"
+    finally:
+        s.shutdown()
