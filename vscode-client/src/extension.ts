@@ -2,10 +2,17 @@ import * as vscode from "vscode";
 import { LanguageClient, LanguageClientOptions, ServerOptions, State, TransportKind } from "vscode-languageclient/node";
 import {
   ContextAnswer, HealthSummary, initializationOptions, packedMarkdown, quickPickItems, ServerSettingKey, serverCommand,
-  statusText,
+  startFailureMessage, statusText,
 } from "./logic";
+import { MCP_PROVIDER_ID, mcpServerSpecs, settingsEnv } from "./mcp";
+import {
+  CONTEXT_TOOL, invocationMessage, RELATED_TESTS_TOOL, runContextTool, runRelatedTestsTool, Send, ToolError, toolFailure,
+} from "./tools";
 
 let client: LanguageClient | undefined;
+// Settles when the current start attempt ends (client set, or startError saying why not); the agent tools wait on it.
+let starting: Promise<void> = Promise.resolve();
+let startError: string | undefined;
 let status: vscode.StatusBarItem;
 let indexing: { message?: string; percentage?: number } | undefined;
 
@@ -20,7 +27,13 @@ function reader(): { get<T>(k: string): T | undefined; isSet(k: string): boolean
   };
 }
 
-async function start(context: vscode.ExtensionContext): Promise<void> {
+function start(context: vscode.ExtensionContext): Promise<void> {
+  starting = startClient(context);
+  return starting;
+}
+
+async function startClient(context: vscode.ExtensionContext): Promise<void> {
+  startError = undefined;
   const cfg = reader();
   const { command, args } = serverCommand(cfg);
   const serverOptions: ServerOptions = { command, args, transport: TransportKind.stdio };
@@ -29,26 +42,33 @@ async function start(context: vscode.ExtensionContext): Promise<void> {
     initializationOptions: initializationOptions(cfg),
     synchronize: { fileEvents: vscode.workspace.createFileSystemWatcher("**/*") },
   };
-  client = new LanguageClient("delphi", "Delphi", serverOptions, clientOptions);
-  client.onDidChangeState((e) => { if (e.newState === State.Stopped) refreshStatus("the server stopped"); });
+  const c = new LanguageClient("delphi", "Delphi", serverOptions, clientOptions);
+  client = c;
+  c.onDidChangeState((e) => { if (e.newState === State.Stopped) refreshStatus("the server stopped"); });
   try {
-    await client.start();
+    await c.start();
   } catch (err) {
-    const msg = `Delphi's server did not start (${command} ${args.join(" ")}): ${err}. ` +
-      "Install it with `pip install delphi-ls` (or the repository's scripts/try.sh) and set delphi.server.pythonPath.";
+    const msg = startFailureMessage(command, args, err);
+    client = undefined;
+    startError = msg;
     refreshStatus(msg);
-    const pick = await vscode.window.showErrorMessage(msg, "Open settings", "Restart");
-    if (pick === "Open settings") await vscode.commands.executeCommand("workbench.action.openSettings", "delphi.server");
-    if (pick === "Restart") await vscode.commands.executeCommand("delphi.restart");
+    // Not awaited: the notification waits for the user, the agent tools waiting on `starting` must not.
+    void offerFix(msg);
     return;
   }
-  client.onNotification("$/progress", (p: { value?: { kind: string; message?: string; percentage?: number } }) => {
+  c.onNotification("$/progress", (p: { value?: { kind: string; message?: string; percentage?: number } }) => {
     if (!p.value) return;
     indexing = p.value.kind === "end" ? undefined : { message: p.value.message, percentage: p.value.percentage };
     if (p.value.kind === "end") void pollHealth(); else refreshStatus();
   });
   void pollHealth();
   context.subscriptions.push({ dispose: () => void client?.stop() });
+}
+
+async function offerFix(msg: string): Promise<void> {
+  const pick = await vscode.window.showErrorMessage(msg, "Open settings", "Restart");
+  if (pick === "Open settings") await vscode.commands.executeCommand("workbench.action.openSettings", "delphi.server");
+  if (pick === "Restart") await vscode.commands.executeCommand("delphi.restart");
 }
 
 async function pollHealth(): Promise<HealthSummary | undefined> {
@@ -81,6 +101,79 @@ async function ask(extra: Record<string, unknown>): Promise<{ question: string; 
   const anchors = editor && editor.document.uri.scheme === "file" ? [editor.document.uri.toString()] : [];
   const answer = await client.sendRequest<ContextAnswer>("delphi/context", { query: question, anchors, ...extra });
   return { question, answer };
+}
+
+/** The running client for an agent tool, waiting out a start under way; an error the model can act on if none. */
+async function serverForTools(): Promise<LanguageClient> {
+  await starting;
+  if (client) return client;
+  throw new Error(startError ?? "Delphi's language server is not running");
+}
+
+function agentTool(name: string, run: (send: Send, input: unknown) => Promise<string>): vscode.LanguageModelTool<unknown> {
+  return {
+    prepareInvocation: (options) => ({ invocationMessage: invocationMessage(name, options.input) }),
+    invoke: async (options, token) => {
+      try {
+        const c = await serverForTools();
+        const text = await run((method, params) => c.sendRequest(method, params, token), options.input);
+        return new vscode.LanguageModelToolResult([new vscode.LanguageModelTextPart(text)]);
+      } catch (err) {
+        // Thrown errors reach the model as the tool's answer: a bad input says what to fix, anything else says
+        // to fall back on text search.
+        throw new Error(err instanceof ToolError ? `${name}: ${err.message}` : toolFailure(name, err));
+      }
+    },
+  };
+}
+
+/** Registers the agent tools while delphi.agentTools.enabled is on (the manifest's `when` hides them when off). */
+function agentTools(context: vscode.ExtensionContext): void {
+  let registered: vscode.Disposable[] = [];
+  const sync = () => {
+    const on = vscode.workspace.getConfiguration("delphi").get<boolean>("agentTools.enabled", true);
+    if (on && registered.length === 0) {
+      registered = [
+        vscode.lm.registerTool(CONTEXT_TOOL, agentTool(CONTEXT_TOOL, runContextTool)),
+        vscode.lm.registerTool(RELATED_TESTS_TOOL, agentTool(RELATED_TESTS_TOOL, runRelatedTestsTool)),
+      ];
+    } else if (!on) {
+      registered.forEach((d) => d.dispose());
+      registered = [];
+    }
+  };
+  sync();
+  context.subscriptions.push(
+    vscode.workspace.onDidChangeConfiguration((e) => { if (e.affectsConfiguration("delphi.agentTools.enabled")) sync(); }),
+    { dispose: () => registered.forEach((d) => d.dispose()) },
+  );
+}
+
+/** Offers `delphi mcp <folder>` for each workspace folder to VS Code's MCP support, while delphi.mcpServer.enabled. */
+function mcpProvider(context: vscode.ExtensionContext): void {
+  const changed = new vscode.EventEmitter<void>();
+  let warned = "";
+  context.subscriptions.push(
+    changed,
+    vscode.lm.registerMcpServerDefinitionProvider(MCP_PROVIDER_ID, {
+      onDidChangeMcpServerDefinitions: changed.event,
+      provideMcpServerDefinitions: () => {
+        const cfg = vscode.workspace.getConfiguration("delphi");
+        if (!cfg.get<boolean>("mcpServer.enabled", true)) return [];
+        const problems = settingsEnv(reader()).problems.join("; ");
+        if (problems && problems !== warned) void vscode.window.showWarningMessage(`Delphi MCP server: ${problems}`);
+        warned = problems;
+        const folders = (vscode.workspace.workspaceFolders ?? []).map((f) => ({ name: f.name, fsPath: f.uri.fsPath, scheme: f.uri.scheme }));
+        return mcpServerSpecs(folders, reader(), String(context.extension.packageJSON.version)).map((s) => {
+          const d = new vscode.McpStdioServerDefinition(s.label, s.command, s.args, s.env, s.version);
+          d.cwd = vscode.Uri.file(s.cwd);
+          return d;
+        });
+      },
+    }),
+    vscode.workspace.onDidChangeConfiguration((e) => { if (e.affectsConfiguration("delphi")) changed.fire(); }),
+    vscode.workspace.onDidChangeWorkspaceFolders(() => changed.fire()),
+  );
 }
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
@@ -125,6 +218,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     }),
   );
   refreshStatus();
+  // Before the server starts: a tool call that activated the extension waits on `starting` rather than failing.
+  agentTools(context);
+  mcpProvider(context);
   await start(context);
 }
 

@@ -34,6 +34,13 @@ export function serverCommand(cfg: ConfigReader): { command: string; args: strin
   return { command: cfg.get<string>("server.pythonPath") || "python3", args: ["-m", "delphi_ls"] };
 }
 
+/** The notification when the server cannot start: the README's install step and the setting that points at it. */
+export function startFailureMessage(command: string, args: string[], err: unknown): string {
+  return `Delphi's server did not start (${[command, ...args].join(" ")}): ${err}. ` +
+    "Install Delphi as its README says (`bash scripts/try.sh` in a Delphi checkout installs it into .venv/ there), " +
+    "then set delphi.server.pythonPath to that Python (e.g. <checkout>/.venv/bin/python), or delphi.server.command.";
+}
+
 export interface Span { startLine: number; endLine: number; symbol: string | null; preview: string }
 export interface ContextResult {
   path: string; uri: string; rank: number; score: number; kind: string;

@@ -11,9 +11,10 @@ function reader(values) {
   return { get: (k) => values[k], isSet: (k) => Object.prototype.hasOwnProperty.call(values, k) };
 }
 
-test("every server setting is contributed as delphi.<key>, and nothing else but server.*", () => {
+test("every server setting is contributed as delphi.<key>, and nothing else but the extension's own", () => {
   const props = Object.keys(pkg.contributes.configuration.properties).map((k) => k.replace(/^delphi\./, ""));
-  const server = props.filter((k) => !k.startsWith("server."));
+  const own = ["server.command", "server.pythonPath", "agentTools.enabled", "mcpServer.enabled"];
+  const server = props.filter((k) => !own.includes(k));
   assert.deepEqual([...server].sort(), [...logic.SERVER_SETTING_KEYS].sort());
   for (const k of server) assert.ok(pkg.contributes.configuration.properties[`delphi.${k}`].description);
 });
@@ -56,6 +57,15 @@ test("packed context renders as Markdown with fenced spans", () => {
   const md = logic.packedMarkdown("where is TLS set up?", answer);
   assert.match(md, /^Context for: where is TLS set up\?/);
   assert.match(md, /### proxy\/grpc_proxy.go \(lines 15-22\)\n```go\nfunc NewGrpcProxy\(\) \{\}\n```/);
+});
+
+test("the start failure names the README's install step and the setting, not a package index", () => {
+  const msg = logic.startFailureMessage("python3", ["-m", "delphi_ls"], new Error("spawn python3 ENOENT"));
+  assert.match(msg, /python3 -m delphi_ls/);
+  assert.match(msg, /ENOENT/);
+  assert.match(msg, /scripts\/try\.sh/);
+  assert.match(msg, /delphi\.server\.pythonPath/);
+  assert.doesNotMatch(msg, /pip install delphi-ls/);
 });
 
 test("status text: progress, then green, or what is wrong", () => {

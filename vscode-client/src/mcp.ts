@@ -1,0 +1,60 @@
+// The MCP server definitions the extension offers VS Code (one stdio `delphi mcp <folder>` per workspace folder),
+// free of the `vscode` module so plain Node can test them. extension.ts turns each into a McpStdioServerDefinition.
+import { ConfigReader, initializationOptions } from "./logic";
+
+export const MCP_PROVIDER_ID = "delphi.mcpServers";
+
+export interface Folder { name: string; fsPath: string; scheme: string }
+
+export interface McpStdioSpec {
+  label: string;
+  command: string;
+  args: string[];
+  cwd: string;
+  env: Record<string, string>;
+  version: string;
+}
+
+/**
+ * The settings the user set in VS Code, as the DELPHI_* variables delphi_ls/settings.py reads, so the MCP server
+ * opens the same index with the same models as the language server. A value the variable cannot carry (a list
+ * item holding a comma) is left out and named in `problems`, never passed mangled.
+ */
+export function settingsEnv(cfg: ConfigReader): { env: Record<string, string>; problems: string[] } {
+  const env: Record<string, string> = {};
+  const problems: string[] = [];
+  for (const [key, value] of Object.entries(initializationOptions(cfg))) {
+    const name = "DELPHI_" + key.replace(/([a-z0-9])([A-Z])/g, "$1_$2").toUpperCase();
+    if (Array.isArray(value)) {
+      const bad = value.find((v) => typeof v !== "string" || v.includes(","));
+      if (bad !== undefined) {
+        problems.push(`delphi.${key}: ${JSON.stringify(bad)} cannot be passed to the MCP server (a comma separates items)`);
+        continue;
+      }
+      env[name] = value.join(",");
+    } else if (typeof value === "object" && value !== null) {
+      env[name] = Object.entries(value as Record<string, unknown>).map(([k, v]) => `${k}=${v}`).join(",");
+    } else {
+      env[name] = String(value);
+    }
+  }
+  return { env, problems };
+}
+
+/**
+ * One stdio MCP server per local workspace folder: `<pythonPath> -m delphi_ls.cli mcp <folder>`, the interpreter
+ * the language server runs on (delphi.server.pythonPath). Folders on other file systems (remote, virtual) have no
+ * path the server could index and get none.
+ */
+export function mcpServerSpecs(folders: readonly Folder[], cfg: ConfigReader, version: string): McpStdioSpec[] {
+  const python = cfg.get<string>("server.pythonPath") || "python3";
+  const { env } = settingsEnv(cfg);
+  return folders.filter((f) => f.scheme === "file").map((f) => ({
+    label: folders.length > 1 ? `Delphi (${f.name})` : "Delphi",
+    command: python,
+    args: ["-m", "delphi_ls.cli", "mcp", f.fsPath],
+    cwd: f.fsPath,
+    env,
+    version,
+  }));
+}
