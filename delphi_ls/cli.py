@@ -1,51 +1,93 @@
-"""`delphi index | context | health | symbols | related-tests | related-code | eval`: argv in, engine calls, text or JSON out."""
+"""`delphi index | context | health | symbols | related-tests | related-code | eval`: argv in, engine calls, text or JSON out.
+
+Start-up cost is paid by every call, so this module imports only the standard library at load:
+the engine (numpy, Whoosh, Chroma, tree-sitter...) is imported inside the commands that use it,
+and `delphi --help` or a bad flag never loads it.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any
 
-from .engine import Engine, RequestError
-from .settings import SettingsError
+if TYPE_CHECKING:
+    from .engine import Engine
+
+# Exit statuses: 0 answered, 1 nothing found (like grep) or health has errors, 2 a usage or input error.
+NOT_FOUND = 1
+USAGE = 2
 
 
 class ProgressBar:
-    """files and chunks per second with an ETA, on stderr, redrawn in place."""
+    """Indexing progress on stderr.
 
-    def __init__(self, stream=sys.stderr) -> None:
-        self.stream = stream
+    On a terminal: a bar with files (or chunks) per second and an ETA, redrawn in place with ``\\r``.
+    Anywhere else (a file, a pipe, CI logs): no carriage returns, at most one line per phase when it
+    ends. ``delay``: draw nothing until the run has taken this long, so the incremental check every
+    `delphi context` does on a warm index stays silent.
+    """
+
+    def __init__(self, stream: IO[str] | None = None, tty: bool | None = None, delay: float = 0.0) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = self.stream.isatty() if tty is None else tty
+        self.delay = delay
         self.t0 = time.perf_counter()
         self.phase = ""
-        self.phase_t0 = self.t0
+        self.phase_t0 = self.t0  # a phase runs from the end of the previous one (or the start: scanning)
+        self.state: tuple[int, int, int] = (0, 0, 0)  # done, total, chunks of the current phase
+        self.drawn = False  # a \r line is on screen and needs its newline
         self.last = 0.0
 
     def __call__(self, phase: str, done: int, total: int, chunks: int) -> None:
         now = time.perf_counter()
         if phase != self.phase:
-            if self.phase:
-                self.stream.write("\n")
-            self.phase, self.phase_t0 = phase, now
+            self._end_phase(now)
+            self.phase = phase
+        self.state = (done, total, chunks)
+        if not self.tty or now - self.t0 < self.delay:
+            return
         if now - self.last < 0.2 and done < total:
             return
         self.last = now
-        el = max(now - self.phase_t0, 1e-6)
-        rate = done / el
-        eta = (total - done) / rate if rate > 0 else 0
+        self.stream.write("\r\x1b[K" + self._line(now, finished=False))
+        self.stream.flush()
+        self.drawn = True
+
+    def _line(self, now: float, finished: bool) -> str:
+        done, total, chunks = self.state
+        el = now - self.phase_t0
+        unit = "files" if self.phase == "lexical" else "chunks"
+        # A rate over a few milliseconds is noise (the first tick once read 25,000,000 files/s).
+        rate = done / el if el >= 0.05 else None
+        speed = f" {rate:,.0f} {unit}/s" if rate is not None else ""
+        if rate is not None and self.phase == "lexical":
+            speed += f" {chunks / el:,.0f} chunks/s"
+        if finished:
+            return f"{self.phase:8} {done}/{total} {unit} in {el:.1f}s{speed}"
         width = 24
         fill = int(width * done / total) if total else width
-        bar = "#" * fill + "-" * (width - fill)
-        unit = "files" if phase == "lexical" else "chunks"
-        extra = f" {chunks / el:,.0f} chunks/s" if phase == "lexical" else ""
-        self.stream.write(f"\r{phase:8} [{bar}] {done}/{total} {unit} {rate:,.0f} {unit}/s{extra} ETA {eta:,.0f}s   ")
+        eta = f" ETA {(total - done) / rate:,.0f}s" if rate else ""
+        return f"{self.phase:8} [{'#' * fill}{'-' * (width - fill)}] {done}/{total} {unit}{speed}{eta}"
+
+    def _end_phase(self, now: float) -> None:
+        if not self.phase:
+            return  # the first phase runs from the start (scanning), not from its first tick
+        if self.drawn:
+            self.stream.write("\r\x1b[K" + self._line(now, finished=True) + "\n")
+        elif not self.tty and now - self.t0 >= self.delay:
+            self.stream.write(self._line(now, finished=True) + "\n")
         self.stream.flush()
+        self.drawn = False
+        self.phase, self.phase_t0, self.last = "", now, 0.0
 
     def close(self) -> None:
-        if self.phase:
-            self.stream.write("\n")
+        """End the last phase's line, so whatever is printed next starts on a line of its own."""
+        self._end_phase(time.perf_counter())
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -64,21 +106,61 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _engine(args: argparse.Namespace) -> Engine:
+    from .engine import Engine  # lazy: see the module docstring
+
     return Engine(args.path, **_overrides(args))
+
+
+def workspace_path(arg: str, root: Path) -> str:
+    """A file argument as the user meant it: relative to the current folder first (what tab-completion
+    gives), then to the workspace root. Absolute paths and ``file:`` URIs pass through; the engine
+    refuses a path outside the workspace or one that does not exist, naming it."""
+    if arg.startswith("file:") or os.path.isabs(arg):
+        return arg
+    here = Path(os.path.normpath(Path.cwd() / arg))
+    if here.exists():
+        try:
+            here.relative_to(root)
+            return str(here)
+        except ValueError:
+            pass
+    if not (root / arg).exists() and here.exists():
+        return str(here)  # it exists only here, outside the workspace: let the engine say so
+    return arg
+
+
+def _quiet_progress(args: argparse.Namespace) -> ProgressBar | None:
+    """The bar for commands whose output is not about indexing: silent unless indexing takes a while."""
+    return None if getattr(args, "json", False) else ProgressBar(delay=0.5)
+
+
+def _index_quietly(eng: Engine, args: argparse.Namespace, **kw: Any) -> None:
+    bar = _quiet_progress(args)
+    try:
+        eng.index(progress=bar, **kw)
+    finally:
+        if bar:
+            bar.close()
+
+
+def _dump(obj: Any) -> None:
+    print(json.dumps(obj, indent=2))
 
 
 def cmd_index(args: argparse.Namespace) -> int:
     with _engine(args) as eng:
         bar = ProgressBar() if not args.quiet else None
         t0 = time.perf_counter()
-        rep = eng.index(progress=bar)
-        if bar:
-            bar.close()
+        try:
+            rep = eng.index(progress=bar)
+        finally:
+            if bar:
+                bar.close()
         el = time.perf_counter() - t0
         counts = eng.meta.counts()
         summary = {"seconds": round(el, 2), **rep.__dict__, "counts": counts, "indexDir": str(eng.index_dir)}
         if args.json:
-            print(json.dumps(summary, indent=2))
+            _dump(summary)
         else:
             print(f"indexed {rep.files_indexed} files ({rep.files_unchanged} unchanged, {rep.files_deleted} removed, "
                   f"{rep.files_skipped} skipped) in {el:.1f}s: {counts['files']} files, {counts['chunks']} chunks, "
@@ -89,14 +171,15 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 def cmd_context(args: argparse.Namespace) -> int:
     with _engine(args) as eng:
-        rep = eng.index(progress=None if args.json else ProgressBar(), reembed=False)
-        if not args.json and (rep.files_indexed or rep.chunks_embedded):
-            sys.stderr.write("\n")
+        anchors = [workspace_path(a, eng.root) for a in args.anchor or []]
+        for a in anchors:  # a mistyped anchor fails before any indexing work
+            eng.normalise_anchor(a)
         draft = Path(args.draft).read_text(encoding="utf-8", errors="replace") if args.draft else None
-        ans = eng.context(args.question, anchors=args.anchor or None, draft=draft, limit=args.limit,
+        _index_quietly(eng, args, reembed=False)
+        ans = eng.context(args.question, anchors=anchors or None, draft=draft, limit=args.limit,
                           budget_tokens=args.budget_tokens, kinds=args.kind or None, trace_file=args.trace)
         if args.json:
-            print(json.dumps(ans, indent=2))
+            _dump(ans)
             return 0
         q = ans["query"]
         print(f"query shape: {q['shape']}" + (f" (prefers {', '.join(q['prefer'])})" if q["prefer"] else ""))
@@ -107,10 +190,16 @@ def cmd_context(args: argparse.Namespace) -> int:
             if r["spans"]:
                 s = r["spans"][0]
                 print(f"      L{s['startLine']}-{s['endLine']}: {s['preview'][:100]}")
-        not_ready = {b: s for b, s in ans["branchesReady"].items() if not s.startswith("ready")}
-        if not_ready:
-            for b, s in not_ready.items():
+        if not ans["results"]:
+            print("no files match")
+        for b, s in ans["branchesReady"].items():
+            if not s.startswith(("ready", "off")):
                 print(f"note: branch {b}: {s}")
+        if "packed" in ans:
+            print(f"\npacked context: {len(ans['packed'])} spans, {ans['packedTokens']} of {args.budget_tokens} tokens")
+            for p in ans["packed"]:
+                print(f"\n--- {p['path']} L{p['startLine']}-{p['endLine']}{' (whole file)' if p['whole'] else ''}")
+                print(p["text"].rstrip("\n"))
         print(f"({ans['timingsMs']['total']:.0f} ms)")
     return 0
 
@@ -119,7 +208,7 @@ def cmd_health(args: argparse.Namespace) -> int:
     with _engine(args) as eng:
         h = eng.health()
         if args.json:
-            print(json.dumps(h, indent=2))
+            _dump(h)
         else:
             print(f"workspace: {h['root']}\nindex:     {h['indexDir']}")
             c = h["counts"]
@@ -142,18 +231,34 @@ def cmd_health(args: argparse.Namespace) -> int:
 
 def cmd_symbols(args: argparse.Namespace) -> int:
     with _engine(args) as eng:
-        eng.index(reembed=False, vectors=False)
-        for s in eng.symbols(args.query, args.limit):
-            print(f"{s['name']}  {s['kind']}  {s['path']}:{s['line']}")
+        _index_quietly(eng, args, reembed=False, vectors=False)
+        found = eng.symbols(args.query, args.limit)
+        if args.json:
+            _dump(found)
+        else:
+            for s in found:
+                print(f"{s['name']}  {s['kind']}  {s['path']}:{s['line']}")
+        if not found:
+            print(f"delphi: no symbol matches {args.query!r}", file=sys.stderr)
+            return NOT_FOUND
     return 0
 
 
 def _print_related(args: argparse.Namespace, which: str) -> int:
     with _engine(args) as eng:
-        eng.index(reembed=False, vectors=False)
-        found = eng.related_tests(args.file) if which == "tests" else eng.related_code(args.file)
-        for r in found:
-            print(f"{r['path']}  ({r['why']})")
+        target = workspace_path(args.file, eng.root)
+        rel = eng.normalise_anchor(target)  # a missing file is an error naming it, before any indexing
+        _index_quietly(eng, args, reembed=False, vectors=False)
+        found = eng.related_tests(target) if which == "tests" else eng.related_code(target)
+        if args.json:
+            _dump(found)
+        else:
+            for r in found:
+                print(f"{r['path']}  ({r['why']})")
+        if not found:
+            what = "tests" if which == "tests" else "source files"
+            print(f"delphi: no related {what} found for {rel}", file=sys.stderr)
+            return NOT_FOUND
     return 0
 
 
@@ -166,6 +271,7 @@ def cmd_related_code(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    from .api import RequestError
     from .evaluation.history import HistoryError
     from .evaluation.runner import evaluate_history, render
 
@@ -178,15 +284,29 @@ def cmd_eval(args: argparse.Namespace) -> int:
                                   log=lambda m: print(m, file=sys.stderr), **_overrides(args))
     except (HistoryError, ValueError) as e:
         print(f"delphi: error: {e}", file=sys.stderr)
-        return 2
+        return USAGE
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1))
     print(json.dumps(result["summary"], indent=1) if args.json else render(result))
     return 0
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from .mcp.commands import run_mcp  # lazy: the MCP SDK is not on any other command's path
+
+    return run_mcp(args.path, _overrides(args), connect=not args.no_daemon)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .mcp.commands import run_serve
+
+    return run_serve(args.path, _overrides(args), host=args.host, port=args.port)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="delphi", description="Delphi: a local context engine for code")
+    ap = argparse.ArgumentParser(prog="delphi", description="Delphi: a local context engine for code",
+                                 epilog="FILE arguments (--anchor, related-tests, related-code) may be relative "
+                                        "to the current folder or to the workspace root.")
     sub = ap.add_subparsers(dest="cmd", required=True)
 
     def engine_options(p: argparse.ArgumentParser) -> None:
@@ -203,39 +323,57 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("index", help="index a folder (incremental)")
     common(p)
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(fn=cmd_index)
 
     p = sub.add_parser("context", help="ask a question; ranked files with reasons")
     common(p)
     p.add_argument("question")
-    p.add_argument("--anchor", action="append", help="a file you already have (repeatable)")
-    p.add_argument("--draft", help="a file holding code you think the answer looks like")
-    p.add_argument("--limit", type=int, default=10)
-    p.add_argument("--budget-tokens", type=int)
-    p.add_argument("--kind", action="append", choices=["code", "test", "doc", "config", "other"])
-    p.add_argument("--trace", help="append this query's trace (JSONL) to a file")
+    p.add_argument("--anchor", action="append", metavar="FILE",
+                   help="a file you already have (repeatable); relative to the current folder or the workspace")
+    p.add_argument("--draft", metavar="FILE", help="a file holding code you think the answer looks like")
+    p.add_argument("--limit", type=int, default=10, help="how many files (default 10)")
+    p.add_argument("--budget-tokens", type=int, metavar="N",
+                   help="also print the best spans that fit in N tokens (with --json: 'packed')")
+    p.add_argument("--kind", action="append", choices=["code", "test", "doc", "config", "other"],
+                   help="only files of this kind (repeatable)")
+    p.add_argument("--trace", metavar="FILE", help="append this query's trace (JSONL) to a file")
     p.set_defaults(fn=cmd_context)
 
     p = sub.add_parser("health", help="index health report (exit 1 on errors)")
     common(p)
     p.set_defaults(fn=cmd_health)
 
-    p = sub.add_parser("symbols", help="fuzzy workspace symbol search")
+    p = sub.add_parser("symbols", help="fuzzy workspace symbol search (exit 1 when nothing matches)")
     common(p)
     p.add_argument("query")
     p.add_argument("--limit", type=int, default=20)
     p.set_defaults(fn=cmd_symbols)
 
-    p = sub.add_parser("related-tests", help="tests that go with a source file")
+    p = sub.add_parser("related-tests", help="tests that go with a source file (exit 1 when none)")
     common(p)
     p.add_argument("file")
     p.set_defaults(fn=cmd_related_tests)
 
-    p = sub.add_parser("related-code", help="source files a test exercises")
+    p = sub.add_parser("related-code", help="source files a test exercises (exit 1 when none)")
     common(p)
     p.add_argument("file", metavar="test")
     p.set_defaults(fn=cmd_related_code)
+
+    p = sub.add_parser("mcp", help="MCP server over stdio for coding agents (forwards to a running daemon)")
+    p.add_argument("path", nargs="?", default=".", help="the workspace folder (default: the current folder)")
+    p.add_argument("--index-dir", help="where the index lives (default: the user cache dir)")
+    p.add_argument("--no-daemon", action="store_true", help="open the index here even when a daemon serves it")
+    engine_options(p)
+    p.set_defaults(fn=cmd_mcp)
+
+    p = sub.add_parser("serve", help="one warm daemon for many agents: MCP over HTTP on loopback, token required")
+    p.add_argument("path", help="the workspace folder")
+    p.add_argument("--index-dir", help="where the index lives (default: the user cache dir)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=0, help="port (default: any free port; printed, and in daemon.json)")
+    engine_options(p)
+    p.set_defaults(fn=cmd_serve)
 
     p = sub.add_parser("eval", help="score Delphi and baselines on a git repository's own merged changes")
     p.add_argument("--history", required=True, metavar="PATH", help="a git repository (only read)")
@@ -248,16 +386,39 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _user_error(e: BaseException) -> bool:
+    """A mistake in the input (a bad setting, request or path), as opposed to a bug.
+
+    The error classes live in modules this file does not import at load; if a module was never
+    imported, its error cannot have been raised."""
+    if isinstance(e, FileNotFoundError | NotADirectoryError):
+        return True
+    for module, name in (("delphi_ls.api", "RequestError"), ("delphi_ls.settings", "SettingsError")):
+        cls = getattr(sys.modules.get(module), name, None)
+        if cls is not None and isinstance(e, cls):
+            return True
+    return False
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return int(args.fn(args) or 0)
-    except (SettingsError, RequestError, FileNotFoundError) as e:
-        print(f"delphi: error: {e}", file=sys.stderr)
-        return 2
+        code = int(args.fn(args) or 0)
+        sys.stdout.flush()  # inside the try: a closed pipe shows up here, not as a traceback at exit
+        return code
+    except BrokenPipeError:
+        # `delphi health | head -1`: the reader has what it wanted. Send the rest nowhere, quietly.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141  # what a shell reports for a process ended by SIGPIPE
     except KeyboardInterrupt:
         print("\ndelphi: interrupted; the index stays consistent and the next run resumes", file=sys.stderr)
         return 130
+    except Exception as e:
+        if not _user_error(e):
+            raise
+        print(f"delphi: error: {e}", file=sys.stderr)
+        return USAGE
 
 
 if __name__ == "__main__":

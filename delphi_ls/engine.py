@@ -49,6 +49,7 @@ from .traces import write_trace
 from .workspace.kinds import file_kind
 
 INDEX_FORMAT = 3
+NO_GIT_COCHANGE = "off: not a git repository (no history to learn co-change from)"
 
 
 @dataclass
@@ -119,7 +120,7 @@ class Engine:
         stored_cc = self.meta.get_state("cochange")
         self.cochange_status = (f"ready: {stored_cc['commits']} commits up to {stored_cc['head'][:12]}, "
                                 f"{stored_cc['pairs']} file pairs (as of the last index)") if stored_cc else \
-            "not computed yet (runs with indexing)"
+            NO_GIT_COCHANGE if git_head(self.root) is None else "not computed yet (runs with indexing)"
 
     def _load_rerankers(self) -> str:
         """Fill the reranker slot from ``settings.reranker``; the returned status is what health shows."""
@@ -189,7 +190,7 @@ class Engine:
         """Recompute co-change when HEAD moved since the last time (cheap when it did not)."""
         head = git_head(self.root)
         if head is None:
-            self.cochange_status = "off: not a git repository (no history to learn co-change from)"
+            self.cochange_status = NO_GIT_COCHANGE
             return
         stored = self.meta.get_state("cochange") or {}
         if stored.get("head") != head or stored.get("version") != COCHANGE_VERSION:
@@ -274,6 +275,13 @@ class Engine:
             raise RequestError("anchors", f"{raw!r} is outside the workspace {self.root}") from None
         if str(rel) == ".":
             raise RequestError("anchors", f"{raw!r} is the workspace itself, not a file")
+        # A mistyped path must not quietly answer as if there were no anchor. An editor's unsaved
+        # buffer is not on disk but is in the index (buffers are indexed), so it counts as existing.
+        full = self.root / rel
+        if full.is_dir():
+            raise RequestError("anchors", f"{raw!r} is a folder, not a file")
+        if not full.is_file() and self.meta.file_info(rel.as_posix()) is None:
+            raise RequestError("anchors", f"{raw!r} does not exist in the workspace {self.root}")
         return rel.as_posix()
 
     def context(self, query: str, anchors: list[str] | None = None, draft: str | None = None, limit: int = 20,
@@ -382,6 +390,8 @@ class Engine:
                 lists[b.name] = b.search(q, ctx)
                 if b.name == "vector":
                     ready[b.name] = vec_status
+                elif b.name == "cochange" and not self.cochange_status.startswith("ready"):
+                    ready[b.name] = self.cochange_status  # off outside git, or not computed: not "ready"
                 elif partial:
                     ready[b.name] = f"partial: indexing in progress ({len(ctx.files)} files so far)"
                 else:

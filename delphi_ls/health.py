@@ -62,7 +62,15 @@ def report(engine: Engine, check_staleness: bool = True) -> dict[str, Any]:
     if not vec_ok and engine.settings.vectors and not vec_status.startswith("not ready: no vectors yet"):
         problems.append({"severity": "error", "code": "vector_branch", "message": "vector branch " + vec_status})
     if not lexical_ready:
-        problems.append({"severity": "warning", "code": "not_indexed", "message": "the workspace has not been indexed yet"})
+        # Files in the manifest but no finished run: a run is under way, or one was stopped (Ctrl-C).
+        if counts["files"] and engine.indexing is not None:
+            msg = f"indexing in progress: {counts['files']} files indexed so far"
+        elif counts["files"]:
+            msg = (f"indexing was interrupted: {counts['files']} files indexed so far; "
+                   "run `delphi index` to finish")
+        else:
+            msg = "the workspace has not been indexed yet"
+        problems.append({"severity": "warning", "code": "not_indexed", "message": msg})
     if engine.settings.reranker == "off":
         problems.append({"severity": "info", "code": "reranker_off", "message": "reranker " + engine.reranker_status})
     if engine.cochange_status.startswith("error"):

@@ -32,8 +32,10 @@ def test_anchor_forms_inside_the_workspace(engine: Engine, workspace: Path):
     for a in ("shipyard/retry.py", str(workspace / "shipyard/retry.py"), (workspace / "shipyard/retry.py").as_uri(),
               "./shipyard/../shipyard/retry.py"):
         assert engine.normalise_anchor(a) == "shipyard/retry.py"
-    # An anchor the index does not know (new, unsaved) is allowed, just not ranked by itself.
-    assert engine.context("retry", anchors=["shipyard/new_file.py"])["results"]
+    # A path that is neither on disk nor in the index (an editor's open buffers are) is a mistake, named
+    # (issue 13: a typo used to answer as if there were no anchor).
+    with pytest.raises(RequestError, match="new_file.py.*does not exist"):
+        engine.context("retry", anchors=["shipyard/new_file.py"])
 
 
 def test_bad_files_are_reported_and_the_rest_is_usable(engine: Engine):
