@@ -4,7 +4,7 @@ import {
   ContextAnswer, HealthSummary, initializationOptions, packedMarkdown, quickPickItems, ServerSettingKey, serverCommand,
   startFailureMessage, statusText,
 } from "./logic";
-import { MCP_PROVIDER_ID, mcpServerSpecs, settingsEnv } from "./mcp";
+import { frontOptions, MCP_PROVIDER_ID, mcpServerSpecs, settingsEnv } from "./mcp";
 import {
   CONTEXT_TOOL, invocationMessage, RELATED_TESTS_TOOL, runContextTool, runRelatedTestsTool, Send, ToolError, toolFailure,
 } from "./tools";
@@ -39,7 +39,7 @@ async function startClient(context: vscode.ExtensionContext): Promise<void> {
   const serverOptions: ServerOptions = { command, args, transport: TransportKind.stdio };
   const clientOptions: LanguageClientOptions = {
     documentSelector: [{ scheme: "file" }],
-    initializationOptions: initializationOptions(cfg),
+    initializationOptions: { ...initializationOptions(cfg), ...frontOptions(cfg) },
     synchronize: { fileEvents: vscode.workspace.createFileSystemWatcher("**/*") },
   };
   const c = new LanguageClient("delphi", "Delphi", serverOptions, clientOptions);
@@ -68,6 +68,11 @@ async function startClient(context: vscode.ExtensionContext): Promise<void> {
 async function offerFix(msg: string): Promise<void> {
   const pick = await vscode.window.showErrorMessage(msg, "Open settings", "Restart");
   if (pick === "Open settings") await vscode.commands.executeCommand("workbench.action.openSettings", "delphi.server");
+  if (pick === "Restart") await vscode.commands.executeCommand("delphi.restart");
+}
+
+async function offerRestart(why: string): Promise<void> {
+  const pick = await vscode.window.showInformationMessage(`Delphi: ${why}; restart the language server to apply it.`, "Restart");
   if (pick === "Restart") await vscode.commands.executeCommand("delphi.restart");
 }
 
@@ -171,7 +176,11 @@ function mcpProvider(context: vscode.ExtensionContext): void {
         });
       },
     }),
-    vscode.workspace.onDidChangeConfiguration((e) => { if (e.affectsConfiguration("delphi")) changed.fire(); }),
+    vscode.workspace.onDidChangeConfiguration((e) => {
+      if (e.affectsConfiguration("delphi")) changed.fire();
+      // The language server's loopback MCP daemon starts with the server; switching it needs a restart.
+      if (e.affectsConfiguration("delphi.mcpServer.enabled")) void offerRestart("the MCP server setting changed");
+    }),
     vscode.workspace.onDidChangeWorkspaceFolders(() => changed.fire()),
   );
 }

@@ -16,6 +16,15 @@ export interface McpStdioSpec {
 }
 
 /**
+ * Options for the language server's front (not engine settings): with the MCP server on, the language server also
+ * serves MCP over loopback HTTP (a bearer token beside the index), and `delphi mcp <folder>` forwards to it instead
+ * of opening the index a second time, so agents get the editor's warm index.
+ */
+export function frontOptions(cfg: ConfigReader): Record<string, unknown> {
+  return cfg.get<boolean>("mcpServer.enabled") === false ? {} : { mcpHttp: true };
+}
+
+/**
  * The settings the user set in VS Code, as the DELPHI_* variables delphi_ls/settings.py reads, so the MCP server
  * opens the same index with the same models as the language server. A value the variable cannot carry (a list
  * item holding a comma) is left out and named in `problems`, never passed mangled.
