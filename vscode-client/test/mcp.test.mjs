@@ -1,0 +1,44 @@
+// The MCP server definitions the extension hands VS Code, under plain Node.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { createRequire } from "node:module";
+
+const require = createRequire(import.meta.url);
+const mcp = require("../out/mcp.js");
+
+function reader(values) {
+  return { get: (k) => values[k], isSet: (k) => Object.prototype.hasOwnProperty.call(values, k) && !k.includes(".") };
+}
+
+test("one stdio definition per local folder: <pythonPath> -m delphi_ls.cli mcp <folder>", () => {
+  const folders = [
+    { name: "api", fsPath: "/src/api", scheme: "file" },
+    { name: "web", fsPath: "/src/web", scheme: "file" },
+    { name: "remote", fsPath: "/r", scheme: "vscode-vfs" },
+  ];
+  const specs = mcp.mcpServerSpecs(folders, reader({ "server.pythonPath": "/d/.venv/bin/python", indexDir: "/idx" }), "0.1.0");
+  assert.deepEqual(specs.map((s) => s.label), ["Delphi (api)", "Delphi (web)"]);
+  assert.deepEqual(specs[0], { label: "Delphi (api)", command: "/d/.venv/bin/python",
+    args: ["-m", "delphi_ls.cli", "mcp", "/src/api"], cwd: "/src/api", env: { DELPHI_INDEX_DIR: "/idx" }, version: "0.1.0" });
+  const one = mcp.mcpServerSpecs([folders[0]], reader({}), "0.1.0");
+  assert.equal(one[0].label, "Delphi");
+  assert.equal(one[0].command, "python3");
+  assert.deepEqual(one[0].env, {});
+  assert.deepEqual(mcp.mcpServerSpecs([], reader({}), "0.1.0"), []);
+});
+
+test("settings travel as DELPHI_* variables; what a variable cannot carry is named", () => {
+  const { env, problems } = mcp.settingsEnv(reader({ rrfK: 20, vectors: false, extraIgnores: ["a/", "b/"],
+    branchWeights: { vector: 0 }, embedder: "minilm-l6-int8", chromaUrl: null }));
+  assert.deepEqual(env, { DELPHI_RRF_K: "20", DELPHI_VECTORS: "false", DELPHI_EXTRA_IGNORES: "a/,b/",
+    DELPHI_BRANCH_WEIGHTS: "vector=0", DELPHI_EMBEDDER: "minilm-l6-int8" });
+  assert.deepEqual(problems, []);
+  const bad = mcp.settingsEnv(reader({ extraIgnores: ["{a,b}/"] }));
+  assert.deepEqual(bad.env, {});
+  assert.match(bad.problems[0], /delphi\.extraIgnores: "\{a,b\}\/" cannot be passed/);
+});
+
+test("the language server serves MCP on loopback unless the MCP server is turned off", () => {
+  assert.deepEqual(mcp.frontOptions(reader({})), { mcpHttp: true });
+  assert.deepEqual(mcp.frontOptions({ get: (k) => (k === "mcpServer.enabled" ? false : undefined), isSet: () => true }), {});
+});
