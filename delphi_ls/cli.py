@@ -135,9 +135,15 @@ def _quiet_progress(args: argparse.Namespace) -> ProgressBar | None:
 
 
 def _index_quietly(eng: Engine, args: argparse.Namespace, **kw: Any) -> None:
+    """Catch up with changed files first; while another process indexes this workspace, answer from
+    the committed index instead (and say who is writing) rather than wait or fail."""
+    from .engine import IndexBusy
+
     bar = _quiet_progress(args)
     try:
-        eng.index(progress=bar, **kw)
+        eng.index(progress=bar, wait=False, **kw)
+    except IndexBusy as busy:
+        print(f"delphi: {busy}; answering from the committed index", file=sys.stderr)
     finally:
         if bar:
             bar.close()
@@ -151,8 +157,12 @@ def cmd_index(args: argparse.Namespace) -> int:
     with _engine(args) as eng:
         bar = ProgressBar() if not args.quiet else None
         t0 = time.perf_counter()
+        def waiting(holder: Any) -> None:
+            what = holder.describe() if holder else "another Delphi process is indexing this workspace"
+            print(f"delphi: {what}; waiting...", file=sys.stderr, flush=True)
+
         try:
-            rep = eng.index(progress=bar)
+            rep = eng.index(progress=bar, rebuild=args.rebuild, on_wait=waiting)
         finally:
             if bar:
                 bar.close()
@@ -324,6 +334,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("index", help="index a folder (incremental)")
     common(p)
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument("--rebuild", action="store_true",
+                   help="rebuild every store from the workspace and the embedding cache (nothing is re-embedded)")
     p.set_defaults(fn=cmd_index)
 
     p = sub.add_parser("context", help="ask a question; ranked files with reasons")

@@ -9,10 +9,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,8 +45,9 @@ from .retrieval.rerank import learned_rerank, rerank
 from .retrieval.router import SEED_ANCHOR_WEIGHT, SEED_TOP, SEED_TOP_WEIGHT, weights_for
 from .settings import RERANKERS, Settings
 from .stores.lexical import LexicalStore
-from .stores.meta import MetaStore
+from .stores.meta import MetaStore, is_corruption
 from .stores.vectors import VectorStore
+from .stores.writer_lock import Holder, IndexBusy, WriterLock  # noqa: F401  (IndexBusy: for callers of index())
 from .traces import write_trace
 from .workspace.kinds import file_kind
 
@@ -82,22 +85,31 @@ class Engine:
         self._index_lock = threading.Lock()  # one indexing run at a time; queries do not wait for it
         self._stop = threading.Event()
         self.indexing: dict[str, Any] | None = None  # phase, done, total while a run is under way
-        self.meta = MetaStore(self.index_dir / "meta.sqlite")
+        # One writer per index folder across processes; readers never take it (module docstring).
+        self.writer = WriterLock(self.index_dir)
+        self.problems: dict[str, str] = {}
+        self.branch_errors: dict[str, str] = {}  # branch -> its last failure, until it answers again
+        self._reset_vectors = False  # the manifest was replaced: vectors in a server collection are stale
+        self.meta = self._open_meta()
         fmt = self.meta.get_state("format")
         self.rebuilt_from_format: int | None = None
         if fmt not in (None, INDEX_FORMAT):
             # An index written by another Delphi version cannot be trusted field by field: start over.
-            self.meta.close()
-            for name in ("meta.sqlite", "meta.sqlite-wal", "meta.sqlite-shm"):
-                (self.index_dir / name).unlink(missing_ok=True)
-            shutil.rmtree(self.index_dir / "whoosh", ignore_errors=True)
-            shutil.rmtree(self.index_dir / "chroma", ignore_errors=True)
-            self.meta = MetaStore(self.index_dir / "meta.sqlite")
+            self.writer.acquire(wait=True)
+            try:
+                self.meta.close()
+                for name in ("meta.sqlite", "meta.sqlite-wal", "meta.sqlite-shm"):
+                    (self.index_dir / name).unlink(missing_ok=True)
+                shutil.rmtree(self.index_dir / "whoosh", ignore_errors=True)
+                shutil.rmtree(self.index_dir / "chroma", ignore_errors=True)
+                self.meta = MetaStore(self.index_dir / "meta.sqlite")
+            finally:
+                self.writer.release()
             self.rebuilt_from_format = fmt
-        self.meta.set_state("format", INDEX_FORMAT)
-        self.meta.set_state("root", str(self.root))
+        self.meta.ensure_state("format", INDEX_FORMAT)
+        self.meta.ensure_state("root", str(self.root))
+        self._generation = self.meta.get_state("generation", 0)
         self.lexical = LexicalStore(self.index_dir / "whoosh")
-        self.problems: dict[str, str] = {}
         self.embedder: Embedder | None = None
         self.vectors: VectorStore | None = None
         self._probe: dict[str, Any] | None = None
@@ -110,6 +122,7 @@ class Engine:
                 self.vectors = VectorStore(self.index_dir / "chroma", self._collection_name(), self.settings.chroma_url)
             except Exception as e:
                 self.problems["vector_store"] = f"Chroma unavailable ({self.settings.chroma_url or 'embedded'}): {e}"
+        self.check_stores()
         self.ltr: LearnedRanker | None = None
         self.reranker: CrossEncoder | None = None
         self.reranker_status = self._load_rerankers()
@@ -149,6 +162,130 @@ class Engine:
             return "error: " + "; ".join(p.removeprefix("error: ") for p in parts)
         return "ready: " + "; ".join(parts)
 
+    # ------------------------------------------------------------------ store damage and repair
+    def _checked_meta(self, path: Path) -> MetaStore:
+        meta = MetaStore(path)
+        try:
+            meta.check()
+        except BaseException:
+            meta.close()
+            raise
+        return meta
+
+    def _open_meta(self) -> MetaStore:
+        """Open the manifest; a damaged one (truncated, overwritten) is moved aside and a new one started.
+
+        The manifest is the only store that cannot be derived from the others; what it held is rebuilt
+        from the workspace by the next index (its embedding cache is lost with it: health says so).
+        """
+        path = self.index_dir / "meta.sqlite"
+        try:
+            return self._checked_meta(path)
+        except sqlite3.DatabaseError as e:
+            if not is_corruption(e):
+                raise
+            first = e
+        # Only a writer may replace it, and another process may be doing just that right now.
+        self.writer.acquire(wait=True)
+        try:
+            try:
+                return self._checked_meta(path)  # repaired by another process meanwhile
+            except sqlite3.DatabaseError as e:
+                if not is_corruption(e):
+                    raise
+            aside = path.with_name(f"meta.sqlite.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
+            for suffix in ("", "-wal", "-shm"):
+                src = path.with_name(path.name + suffix)
+                if src.exists():
+                    src.replace(aside.with_name(aside.name + suffix))
+            # Whoosh and Chroma describe the lost manifest's chunks: derived, so emptied and rebuilt.
+            shutil.rmtree(self.index_dir / "whoosh", ignore_errors=True)
+            shutil.rmtree(self.index_dir / "chroma", ignore_errors=True)
+            self._reset_vectors = bool(self.settings.chroma_url)
+            meta = MetaStore(path)
+            meta.set_state("recovered", {"at": time.time(), "movedTo": str(aside),
+                                         "error": f"{type(first).__name__}: {first}"})
+            return meta
+        finally:
+            self.writer.release()
+
+    def check_stores(self) -> dict[str, str]:
+        """Cheap checks of the derived stores against the manifest (at open, in health, before each
+        index); damage goes into ``problems`` (errors in health) and is repaired by the next index."""
+        counts = self.meta.counts()
+        lex = self.lexical.check()
+        if lex is None and counts["files"] and self.lexical.doc_count() == 0:
+            lex = (f"it {'was missing' if self.lexical.created else 'is empty'} but the manifest lists "
+                   f"{counts['files']} indexed files")
+        if lex:
+            self.problems["lexical_store"] = (f"lexical index (Whoosh, {self.lexical.folder}) is damaged: {lex}; "
+                                              "BM25 finds nothing until `delphi index` rebuilds it from the manifest")
+        else:
+            self.problems.pop("lexical_store", None)
+        if self.vectors is not None:
+            vec = self.vectors.check(counts["vectors"])
+            if vec:
+                self.problems["vector_store_damaged"] = (
+                    f"vector store (Chroma, {self.vectors.where}) is damaged: {vec}; "
+                    "`delphi index` refills it from the embedding cache")
+            else:
+                self.problems.pop("vector_store_damaged", None)
+        return {k: v for k, v in self.problems.items() if k in ("lexical_store", "vector_store_damaged", "vector_store")}
+
+    def _repair(self, indexer: Indexer, rebuild: bool, vectors: bool) -> list[str]:
+        """Rebuild what is derived, under the writer lock: everything on request (``rebuild``), else only
+        the stores found damaged. Nothing is re-embedded that the embedding cache holds."""
+        done: list[str] = []
+        if rebuild:
+            self.meta.clear_index()
+            self.lexical.wipe()
+            self.problems.pop("lexical_store", None)
+            done.append("manifest and lexical index emptied (rebuild requested)")
+        else:
+            damage = self.check_stores()
+            if "lexical_store" in damage:
+                self.lexical.wipe()
+                n = indexer.rebuild_lexical()
+                self.problems.pop("lexical_store", None)
+                done.append(f"lexical index rebuilt from the manifest ({n} documents)")
+        broken_vectors = rebuild or self._reset_vectors or "vector_store_damaged" in self.problems
+        if "vector_store" in self.problems and self.settings.vectors and vectors:
+            # It failed to open: local files are derived, so start them over; a server may be back.
+            if not self.settings.chroma_url:
+                shutil.rmtree(self.index_dir / "chroma", ignore_errors=True)
+            try:
+                self.vectors = VectorStore(self.index_dir / "chroma", self._collection_name(), self.settings.chroma_url)
+                self.problems.pop("vector_store", None)
+                broken_vectors = True
+                done.append("vector store re-created")
+            except Exception as e:
+                self.problems["vector_store"] = f"Chroma unavailable ({self.settings.chroma_url or 'embedded'}): {e}"
+        if broken_vectors and self.vectors is not None:
+            self.vectors.wipe()
+            self.meta.reset_embedded()
+            self._reset_vectors = False
+            self.problems.pop("vector_store_damaged", None)
+            self._probe = None
+            done.append("vector store emptied; refilled from the embedding cache")
+        return done
+
+    def _reopen_vectors_if_written_elsewhere(self) -> None:
+        """Embedded Chroma keeps its index in memory; after another process wrote, reopen before writing
+        so this one does not write back its older picture."""
+        gen = self.meta.get_state("generation", 0)
+        if gen != self._generation and self.vectors is not None and not self.settings.chroma_url:
+            self.vectors.close()
+            try:
+                self.vectors = VectorStore(self.index_dir / "chroma", self._collection_name(), None)
+            except Exception as e:
+                self.vectors = None
+                self.problems["vector_store"] = f"Chroma unavailable (embedded): {e}"
+        self._generation = gen
+
+    def writer_holder(self) -> Holder | None:
+        """Another process (or engine) writing this index now, or None."""
+        return self.writer.holder()
+
     def _collection_name(self) -> str:
         name = re.sub(r"[^A-Za-z0-9._-]", "_", self.root.name)[:40].strip("._-") or "root"
         return f"delphi_{name}"
@@ -159,13 +296,20 @@ class Engine:
         return Indexer(self.root, self.settings, self.meta, self.lexical, usable, self.embedder)
 
     def index(self, progress: Progress | None = None, vectors: bool = True, reembed: bool = True,
-              only: list[str] | None = None, buffers: dict[str, str] | None = None) -> IndexReport:
+              only: list[str] | None = None, buffers: dict[str, str] | None = None, wait: bool = True,
+              on_wait: Callable[[Holder | None], None] | None = None, rebuild: bool = False) -> IndexReport:
         """Bring the index up to date with the folder; only changed files are redone.
 
-        Queries keep being answered while this runs, from what is committed so far.
+        Queries keep being answered while this runs, from what is committed so far. One process writes
+        an index at a time: when another one is, ``wait=True`` calls ``on_wait(holder)`` and waits for it
+        (``stop_indexing()`` ends the wait), ``wait=False`` raises :class:`IndexBusy` naming the holder.
+        Damaged derived stores are rebuilt first; ``rebuild=True`` rebuilds all of them from the
+        workspace and the embedding cache.
         """
         with self._index_lock:
             self._stop.clear()
+            if not self.writer.acquire(wait=wait, on_wait=on_wait, should_stop=self._stop.is_set):
+                return IndexReport(errors=["stopped while waiting for another Delphi process to finish indexing"])
 
             def track(phase: str, done: int, total: int, chunks: int) -> None:
                 self.indexing = {"phase": phase, "done": done, "total": total, "chunks": chunks}
@@ -173,18 +317,31 @@ class Engine:
                     progress(phase, done, total, chunks)
 
             try:
+                self._reopen_vectors_if_written_elsewhere()
                 indexer = self._indexer()
+                repaired = self._repair(indexer, rebuild, vectors)
+                if repaired:
+                    self.invalidate()
+                    indexer = self._indexer()
                 rep = indexer.index_lexical(track, only=only, buffers=buffers, should_stop=self._stop.is_set,
                                             on_batch=self.invalidate)
+                rep.repaired = repaired
                 self.invalidate()
                 self.refresh_cochange()
                 if vectors and self.vectors is not None and self.embedder is not None:
                     if reembed or self.model_matches():
                         indexer.index_vectors(track, rep, should_stop=self._stop.is_set)
                         self._probe = None
+                if self.meta.get_state("recovered") is not None and not rep.errors and only is None:
+                    self.meta.set_state("recovered_rebuilt", True)
                 return rep
             finally:
                 self.indexing = None
+                try:
+                    self._generation = self.meta.get_state("generation", 0) + 1
+                    self.meta.set_state("generation", self._generation)
+                finally:
+                    self.writer.release()
 
     def refresh_cochange(self) -> None:
         """Recompute co-change when HEAD moved since the last time (cheap when it did not)."""
@@ -239,7 +396,7 @@ class Engine:
     def vector_status(self, counts: dict[str, int] | None = None) -> tuple[bool, str]:
         if not self.settings.vectors:
             return False, "off: vectors disabled by settings (vectors = false)"
-        for key in ("embedder", "vector_store"):
+        for key in ("embedder", "vector_store", "vector_store_damaged"):
             if key in self.problems:
                 return False, "disabled: " + self.problems[key]
         if not self.model_matches():
@@ -341,13 +498,14 @@ class Engine:
     def _retrieve(self, query: str, anchor_paths: list[str], draft: str | None) -> Retrieval:
         """Branches (two stages) and fusion: everything before the rerankers."""
         q = analyse(query)
+        indexing = self.indexing  # one read: the indexing thread sets it to None when it ends
         counts = self.meta.counts()
         ready_vec, vec_status = self.vector_status(counts)
         ctx = SearchContext(self.settings, self.meta, self.lexical, self.vectors if ready_vec else None,
                             self.embedder if ready_vec else None, self.view(), anchor_paths, draft)
         r = Retrieval(q, ctx, weights_for(q, self.settings), counts, vec_status, ready_vec,
                       lexical_ready=self.is_indexed() or bool(ctx.files),
-                      partial=not self.is_indexed() or (self.indexing is not None and self.indexing["phase"] == "lexical"))
+                      partial=not self.is_indexed() or (indexing is not None and indexing["phase"] == "lexical"))
         stage1 = [b for b in self.branches if getattr(b, "stage", 1) == 1]
         stage2 = [b for b in self.branches if getattr(b, "stage", 1) == 2]
         self._run_branches(stage1, r)
@@ -396,9 +554,18 @@ class Engine:
                     ready[b.name] = f"partial: indexing in progress ({len(ctx.files)} files so far)"
                 else:
                     ready[b.name] = "ready"
-            except Exception as e:  # one failing branch must not sink the answer; it shows
+            except Exception as e:  # one failing branch must not sink the answer; it shows, here and in health
                 lists[b.name] = []
                 ready[b.name] = f"error: {type(e).__name__}: {e}"
+                self.branch_errors[b.name] = f"{type(e).__name__}: {e}"
+                if b.name == "bm25" and "lexical_store" not in self.problems:
+                    lex = self.lexical.check()  # a damaged segment shows first as a failing search
+                    if lex:
+                        self.problems["lexical_store"] = (
+                            f"lexical index (Whoosh, {self.lexical.folder}) is damaged: {lex}; "
+                            "BM25 finds nothing until `delphi index` rebuilds it from the manifest")
+            else:
+                self.branch_errors.pop(b.name, None)
             timings[b.name] = round((time.perf_counter() - t0) * 1000, 2)
 
     def _passage(self, f: Fused) -> str:
@@ -462,19 +629,36 @@ class Engine:
     # ------------------------------------------------------------------ health
     def health_summary(self, vec_status: str, counts: dict[str, int]) -> dict[str, Any]:
         """The short health block every answer carries, from figures the query already has."""
-        return {"ok": not self.problems and vec_status.startswith(("ready", "off")),
-                "vector": vec_status, "reranker": self.reranker_status,
-                "files": counts["files"], "chunks": counts["chunks"], "vectors": counts["vectors"]}
+        out: dict[str, Any] = {"ok": not self.problems and vec_status.startswith(("ready", "off")),
+                               "vector": vec_status, "reranker": self.reranker_status,
+                               "files": counts["files"], "chunks": counts["chunks"], "vectors": counts["vectors"]}
+        if self.problems:
+            out["problems"] = sorted(self.problems.values())
+        holder = self.writer_holder()
+        if holder is not None:
+            out["writer"] = holder.as_dict()  # answers come from the committed index meanwhile
+        return out
 
     def health(self, check_staleness: bool = True) -> dict[str, Any]:
         with self._lock:
             self._probe = None  # a health request always re-probes
+            self.check_stores()
             return health_mod.report(self, check_staleness)
 
     def close(self) -> None:
-        with self._lock:
-            self.lexical.close()
-            self.meta.close()
+        # A run in another thread stops at its next batch; closing under it would fail its writes.
+        self.stop_indexing()
+        got = self._index_lock.acquire(timeout=120)
+        try:
+            with self._lock:
+                self.lexical.close()
+                if self.vectors is not None:
+                    self.vectors.close()
+                self.meta.close()
+                self.writer.release()
+        finally:
+            if got:
+                self._index_lock.release()
 
     def __enter__(self) -> Engine:
         return self

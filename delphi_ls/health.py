@@ -71,6 +71,24 @@ def report(engine: Engine, check_staleness: bool = True) -> dict[str, Any]:
         else:
             msg = "the workspace has not been indexed yet"
         problems.append({"severity": "warning", "code": "not_indexed", "message": msg})
+    recovered = engine.meta.get_state("recovered")
+    if recovered:
+        rebuilt = bool(engine.meta.get_state("recovered_rebuilt")) and lexical_ready
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(recovered["at"]))
+        problems.append({
+            "severity": "info" if rebuilt else "error", "code": "manifest_recovered",
+            "message": (f"the manifest (meta.sqlite) was damaged ({recovered['error']}) and was moved aside to "
+                        f"{recovered['movedTo']} on {when}; "
+                        + ("the index was rebuilt from the workspace since" if rebuilt else
+                           "run `delphi index` to rebuild it from the workspace (its embedding cache was lost "
+                           "with it, so every chunk is embedded again)"))})
+    for branch, err in sorted(engine.branch_errors.items()):
+        problems.append({"severity": "error", "code": "branch_error",
+                         "message": f"branch {branch} failed on the last query: {err}"})
+    holder = engine.writer_holder()
+    if holder is not None:
+        problems.append({"severity": "info", "code": "writer_busy",
+                         "message": holder.describe() + "; answers come from the committed index meanwhile"})
     if engine.settings.reranker == "off":
         problems.append({"severity": "info", "code": "reranker_off", "message": "reranker " + engine.reranker_status})
     if engine.cochange_status.startswith("error"):
@@ -85,8 +103,9 @@ def report(engine: Engine, check_staleness: bool = True) -> dict[str, Any]:
                          "message": f"index is stale: {stale['changed']} changed, {stale['new']} new, "
                                     f"{stale['deleted']} deleted files since the last index"})
     indexed_at = engine.meta.get_state("indexed_at")
+    lex_damage = engine.problems.get("lexical_store")
     branches = {
-        "bm25": "ready" if lexical_ready else "not ready",
+        "bm25": ("error: " + lex_damage) if lex_damage else "ready" if lexical_ready else "not ready",
         "symbol": "ready" if lexical_ready else "not ready",
         "path": "ready" if lexical_ready else "not ready",
         "trigram": "ready" if lexical_ready else "not ready",
@@ -116,5 +135,6 @@ def report(engine: Engine, check_staleness: bool = True) -> dict[str, Any]:
         "indexAgeSeconds": round(time.time() - indexed_at, 1) if indexed_at else None,
         "staleness": stale,
         "grammars": grammars,
+        "writer": holder.as_dict() if holder else None,
         "problems": problems,
     }

@@ -22,7 +22,15 @@ from ..stores.lexical import LexicalStore
 from ..stores.meta import ChunkRow, MetaStore
 from ..stores.vectors import VectorStore
 from ..workspace.kinds import file_kind
-from ..workspace.scan import FileEntry, content_skip_reason, decode, scan
+from ..workspace.scan import (
+    FileEntry,
+    SkipFile,
+    content_skip_reason,
+    decode,
+    read_no_follow,
+    scan,
+    skip_reason,
+)
 from .chunker import chunk_file
 
 Progress = Callable[[str, int, int, int], None]  # phase, done, total, chunks so far
@@ -48,6 +56,10 @@ class IndexReport:
     seconds_vectors: float = 0.0
     reembedded_all: bool = False
     errors: list[str] = field(default_factory=list)
+    # Editor buffers not indexed, with the reason (ignored by the rules, too large, ...). Kept in
+    # memory only: the path of an ignored file is not written to the index either.
+    buffers_dropped: dict[str, str] = field(default_factory=dict)
+    repaired: list[str] = field(default_factory=list)  # stores rebuilt before this run, in words
 
 
 def chunk_id(path: str, ord_: int, content_hash: str) -> str:
@@ -76,7 +88,7 @@ class Indexer:
         """``buffers``: unsaved editor text by path, indexed instead of the disk's bytes."""
         t0 = time.perf_counter()
         rep = IndexReport()
-        buffers = buffers or {}
+        buffers, rep.buffers_dropped = self._admit_buffers(buffers or {})
         result = scan(self.root, self.settings.max_file_bytes, self.settings.extra_ignores)
         current = {f.path: f for f in result.files}
         for path in buffers:
@@ -123,9 +135,12 @@ class Indexer:
             for entry in batch:
                 try:
                     if entry.path in buffers:
-                        data = buffers[entry.path].encode("utf-8")
+                        data = buffers[entry.path]
                     else:
-                        data = (self.root / entry.path).read_bytes()
+                        data = read_no_follow(self.root, entry.path, self.settings.max_file_bytes)
+                except SkipFile as e:
+                    skipped[entry.path] = e.reason
+                    continue
                 except FileNotFoundError:
                     skipped[entry.path] = "vanished during indexing"
                     continue
@@ -163,8 +178,9 @@ class Indexer:
         if only is None and not rep.errors:
             self.meta.set_skipped(skipped)
         else:
+            # A partial run (some files, or a full run stopped early) adds what it saw, replacing nothing.
             for p, r in skipped.items():
-                if p in only:
+                if only is None or p in only:
                     self.meta.add_skipped(p, r)
         rep.files_skipped = len(skipped)
         self.lexical.refresh()
@@ -175,6 +191,53 @@ class Indexer:
         self.meta.set_state("indexed_at", time.time())
         rep.seconds_lexical = time.perf_counter() - t0
         return rep
+
+    def _admit_buffers(self, buffers: dict[str, str]) -> tuple[dict[str, bytes], dict[str, str]]:
+        """The buffers that may be indexed, as UTF-8 bytes, and the others with the reason.
+
+        A buffer is indexed only when the file it stands for would be (:func:`skip_reason`): an editor
+        opens ignored secrets (``.env``), lockfiles and files outside the workspace too, and nothing of
+        those may reach the index. Text that cannot be encoded (a lone surrogate is legal JSON) keeps
+        its bytes as surrogate escapes and is decoded with replacement characters like any bad file.
+        """
+        ok: dict[str, bytes] = {}
+        dropped: dict[str, str] = {}
+        for path, text in buffers.items():
+            if not isinstance(text, str):
+                dropped[str(path)] = "buffer is not text"
+                continue
+            try:
+                data = text.encode("utf-8")
+            except UnicodeEncodeError:
+                data = text.encode("utf-8", "surrogatepass")
+            reason = skip_reason(self.root, path, self.settings, size=len(data))
+            if reason:
+                dropped[path if isinstance(path, str) else repr(path)] = reason
+                continue
+            ok[path] = data
+        return ok, dropped
+
+    def rebuild_lexical(self, progress: Progress | None = None) -> int:
+        """Refill an emptied lexical store from the manifest's chunk texts (no file is re-read or
+        re-parsed): the manifest is the source of truth, Whoosh is derived. Returns documents written."""
+        writer = self.lexical.writer()
+        n = 0
+        try:
+            for rows in self.meta.iter_chunks():
+                for r in rows:
+                    LexicalStore.add_chunk(writer, r.id, r.path, r.kind, r.text, r.symbols)
+                n += len(rows)
+                if progress:
+                    progress("lexical", n, n, n)
+            for path, kind in self.meta.empty_files():
+                LexicalStore.add_chunk(writer, chunk_id(path, 0, "empty"), path, kind, "", [])
+                n += 1
+            writer.commit()
+        except BaseException:
+            writer.cancel()
+            raise
+        self.lexical.refresh()
+        return n
 
     def _write_lexical(self, prepared: list) -> list[tuple[list[ChunkRow], list[tuple[str, str, int, int, str]], str, list[str]]]:
         out = []

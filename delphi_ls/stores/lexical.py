@@ -6,6 +6,7 @@ they tripled indexing time (pure-Python postings), measured on psf/black.
 
 from __future__ import annotations
 
+import shutil
 import threading
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from whoosh import index as windex
 from whoosh import query, scoring
 from whoosh.analysis import Token, Tokenizer
 from whoosh.fields import ID, TEXT, Schema
+from whoosh.filedb.filestore import RamStorage
 
 from ..indexing.tokens import code_tokens
 
@@ -50,15 +52,59 @@ def schema() -> Schema:
 
 
 class LexicalStore:
+    """``error`` is set when the folder could not be opened (then an empty in-memory index answers,
+    and health says why) and ``created`` when no index was there, so the engine can tell a first
+    run from a lost index (the manifest says files are indexed)."""
+
     def __init__(self, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         self.folder = folder
         self._lock = threading.RLock()
-        if windex.exists_in(str(folder)):
-            self.ix = windex.open_dir(str(folder))
-        else:
-            self.ix = windex.create_in(str(folder), schema())
         self._searcher = None
+        self.error: str | None = None
+        self.created = False
+        try:
+            if windex.exists_in(str(folder)):
+                self.ix = windex.open_dir(str(folder))
+            else:
+                leftovers = [p.name for p in folder.iterdir() if p.suffix == ".seg"]
+                if leftovers:
+                    # Segments without a table of contents: the TOC was lost. Creating an index here
+                    # would hide that; answer from an empty one and say so until a rebuild.
+                    raise OSError(f"no table of contents (*.toc) beside {len(leftovers)} segment file(s)")
+                self.ix = windex.create_in(str(folder), schema())
+                self.created = True
+        except Exception as e:  # any failure to open is reported, never a traceback for every command
+            self.error = f"{type(e).__name__}: {e}"
+            self.ix = RamStorage().create_index(schema())
+
+    def check(self) -> str | None:
+        """Cheap proof that the committed index reads: open a searcher (it opens every segment, which
+        finds truncated ones) and read one stored document. The problem in words, or None."""
+        if self.error:
+            return self.error
+        try:
+            with self._lock:
+                self._searcher = None
+                s = self.searcher()
+                if s.doc_count():
+                    next(iter(s.reader().all_stored_fields()), None)
+        except Exception as e:
+            return f"{type(e).__name__}: {e}"
+        return None
+
+    def wipe(self) -> None:
+        """Delete the folder's index and start an empty one (the caller refills it from the manifest)."""
+        with self._lock:
+            try:
+                self.close()
+            except Exception:
+                pass  # a broken index may fail to close; it is being deleted anyway
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self.ix = windex.create_in(str(self.folder), schema())
+            self.error = None
+            self.created = True
 
     def writer(self):
         return self.ix.writer(limitmb=256)

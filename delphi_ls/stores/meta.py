@@ -9,6 +9,7 @@ redoes exactly those.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator
@@ -76,14 +77,47 @@ def _chunk(r: tuple) -> ChunkRow:
     return ChunkRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], r[7], r[8])
 
 
+# SQLITE_CORRUPT and SQLITE_NOTADB: the file is damaged or not a database at all. Anything else
+# (locked, read-only, disk full) is not corruption and must not make us move the manifest aside.
+_CORRUPT_CODES = {11, 26}
+
+
+_SCHEMA_NAMES = set(re.findall(r"IF NOT EXISTS (\w+)", SCHEMA))
+
+
+def is_corruption(e: BaseException) -> bool:
+    return isinstance(e, sqlite3.DatabaseError) and getattr(e, "sqlite_errorcode", None) in _CORRUPT_CODES
+
+
 class MetaStore:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
         self._lock = threading.RLock()
-        self.db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        self.db.executescript(SCHEMA)
+        # timeout: a reader waits for a writer's short transaction instead of failing at once.
+        self.db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30)
+        try:
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            have = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master")}
+            if not _SCHEMA_NAMES <= have:
+                self.db.executescript(SCHEMA)  # new or older file; a complete one is not written by opening it
+        except BaseException:
+            self.db.close()
+            raise
+
+    def check(self) -> None:
+        """Cheap signs of a damaged file (``PRAGMA quick_check`` reads every page: too slow for a big
+        index at every open): the schema, every state value, and the two main tables' b-trees."""
+        with self._lock:
+            names = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master")}
+            missing = {"files", "chunks", "state", "embed_cache", "symbols"} - names
+            if missing:
+                raise sqlite3.DatabaseError(f"tables missing: {', '.join(sorted(missing))}")
+            for _k, v in self.db.execute("SELECT key, value FROM state"):
+                json.loads(v)
+            self.db.execute("SELECT COUNT(*), MAX(n_chunks) FROM files").fetchone()
+            self.db.execute("SELECT COUNT(*), MAX(embedded) FROM chunks").fetchone()
 
     def close(self) -> None:
         with self._lock:
@@ -98,6 +132,21 @@ class MetaStore:
     def set_state(self, key: str, value: Any) -> None:
         with self._lock:
             self.db.execute("INSERT OR REPLACE INTO state VALUES (?, ?)", (key, json.dumps(value)))
+
+    def ensure_state(self, key: str, value: Any) -> None:
+        """Write only when it differs: a reader opening the index must not need the write lock."""
+        if self.get_state(key) != value:
+            self.set_state(key, value)
+
+    def clear_index(self) -> None:
+        """Forget every indexed file (for a rebuild); the embedding cache and model identity stay, so
+        the rebuild embeds nothing that was embedded before."""
+        with self._lock:
+            self.db.execute("BEGIN")
+            for table in ("files", "chunks", "symbols", "imports", "skipped", "cochange"):
+                self.db.execute(f"DELETE FROM {table}")
+            self.db.execute("DELETE FROM state WHERE key IN ('lexical_ready', 'parser_version', 'cochange')")
+            self.db.execute("COMMIT")
 
     # --- files -------------------------------------------------------------
     def file_hashes(self) -> dict[str, tuple[str, int, int]]:
@@ -213,6 +262,23 @@ class MetaStore:
     def embedded_ids_of(self, path: str) -> set[str]:
         with self._lock:
             return {r[0] for r in self.db.execute("SELECT id FROM chunks WHERE path=? AND embedded=1", (path,))}
+
+    def iter_chunks(self, batch: int = 2000) -> Iterator[list[ChunkRow]]:
+        """Every chunk, in batches (rebuilding the lexical store from the manifest)."""
+        last = ""
+        while True:
+            with self._lock:
+                rows = self.db.execute(f"SELECT {_CHUNK_COLS} FROM chunks WHERE id > ? ORDER BY id LIMIT ?",
+                                       (last, batch)).fetchall()
+            if not rows:
+                return
+            last = rows[-1][0]
+            yield [_chunk(r) for r in rows]
+
+    def empty_files(self) -> list[tuple[str, str]]:
+        """(path, kind) of indexed files without chunks (all whitespace): one empty lexical doc each."""
+        with self._lock:
+            return self.db.execute("SELECT path, kind FROM files WHERE n_chunks=0").fetchall()
 
     def chunk_starts(self) -> list[tuple[str, str, int]]:
         """(chunk id, path, start line), ordered by path then line."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -26,8 +27,54 @@ class VectorStore:
             folder.mkdir(parents=True, exist_ok=True)
             self.client = chromadb.PersistentClient(path=str(folder), settings=cs)
             self.where = str(folder)
+        self.folder = None if url else folder
+        self.url = url
         self.name = collection
-        self.col = self.client.get_or_create_collection(collection, embedding_function=None,
+        try:
+            self.col = self.client.get_or_create_collection(collection, embedding_function=None,
+                                                            metadata={"hnsw:space": "cosine"})
+        except BaseException:
+            self.close()
+            raise
+
+    def check(self, expected: int) -> str | None:
+        """Cheap signs of damage, with ``expected`` the manifest's count of embedded chunks: count the
+        collection (a corrupt HNSW file fails here), fetch one vector and query with it (a truncated
+        one fails there). Fewer vectors than the manifest expects means some were lost. None if fine."""
+        try:
+            n = self.count()
+            if n:
+                got = self.col.get(limit=1, include=["embeddings"])
+                embs = got.get("embeddings")
+                if embs is not None and len(embs):
+                    self.col.query(query_embeddings=[np.asarray(embs[0], dtype=np.float32).tolist()], n_results=1)
+        except Exception as e:
+            return f"{type(e).__name__}: {e}"
+        if n < expected:
+            return f"it holds {n} vectors but the manifest has {expected} embedded chunks"
+        return None
+
+    def close(self) -> None:
+        try:
+            self.client.close()
+        except Exception:
+            pass  # closing a client whose files are damaged may fail; nothing is left to save
+
+    def wipe(self) -> None:
+        """Drop every vector. Embedded: delete the folder and open a new one (a damaged file may not
+        even allow deleting the collection); a server: delete and re-create the collection."""
+        if self.folder is None:
+            try:
+                self.client.delete_collection(self.name)
+            except Exception:
+                pass  # not there: nothing to delete
+        else:
+            self.close()
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder.mkdir(parents=True, exist_ok=True)
+            cs = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
+            self.client = chromadb.PersistentClient(path=str(self.folder), settings=cs)
+        self.col = self.client.get_or_create_collection(self.name, embedding_function=None,
                                                         metadata={"hnsw:space": "cosine"})
 
     def upsert(self, ids: list[str], vectors: np.ndarray, paths: list[str], kinds: list[str]) -> None:

@@ -3,15 +3,23 @@
 The rule is "what git would track": nested ``.gitignore`` files, ``.git/info/exclude``
 and a ``.delphiignore`` at the root, applied the way git applies them (a pattern is
 relative to the folder of the file that holds it; an ignored folder is not entered).
-Symlinks are never followed, so a link cannot lead out of the root or into a loop.
+Symlinks are never followed, so a link cannot lead out of the root or into a loop:
+not by the scan, and not when a file is read (:func:`read_no_follow` opens each folder
+and the file relative to its parent's descriptor with ``O_NOFOLLOW``, so a file swapped
+for a link between scan and read is refused, not followed). Editor buffers pass the
+same rules (:func:`skip_reason`) before any of their text is indexed.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pathspec
 from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
@@ -49,15 +57,16 @@ class ScanResult:
 
 
 class _Ignores:
-    """A stack of gitignore specs, each anchored at the folder that holds it."""
+    """Gitignore specs, each anchored at the folder that holds it; a child folder's view shares its
+    parent's specs (immutable), so the walk needs no recursion and no push/pop."""
 
-    def __init__(self) -> None:
-        self._specs: list[tuple[str, pathspec.PathSpec]] = []
+    def __init__(self, specs: tuple[tuple[str, pathspec.PathSpec], ...] = ()) -> None:
+        self._specs = specs
 
-    def push(self, base: str, lines: list[str]) -> bool:
+    def child(self, base: str, lines: list[str]) -> _Ignores:
         lines = [ln for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
         if not lines:
-            return False
+            return self
         patterns = []
         for ln in lines:
             try:
@@ -65,12 +74,8 @@ class _Ignores:
             except ValueError:
                 continue  # git ignores a line it cannot read; so do we
         if not patterns:
-            return False
-        self._specs.append((base, pathspec.PathSpec(patterns)))
-        return True
-
-    def pop(self) -> None:
-        self._specs.pop()
+            return self
+        return _Ignores(self._specs + ((base, pathspec.PathSpec(patterns)),))
 
     def ignored(self, rel: str, is_dir: bool) -> bool:
         # Later (deeper) files win; within a file, pathspec applies negations in order.
@@ -87,56 +92,207 @@ class _Ignores:
 
 
 def _read_lines(p: Path) -> list[str]:
+    """An ignore file's lines; a link in its place is not followed (its target could be anywhere)."""
     try:
-        return p.read_text(encoding="utf-8", errors="replace").splitlines()
+        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return []
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return []
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(1_000_000)
+    except OSError:
+        return []
+    finally:
+        os.close(fd)
+    return data.decode("utf-8", errors="replace").splitlines()
+
+
+def printable_path(rel: str) -> str:
+    """A path that can be stored and shown: bytes that are not UTF-8 (kept by the OS as surrogate
+    escapes) become ``\\xff`` text, so a reason about such a file can itself be written anywhere."""
+    return rel.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _utf8_name(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+def _top_ignores(root: Path, extra_ignores: list[str] | None) -> _Ignores:
+    top = _read_lines(root / ".git" / "info" / "exclude") + _read_lines(root / ".delphiignore") + list(extra_ignores or [])
+    return _Ignores().child("", top)
 
 
 def scan(root: Path, max_file_bytes: int, extra_ignores: list[str] | None = None) -> ScanResult:
     root = root.resolve()
     out = ScanResult()
-    ign = _Ignores()
-    top = _read_lines(root / ".git" / "info" / "exclude") + _read_lines(root / ".delphiignore") + list(extra_ignores or [])
-    ign.push("", top)
+    # An explicit stack of (entries still to visit, folder, ignore rules) instead of recursion: a folder
+    # chain thousands deep must not hit Python's recursion limit. Order is the same as a recursive walk.
+    stack: list[tuple[Iterator[os.DirEntry[str]], str, _Ignores]] = []
 
-    def walk(dir_abs: Path, dir_rel: str) -> None:
-        pushed = ign.push(dir_rel, _read_lines(dir_abs / ".gitignore"))
+    def enter(dir_abs: str, dir_rel: str, ign: _Ignores) -> None:
+        ign = ign.child(dir_rel, _read_lines(Path(dir_abs) / ".gitignore"))
         try:
-            entries = sorted(os.scandir(dir_abs), key=lambda e: e.name)
+            with os.scandir(dir_abs) as it:
+                entries = sorted(it, key=lambda e: e.name)
         except OSError as e:
-            out.skipped[dir_rel or "."] = f"unreadable folder: {e.strerror}"
+            out.skipped[printable_path(dir_rel) or "."] = f"unreadable folder: {e.strerror}"
             entries = []
-        for e in entries:
-            rel = f"{dir_rel}/{e.name}" if dir_rel else e.name
-            try:
-                if e.is_symlink():
-                    out.skipped[rel] = "symlink (not followed)"
-                    continue
-                if e.is_dir(follow_symlinks=False):
-                    if e.name in ALWAYS_SKIPPED_DIRS or ign.ignored(rel, True):
-                        continue
-                    walk(Path(e.path), rel)
-                    continue
-                if not e.is_file(follow_symlinks=False):
-                    out.skipped[rel] = "not a regular file"
-                    continue
-                if ign.ignored(rel, False):
-                    continue
-                st = e.stat(follow_symlinks=False)
-            except OSError as err:
-                out.skipped[rel] = f"unreadable: {err.strerror}"
-                continue
-            reason = _static_skip_reason(e.name, rel, st.st_size, max_file_bytes)
-            if reason:
-                out.skipped[rel] = reason
-                continue
-            out.files.append(FileEntry(rel, st.st_size, st.st_mtime_ns))
-        if pushed:
-            ign.pop()
+        stack.append((iter(entries), dir_rel, ign))
 
-    walk(root, "")
+    enter(str(root), "", _top_ignores(root, extra_ignores))
+    while stack:
+        it, dir_rel, ign = stack[-1]
+        e = next(it, None)
+        if e is None:
+            stack.pop()
+            continue
+        rel = f"{dir_rel}/{e.name}" if dir_rel else e.name
+        try:
+            if not _utf8_name(e.name):
+                # The index stores text; such a name cannot be stored, searched or sent over LSP.
+                out.skipped[printable_path(rel)] = "file name is not valid UTF-8"
+                continue
+            if e.is_symlink():
+                out.skipped[rel] = "symlink (not followed)"
+                continue
+            if e.is_dir(follow_symlinks=False):
+                if e.name in ALWAYS_SKIPPED_DIRS or ign.ignored(rel, True):
+                    continue
+                enter(e.path, rel, ign)
+                continue
+            if not e.is_file(follow_symlinks=False):
+                out.skipped[rel] = "not a regular file"
+                continue
+            if ign.ignored(rel, False):
+                continue
+            st = e.stat(follow_symlinks=False)
+        except OSError as err:
+            out.skipped[rel] = f"unreadable: {err.strerror}"
+            continue
+        reason = _static_skip_reason(e.name, rel, st.st_size, max_file_bytes)
+        if reason:
+            out.skipped[rel] = reason
+            continue
+        out.files.append(FileEntry(rel, st.st_size, st.st_mtime_ns))
     return out
+
+
+def skip_reason(root: Path, rel: Any, settings: Any, size: int | None = None) -> str | None:
+    """Why the file at workspace-relative ``rel`` would not be indexed by :func:`scan`, or None.
+
+    For editor buffers (the LSP session may call it too): a buffer is indexed only when the file it
+    stands for would be. ``settings`` needs ``max_file_bytes`` and ``extra_ignores``; ``size`` is the
+    buffer's size in bytes (default: the file's on disk). The file need not exist yet.
+    """
+    if not isinstance(rel, str) or not rel:
+        return "not a workspace path"
+    if not _utf8_name(rel):
+        return "file name is not valid UTF-8"
+    if rel.startswith("/") or "\0" in rel:
+        return "outside the workspace"
+    parts = rel.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        return "outside the workspace"
+    if any(p in ALWAYS_SKIPPED_DIRS for p in parts[:-1]):
+        return "inside a version-control folder"
+    root = Path(root).resolve()
+    ign = _top_ignores(root, getattr(settings, "extra_ignores", None))
+    here = root
+    exists = True  # a new file (or folder) not on disk yet is judged by its name alone
+    for i, part in enumerate(parts):
+        dir_rel = "/".join(parts[:i])
+        if i:
+            if ign.ignored(dir_rel, True):
+                return "ignored by .gitignore/.delphiignore rules"
+        if exists:
+            ign = ign.child(dir_rel, _read_lines(here / ".gitignore"))
+            here = here / part
+            try:
+                st = os.lstat(here)
+            except FileNotFoundError:
+                exists = False
+                st = None
+            except OSError as e:
+                return f"unreadable: {e.strerror}"
+            if st is not None:
+                if stat.S_ISLNK(st.st_mode):
+                    return "symlink (not followed)"
+                last = i == len(parts) - 1
+                if last and not stat.S_ISREG(st.st_mode):
+                    return "not a regular file"
+                if not last and not stat.S_ISDIR(st.st_mode):
+                    return "not a workspace path"
+                if last and size is None:
+                    size = st.st_size
+    if ign.ignored(rel, False):
+        return "ignored by .gitignore/.delphiignore rules"
+    return _static_skip_reason(parts[-1], rel, size if size is not None else 1, settings.max_file_bytes)
+
+
+def is_indexable(root: Path, rel: str, settings: Any, size: int | None = None) -> bool:
+    """True when :func:`skip_reason` has nothing against ``rel`` (see there)."""
+    return skip_reason(root, rel, settings, size) is None
+
+
+class SkipFile(Exception):
+    """A file that must not be read, with the reason to record."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def read_no_follow(root: Path, rel: str, max_bytes: int) -> bytes:
+    """The bytes of ``root/rel``, never through a symlink, not even one swapped in after the scan.
+
+    Each folder is opened relative to its parent's descriptor with ``O_NOFOLLOW | O_DIRECTORY`` and the
+    file with ``O_NOFOLLOW``, so no component can be a link when it is opened (checking first and then
+    opening by path would leave a window for a race). Raises :class:`SkipFile` (link, not a regular
+    file, too large now) or ``OSError`` (``FileNotFoundError`` when it vanished).
+    """
+    parts = rel.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        raise SkipFile("outside the workspace")
+    dir_flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for p in parts[:-1]:
+            try:
+                nxt = os.open(p, dir_flags, dir_fd=fd)
+            except OSError as e:
+                if e.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise SkipFile("symlink (not followed)") from None
+                raise
+            os.close(fd)
+            fd = nxt
+        try:
+            # O_NONBLOCK: a FIFO swapped in must not hang the open; it is refused below.
+            ffd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fd)
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise SkipFile("symlink (not followed)") from None
+            raise
+    finally:
+        os.close(fd)
+    try:
+        st = os.fstat(ffd)
+        if not stat.S_ISREG(st.st_mode):
+            raise SkipFile("not a regular file")
+        if st.st_size > max_bytes:
+            raise SkipFile(f"too large ({st.st_size} bytes > max_file_bytes {max_bytes})")
+        with os.fdopen(ffd, "rb", closefd=False) as f:
+            data = f.read(max_bytes + 1)  # a file still growing is cut off here, not read without end
+    finally:
+        os.close(ffd)
+    if len(data) > max_bytes:
+        raise SkipFile(f"too large (over max_file_bytes {max_bytes})")
+    return data
 
 
 def _static_skip_reason(name: str, rel: str, size: int, max_bytes: int) -> str | None:
@@ -154,10 +310,29 @@ def _static_skip_reason(name: str, rel: str, size: int, max_bytes: int) -> str |
     return None
 
 
+# Bytes that do not occur in text (C0 controls other than tab, newlines, form feed, escape, backspace).
+_CONTROL = bytes(b for b in range(32) if b not in b"\t\n\r\f\v\x1b\x08") + b"\x7f"
+BINARY_SHARE = 0.30  # random bytes score ~0.5; latin-1 prose with accents stays far below
+
+
 def content_skip_reason(rel: str, data: bytes) -> str | None:
     """Reasons only the bytes can tell: binary, minified, generated."""
-    if b"\x00" in data[:8192]:
+    sample = data[:8192]
+    if b"\x00" in sample:
         return "binary content (NUL byte)"
+    if sample:
+        # No NUL is not enough: compressed or random data has none by chance. Count what text
+        # would not contain: control bytes and, when it is not UTF-8, undecodable sequences.
+        bad = len(sample) - len(sample.translate(None, _CONTROL))
+        try:
+            sample.decode("utf-8")
+            chars = len(sample)
+        except UnicodeDecodeError:
+            text = sample.decode("utf-8", errors="replace")
+            bad += text.count("\ufffd")
+            chars = len(text)
+        if bad / max(chars, 1) > BINARY_SHARE:
+            return f"binary content ({100 * bad // max(chars, 1)}% of the first {len(sample)} bytes are not text)"
     head = data[:2048]
     if GENERATED_MARK.search(head):
         return "generated file (header says so)"
