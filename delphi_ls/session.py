@@ -13,6 +13,8 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -286,6 +288,23 @@ class Session:
         if rep.errors and not self._stopping:
             self.events.message("warning", f"Delphi: indexing {eng.root.name}: {'; '.join(rep.errors)}")
 
+    def watch(self, interval: float = 5.0) -> None:
+        """Without an editor to report changes (``delphi serve``, ``delphi mcp``), look for them: an
+        incremental pass every ``interval`` seconds (a scan and a stat per file; unchanged files cost
+        nothing more)."""
+        def loop() -> None:
+            while True:
+                with self._cv:
+                    self._cv.wait(timeout=interval)
+                    if self._stopping:
+                        return
+                    busy = bool(self.pending) or self._busy
+                if not busy:
+                    for root in list(self.engines):
+                        self._schedule(root, None)
+
+        threading.Thread(target=loop, name="delphi-watch", daemon=True).start()
+
     def wait_idle(self, timeout: float = 60.0) -> bool:
         """Block until nothing is pending or running (tests, benchmarks, `delphi serve --wait`)."""
         deadline = time.monotonic() + timeout
@@ -308,11 +327,15 @@ class Session:
 
     def related_tests(self, req: RelatedRequest) -> list[dict[str, Any]]:
         eng = self.engine_for(req.workspace, (req.path,))
-        return self._with_uris(eng, eng.related_tests(self._rel(eng, req.path), symbol=req.symbol, limit=req.limit))
+        with _field_is("path"):
+            rows = eng.related_tests(self._rel(eng, req.path), symbol=req.symbol, limit=req.limit)
+        return self._with_uris(eng, rows)
 
     def related_code(self, req: RelatedRequest) -> list[dict[str, Any]]:
         eng = self.engine_for(req.workspace, (req.path,))
-        return self._with_uris(eng, eng.related_code(self._rel(eng, req.path), limit=req.limit))
+        with _field_is("path"):
+            rows = eng.related_code(self._rel(eng, req.path), limit=req.limit)
+        return self._with_uris(eng, rows)
 
     def symbols(self, req: SymbolsRequest) -> list[dict[str, Any]]:
         engines = [self.engine_for(req.workspace)] if req.workspace else list(self.engines.values())
@@ -337,7 +360,8 @@ class Session:
             out.append({"root": str(root), "state": state, "indexing": dict(running) if running else None,
                         "counts": h["counts"], "branches": h["branches"], "staleness": h.get("staleness"),
                         "problems": h["problems"], "indexAgeSeconds": h.get("indexAgeSeconds")})
-        return {"workspaces": out, "settingsErrors": self.option_errors}
+        # pid: which process answers (a `delphi mcp` forwarding to a daemon reports the daemon's).
+        return {"workspaces": out, "settingsErrors": self.option_errors, "pid": os.getpid()}
 
     def _rel(self, eng: Engine, path: str) -> str:
         found = self.locate(path)
@@ -416,6 +440,17 @@ class Session:
             if p["code"] != "not_indexed":
                 out.append(Problem(p["severity"], p["message"], p["code"], None))
         return out
+
+
+@contextmanager
+def _field_is(name: str) -> Iterator[None]:
+    """The engine validates a file path as an anchor; to the caller of a related request it is ``path``."""
+    try:
+        yield
+    except RequestError as e:
+        if e.field == "anchors":
+            raise RequestError(name, str(e).removeprefix("anchors: ")) from None
+        raise
 
 
 def _normpath(p: Path) -> str:

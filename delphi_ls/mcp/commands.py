@@ -1,0 +1,103 @@
+"""``delphi mcp [PATH]`` and ``delphi serve PATH``: the MCP fronts as processes.
+
+``delphi mcp`` speaks MCP over stdio. When a daemon (``delphi serve``, or a language
+server started with ``mcpHttp``) already serves the same workspace, it forwards every
+call to it, so N agent sessions share one warm index instead of opening N; otherwise it
+opens the index itself, indexes in the background and answers meanwhile.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from ..session import Session, SessionEvents
+from ..settings import Settings
+
+# No editor reports edits to these processes: they look for changes themselves this often.
+WATCH_INTERVAL_S = 2.0
+
+
+class StderrEvents(SessionEvents):
+    """stdout is the protocol's; messages go to stderr, which MCP clients log."""
+
+    def message(self, severity: str, text: str) -> None:
+        print(f"delphi {severity}: {text}", file=sys.stderr, flush=True)
+
+
+def index_dir_of(root: Path, overrides: dict[str, Any]) -> Path:
+    return Settings.load(root, overrides).index_path(root)
+
+
+def run_mcp(path: str, overrides: dict[str, Any], connect: bool = True) -> int:
+    import anyio
+
+    from .daemon import find_daemon
+    from .server import build_server, local_call, serve_stdio
+
+    root = Path(path).expanduser().resolve()
+    if not root.is_dir():
+        raise FileNotFoundError(f"workspace folder not found: {path}")
+    found = find_daemon(index_dir_of(root, overrides)) if connect else None
+    if found is not None:
+        url, token = found
+        print(f"delphi mcp: forwarding to the daemon at {url}", file=sys.stderr, flush=True)
+        anyio.run(_proxy, url, token)
+        return 0
+    session = Session(StderrEvents(), overrides)
+    session.start([root])
+    if not session.engines:
+        return 2
+    session.watch(WATCH_INTERVAL_S)
+    try:
+        anyio.run(serve_stdio, build_server(local_call(session)))
+    finally:
+        session.shutdown()
+    return 0
+
+
+async def _proxy(url: str, token: str) -> None:
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    from .server import build_server, serve_stdio
+
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    async with http, Client(streamable_http_client(url, http_client=http)) as upstream:
+        async def call(name: str, args: dict[str, Any]) -> Any:
+            return await upstream.call_tool(name, args)
+
+        await serve_stdio(build_server(call))
+
+
+def run_serve(path: str, overrides: dict[str, Any], host: str = "127.0.0.1", port: int = 0) -> int:
+    from .daemon import LOOPBACK, start_in_thread
+
+    root = Path(path).expanduser().resolve()
+    if not root.is_dir():
+        raise FileNotFoundError(f"workspace folder not found: {path}")
+    if host not in LOOPBACK:
+        print(f"delphi serve: warning: listening on {host}, beyond this machine; every call still needs the "
+              "token", file=sys.stderr, flush=True)
+    session = Session(StderrEvents(), overrides)
+    session.start([root])
+    if not session.engines:
+        return 2
+    session.watch(WATCH_INTERVAL_S)
+    daemon = start_in_thread(session, host=host, port=port)
+    eng = next(iter(session.engines.values()))
+    print(f"delphi serve: MCP (streamable HTTP) at {daemon.url}", flush=True)
+    print(f"delphi serve: bearer token in {eng.index_dir / 'daemon.token'} (0600)", flush=True)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        stop.wait()
+    finally:
+        daemon.stop()
+        session.shutdown()
+    return 0

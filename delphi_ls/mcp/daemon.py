@@ -1,0 +1,150 @@
+"""One warm daemon for many agents: MCP over streamable HTTP on loopback, with a bearer token.
+
+Served by ``delphi serve PATH`` (no editor) or by the language server itself
+(``initializationOptions.mcpHttp``). It binds to 127.0.0.1 unless told otherwise; a token
+is generated per daemon, written with 0600 permissions beside each workspace's index
+(``daemon.token``) with the address in ``daemon.json``, and required on every call.
+``delphi mcp PATH`` finds that file and forwards to the daemon instead of opening the
+index a second time.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import os
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..session import Session
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+DAEMON_FILE = "daemon.json"
+TOKEN_FILE = "daemon.token"
+MCP_PATH = "/mcp"
+
+ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[dict[str, Any]]], Callable[[dict[str, Any]], Awaitable[None]]],
+                   Awaitable[None]]
+
+
+def require_token(app: ASGIApp, token: str) -> ASGIApp:
+    """Refuse every HTTP request without ``Authorization: Bearer <token>`` (401), before the MCP app."""
+    expected = f"Bearer {token}".encode()
+
+    async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            got = dict(scope.get("headers") or []).get(b"authorization", b"")
+            if not hmac.compare_digest(got, expected):
+                body = b'{"error": "missing or wrong bearer token (see daemon.token beside the index)"}'
+                await send({"type": "http.response.start", "status": 401,
+                            "headers": [(b"content-type", b"application/json"),
+                                        (b"www-authenticate", b"Bearer")]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await app(scope, receive, send)
+
+    return guarded
+
+
+@dataclass
+class Daemon:
+    """A running HTTP daemon (in a thread of this process)."""
+
+    url: str
+    token: str
+    files: list[Path]
+    _server: Any
+    _thread: threading.Thread
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+        for f in self.files:
+            f.unlink(missing_ok=True)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+def write_discovery(index_dir: Path, url: str, token: str, root: Path) -> list[Path]:
+    """``daemon.token`` (0600, created with those permissions: never readable by others, not even briefly)
+    and ``daemon.json`` (address, pid) beside the index."""
+    index_dir.mkdir(parents=True, exist_ok=True)
+    tok = index_dir / TOKEN_FILE
+    tok.unlink(missing_ok=True)
+    fd = os.open(tok, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(token)
+    info = index_dir / DAEMON_FILE
+    info.write_text(json.dumps({"url": url, "pid": os.getpid(), "workspace": str(root), "started": time.time()}))
+    return [info, tok]
+
+
+def start_in_thread(session: Session, host: str = "127.0.0.1", port: int = 0) -> Daemon:
+    """Serve the session's tools over streamable HTTP from a background thread."""
+    import uvicorn
+
+    from .server import build_server, local_call
+
+    if not isinstance(host, str) or not host:
+        raise ValueError("mcpHost must be a host name or address")
+    server = build_server(local_call(session))
+    app = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
+    token = secrets.token_urlsafe(32)
+    sock = _bind(host, port)
+    bound = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{bound}{MCP_PATH}"
+    config = uvicorn.Config(require_token(app, token), log_level="warning", lifespan="on", access_log=False)
+    userver = uvicorn.Server(config)
+    userver.install_signal_handlers = lambda: None  # type: ignore[method-assign]  # the owner handles signals
+
+    thread = threading.Thread(target=lambda: userver.run(sockets=[sock]), name="delphi-mcp-http", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not userver.started and thread.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if not userver.started:
+        raise RuntimeError(f"the MCP HTTP server did not start on {host}:{bound}")
+    files: list[Path] = []
+    for eng in list(session.engines.values()):
+        files += write_discovery(eng.index_dir, url, token, eng.root)
+    return Daemon(url, token, files, userver, thread)
+
+
+def find_daemon(index_dir: Path) -> tuple[str, str] | None:
+    """(url, token) of a live daemon serving this index, or None (no file, stale pid, nothing listening)."""
+    try:
+        info = json.loads((index_dir / DAEMON_FILE).read_text())
+        token = (index_dir / TOKEN_FILE).read_text().strip()
+        pid, url = int(info["pid"]), str(info["url"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass
+    from urllib.parse import urlparse
+
+    u = urlparse(url)
+    try:
+        with socket.create_connection((u.hostname or "127.0.0.1", u.port or 80), timeout=1):
+            pass
+    except OSError:
+        return None
+    return url, token

@@ -1,0 +1,244 @@
+"""The MCP tools: their names, descriptions and input schemas, and what each returns.
+
+Schemas are derived from the request types of :mod:`delphi_ls.api` (the parameter list is
+written once); every tool runs a :class:`~delphi_ls.session.Session` call and renders the
+answer as text the model reads first, with the structured answer beside it. No SDK import:
+the server module turns a :class:`ToolOutput` into the SDK's result type.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import MISSING, dataclass, fields
+from typing import Any
+
+from ..api import ContextRequest, RelatedRequest, RequestError, SymbolsRequest
+from ..session import Session
+
+DEFAULT_BUDGET_TOKENS = 6_000
+# Agents truncate tool output at about 25k tokens; no answer, text and structure together, goes past this.
+MAX_TOOL_TOKENS = 24_000
+MAX_TEXT_TOKENS = 20_000  # the text part; the structured copy gets the rest
+MAX_BUDGET_TOKENS = 16_000  # packed spans, inside the text part with the ranked list around them
+CHARS_PER_TOKEN = 4
+DEFAULT_LIMIT = 10
+
+FIELD_DOCS = {
+    "query": "The question in plain English, a pasted stack trace or error message, or an identifier.",
+    "anchors": "Files you already have open or are editing (workspace-relative paths, absolute paths inside the "
+               "workspace, or file:// URIs); answers are ranked around them.",
+    "draft": "Code you think the answer looks like (e.g. a draft of the change); used as a similarity hint.",
+    "limit": "How many files to return (default 10).",
+    "budget_tokens": f"Token budget for the packed code spans (default {DEFAULT_BUDGET_TOKENS}, "
+                     f"at most {MAX_BUDGET_TOKENS}).",
+    "kinds": "Only files of these kinds: code, test, doc, config, other.",
+    "workspace": "Which open workspace folder to ask, when the server serves several (path or file:// URI).",
+    "path": "A file in the workspace (workspace-relative, absolute, or a file:// URI).",
+    "symbol": "A function, class or method defined in that file: only tests that exercise it.",
+}
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    text: str
+    structured: dict[str, Any]
+    is_error: bool = False
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    title: str
+    description: str
+    schema: dict[str, Any]
+    read_only: bool = True
+
+
+def _json_type(annotation: str) -> dict[str, Any]:
+    base = annotation.replace(" | None", "").strip()
+    if base.startswith("list["):
+        return {"type": "array", "items": {"type": "string"}}
+    return {"type": {"int": "integer", "str": "string", "bool": "boolean"}[base]}
+
+
+def schema_of(cls: type, drop: tuple[str, ...] = (), defaults: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A JSON schema for one of the api request types, from its dataclass fields."""
+    props: dict[str, Any] = {}
+    required: list[str] = []
+    hints = {f.name: str(f.type) for f in fields(cls)}
+    for f in fields(cls):
+        if f.name in drop:
+            continue
+        prop = _json_type(hints[f.name])
+        prop["description"] = FIELD_DOCS.get(f.name, "")
+        default = (defaults or {}).get(f.name, f.default)
+        if default is not MISSING and default is not None:
+            prop["default"] = default
+        if f.name == "kinds":
+            prop["items"] = {"type": "string", "enum": ["code", "test", "doc", "config", "other"]}
+        props[f.name] = prop
+        if f.default is MISSING and f.default_factory is MISSING:  # type: ignore[misc]
+            required.append(f.name)
+    return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
+
+
+GREP_HINT = ("Use plain grep/ripgrep instead when you know the exact string or identifier to find "
+             "(an error message verbatim, a function name): that is exact and faster.")
+
+TOOLS: list[ToolSpec] = [
+    ToolSpec(
+        "context", "Find the code that answers a question",
+        "Ranked files and the lines inside them that answer a question about this codebase: a description of "
+        "behaviour or of a change to make ('where is the retry on timeout decided?'), a pasted stack trace, or a "
+        "file name ('which tests cover grpc_proxy.go?'). Each file comes with why it was found; the text starts "
+        "with the ranked list, then the packed code spans within budget_tokens. Call this first when you do not "
+        "yet know which files matter. " + GREP_HINT,
+        schema_of(ContextRequest, defaults={"limit": DEFAULT_LIMIT, "budget_tokens": DEFAULT_BUDGET_TOKENS})),
+    ToolSpec(
+        "related_tests", "Tests of a source file",
+        "The test files that exercise a source file (or one function or class in it), best first, each with why "
+        "(named after it, imports it, mirrors its folder, uses its names, changes with it in git history). Use "
+        "before or after editing a file to know which tests to read and run.",
+        schema_of(RelatedRequest)),
+    ToolSpec(
+        "related_code", "Source a test exercises",
+        "The source files a test file exercises, best first, each with why. Use when a test fails and you need "
+        "the code under test.",
+        schema_of(RelatedRequest, drop=("symbol",))),
+    ToolSpec(
+        "symbols", "Find definitions by name",
+        "Fuzzy search over the definitions (functions, classes, methods, types) in the workspace: exact, prefix, "
+        "substring and subsequence matches of the name, with file and line. " + GREP_HINT,
+        schema_of(SymbolsRequest)),
+    ToolSpec(
+        "index_status", "Is the index ready?",
+        "Whether Delphi's index of the workspace is ready, still indexing (with progress), stale, or degraded, "
+        "and why. 'indexing 40%' is a normal answer: context still answers from what is indexed so far.",
+        {"type": "object", "properties": {}, "additionalProperties": False}),
+    ToolSpec(
+        "reindex", "Re-index the workspace",
+        "Schedule a full incremental re-index (only changed files are redone). Rarely needed: edits are picked "
+        "up on their own when an editor runs Delphi; use after large changes made outside an editor.",
+        {"type": "object", "properties": {"workspace": {"type": "string", "description": FIELD_DOCS["workspace"]}},
+         "additionalProperties": False}, read_only=False),
+]
+TOOL_NAMES = [t.name for t in TOOLS]
+
+
+def _cap(text: str, limit_tokens: int = MAX_TEXT_TOKENS) -> str:
+    limit = limit_tokens * CHARS_PER_TOKEN
+    if len(text) <= limit:
+        return text
+    note = f"\n[truncated at {limit_tokens} tokens]"
+    return text[: limit - len(note)] + note
+
+
+def _fit_structured(data: dict[str, Any], text_chars: int) -> dict[str, Any]:
+    """Structured output travels beside the text; together they stay under the cap."""
+    room = MAX_TOOL_TOKENS * CHARS_PER_TOKEN - text_chars
+    while data.get("results") and len(json.dumps(data)) > room:
+        data["results"] = data["results"][: len(data["results"]) // 2]
+        data["truncated"] = True
+    return data
+
+
+def run_tool(session: Session, name: str, args: Any) -> ToolOutput:
+    """Run one tool; a bad argument is an error result naming the field, never an exception."""
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):
+        return ToolOutput("arguments: must be an object", {"error": {"field": "arguments"}}, True)
+    try:
+        if name == "context":
+            return _context(session, args)
+        if name in ("related_tests", "related_code"):
+            if name == "related_code" and "symbol" in args:
+                raise RequestError("symbol", "unknown field for related_code (known: path, limit, workspace)")
+            req = RelatedRequest.from_wire(args)
+            rows = session.related_tests(req) if name == "related_tests" else session.related_code(req)
+            what = "tests" if name == "related_tests" else "source files"
+            lines = [f"{len(rows)} {what} for {req.path}" + (f" ({req.symbol})" if req.symbol else "")]
+            lines += [f"{i}. {r['path']} — {r['why']}" for i, r in enumerate(rows, 1)]
+            data = {"results": [{k: r[k] for k in ("path", "why") if k in r} for r in rows]}
+            text = _cap("\n".join(lines))
+            return ToolOutput(text, _fit_structured(data, len(text)))
+        if name == "symbols":
+            req_s = SymbolsRequest.from_wire(args)
+            rows = session.symbols(req_s)
+            lines = [f"{len(rows)} definitions matching {req_s.query!r}"]
+            lines += [f"{r['name']}  {r['kind']}  {r['path']}:{r['line']}"
+                      + (f"  (in {r['container']})" if r.get("container") else "") for r in rows]
+            data = {"results": [{k: r[k] for k in ("name", "kind", "path", "line", "endLine", "container")}
+                                for r in rows]}
+            text = _cap("\n".join(lines))
+            return ToolOutput(text, _fit_structured(data, len(text)))
+        if name == "index_status":
+            _no_args(args, ())
+            st = session.status()
+            lines = []
+            for w in st["workspaces"]:
+                c = w["counts"]
+                lines.append(f"{w['root']}: {w['state']}; {c['files']} files, {c['chunks']} chunks, "
+                             f"{c['vectors']} vectors")
+                lines += [f"  {p['severity']}: {p['message']}" for p in w["problems"]]
+            lines += [f"settings: {e}" for e in st["settingsErrors"]]
+            return ToolOutput(_cap("\n".join(lines) or "no workspace open"), st)
+        if name == "reindex":
+            _no_args(args, ("workspace",))
+            ws = args.get("workspace")
+            if ws is not None and not isinstance(ws, str):
+                raise RequestError("workspace", "must be a folder path or URI")
+            roots = session.reindex(ws)
+            return ToolOutput(f"re-index scheduled for {', '.join(roots)}", {"scheduled": roots})
+        return ToolOutput(f"unknown tool {name!r} (known: {', '.join(TOOL_NAMES)})", {"error": {"field": "name"}}, True)
+    except RequestError as e:
+        return ToolOutput(f"argument '{e.field}': {str(e).removeprefix(e.field + ': ')}",
+                          {"error": {"field": e.field, "message": str(e)}}, True)
+
+
+def _no_args(args: dict[str, Any], allowed: tuple[str, ...]) -> None:
+    extra = sorted(set(args) - set(allowed))
+    if extra:
+        raise RequestError(extra[0], f"unknown field (known: {', '.join(allowed) or 'none'})")
+
+
+def _context(session: Session, args: dict[str, Any]) -> ToolOutput:
+    budget = args.get("budget_tokens", args.get("budgetTokens", DEFAULT_BUDGET_TOKENS))
+    notes = []
+    if isinstance(budget, int) and not isinstance(budget, bool) and budget > MAX_BUDGET_TOKENS:
+        notes.append(f"budget_tokens {budget} lowered to the cap of {MAX_BUDGET_TOKENS}")
+        budget = MAX_BUDGET_TOKENS
+    args = {k: v for k, v in args.items() if k not in ("budget_tokens", "budgetTokens")}
+    req = ContextRequest.from_wire(args, limit=DEFAULT_LIMIT, budget_tokens=budget)
+    ans = session.context(req)
+    return render_context(ans, req, notes)
+
+
+def render_context(ans: dict[str, Any], req: ContextRequest, notes: list[str] | None = None) -> ToolOutput:
+    """The ranked list first (path:lines — why), then the packed spans, within the cap."""
+    lines = [f"Delphi: {len(ans['results'])} files for {req.query!r}"]
+    for r in ans["results"]:
+        span = r["spans"][0] if r["spans"] else None
+        where = f":{span['startLine']}-{span['endLine']}" if span else ""
+        lines.append(f"{r['rank']}. {r['path']}{where} [{r['kind']}] — {r['why']}")
+    running = ans.get("indexing")
+    if running:
+        lines.append(f"note: indexing in progress ({running['phase']} {running['done']}/{running['total']}); "
+                     "this answer comes from what is indexed so far")
+    for b, s in ans["branchesReady"].items():
+        if not s.startswith("ready") and not s.startswith("off"):
+            lines.append(f"note: branch {b}: {s}")
+    lines += [f"note: {n}" for n in notes or []]
+    packed = ans.get("packed") or []
+    if packed:
+        lines.append("")
+        lines.append(f"Code ({ans.get('packedTokens', 0)} tokens):")
+        for p in packed:
+            lines.append(f"--- {p['path']} lines {p['startLine']}-{p['endLine']} ---")
+            lines.append(p["text"].rstrip("\n"))
+    text = _cap("\n".join(lines))
+    data = {"results": [{"path": r["path"], "rank": r["rank"], "kind": r["kind"], "why": r["why"],
+                         "spans": r["spans"], "branches": r["branches"]} for r in ans["results"]],
+            "packedTokens": ans.get("packedTokens", 0), "query": ans["query"],
+            "indexing": running, "branchesReady": ans["branchesReady"]}
+    return ToolOutput(text, _fit_structured(data, len(text)))

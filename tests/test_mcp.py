@@ -1,0 +1,175 @@
+"""Delphi over MCP, driven by the SDK's real client: stdio, the loopback HTTP daemon with its token,
+forwarding from `delphi mcp` to a daemon, bad arguments, and the output cap."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from delphi_ls.mcp.tools import MAX_TOOL_TOKENS, TOOL_NAMES
+from tests.conftest import build_workspace
+
+pytestmark = pytest.mark.timeout(300)
+CLI = [sys.executable, "-m", "delphi_ls.cli"]
+
+
+def _text(result) -> str:
+    return "".join(c.text for c in result.content if getattr(c, "type", "") == "text")
+
+
+async def _ready(client: Client, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        st = (await client.call_tool("index_status", {})).structured_content
+        if st and st["workspaces"] and st["workspaces"][0]["state"] in ("ready", "degraded", "stale") \
+                and st["workspaces"][0]["counts"]["files"] > 5:
+            return
+        await anyio.sleep(0.2)
+    pytest.fail("index never became ready")
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    return build_workspace(tmp_path / "ws")
+
+
+def stdio_params(ws: Path, index: Path, *extra: str) -> StdioServerParameters:
+    return StdioServerParameters(command=CLI[0], args=[*CLI[1:], "mcp", str(ws), "--index-dir", str(index),
+                                                       "--no-vectors", *extra], env=dict(os.environ))
+
+
+async def test_stdio_tools_answer_and_survive_bad_arguments(ws: Path, tmp_path: Path):
+    async with Client(stdio_params(ws, tmp_path / "index")) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert sorted(tools) == sorted(TOOL_NAMES)
+        assert "grep" in tools["context"].description  # tells the agent when grep is the better tool
+        assert tools["context"].input_schema["required"] == ["query"]
+        await _ready(client)
+        res = await client.call_tool("context", {"query": "BuildGraph"})
+        assert not res.is_error
+        assert res.structured_content["results"][0]["path"] == "engine/src/lib.rs"
+        text = _text(res)
+        assert text.splitlines()[1].startswith("1. engine/src/lib.rs")
+        assert "--- engine/src/lib.rs lines" in text  # packed spans by default (bounded budget)
+        for args, field in [({}, "query"), ({"query": "x", "limit": "many"}, "limit"), ({"query": "x", "bogus": 1}, "bogus"),
+                            ({"query": "x", "anchors": ["/etc/passwd"]}, "anchors"), ({"query": "x", "kinds": ["z"]}, "kinds")]:
+            bad = await client.call_tool("context", args)
+            assert bad.is_error and field in _text(bad), (args, _text(bad))
+        bad = await client.call_tool("related_tests", {"path": "../outside.py"})
+        assert bad.is_error and "path" in _text(bad).split(":")[0] + _text(bad)
+        # Still serving after all of that.
+        res = await client.call_tool("symbols", {"query": "BuildGraph"})
+        assert not res.is_error and "engine/src/lib.rs" in _text(res)
+
+
+async def test_output_never_exceeds_the_cap(tmp_path: Path):
+    ws = tmp_path / "big"
+    for i in range(60):
+        d = ws / f"pkg{i % 6}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"mod{i}.py").write_text("\n".join(f"def handler_{i}_{j}(request):\n    return request.value + {j}\n"
+                                                for j in range(120)))
+    async with Client(stdio_params(ws, tmp_path / "index")) as client:
+        await _ready(client)
+        res = await client.call_tool("context", {"query": "handler request value", "limit": 500,
+                                                 "budget_tokens": 1_000_000})
+        assert not res.is_error
+        import json
+        size = len(_text(res)) + len(json.dumps(res.structured_content))
+        assert size <= MAX_TOOL_TOKENS * 4, size
+        assert "lowered to the cap" in _text(res)
+
+
+def _start_daemon(ws: Path, index: Path) -> tuple[subprocess.Popen, str, str]:
+    proc = subprocess.Popen([*CLI, "serve", str(ws), "--index-dir", str(index), "--no-vectors"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    url = None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and url is None:
+        line = proc.stdout.readline()
+        m = re.search(r"at (http://\S+)", line)
+        if m:
+            url = m.group(1)
+        elif not line and proc.poll() is not None:
+            break
+    if url is None:
+        proc.kill()
+        pytest.fail(f"delphi serve did not start: {proc.stderr.read()}")
+    token_file = index / "daemon.token"
+    assert oct(token_file.stat().st_mode & 0o777) == "0o600"
+    return proc, url, token_file.read_text().strip()
+
+
+async def _collect(out: dict, name: str, coro) -> None:
+    out[name] = await coro
+
+
+async def test_http_daemon_token_two_clients_and_an_edit(ws: Path, tmp_path: Path):
+    proc, url, token = _start_daemon(ws, tmp_path / "index")
+    try:
+        assert url.startswith("http://127.0.0.1:")  # loopback unless told otherwise
+        # No token, or a wrong one: refused before any MCP handling.
+        async with httpx2.AsyncClient() as raw:
+            for headers in ({}, {"Authorization": "Bearer nope"}):
+                r = await raw.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, headers=headers)
+                assert r.status_code == 401
+        http_a = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+        http_b = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+        async with http_a, http_b, Client(streamable_http_client(url, http_client=http_a)) as a, \
+                Client(streamable_http_client(url, http_client=http_b), mode="legacy") as b:
+            await _ready(a)
+            target = ws / "billing" / "invoices.py"
+            target.parent.mkdir(exist_ok=True)
+            target.write_text("def reconcile_ledger_quarterly(entries):\n    return sum(entries)\n")
+
+            async def ask(client: Client, query: str) -> list[str]:
+                res = await client.call_tool("context", {"query": query, "limit": 5})
+                assert not res.is_error, _text(res)
+                return [r["path"] for r in res.structured_content["results"]]
+
+            # Both clients at once, while the daemon notices the new file on its own.
+            deadline = time.monotonic() + 60
+            while True:
+                out: dict[str, list[str]] = {}
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(_collect, out, "a", ask(a, "BuildGraph"))
+                    tg.start_soon(_collect, out, "b", ask(b, "reconcile_ledger_quarterly"))
+                assert out["a"][0] == "engine/src/lib.rs"
+                if out["b"] and out["b"][0] == "billing/invoices.py":
+                    break
+                assert time.monotonic() < deadline, f"the edit never showed: {out['b']}"
+                await anyio.sleep(0.3)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert not (tmp_path / "index" / "daemon.json").exists()  # discovery removed on exit
+
+
+async def test_stdio_forwards_to_a_running_daemon(ws: Path, tmp_path: Path):
+    proc, url, _token = _start_daemon(ws, tmp_path / "index")
+    try:
+        async with Client(stdio_params(ws, tmp_path / "index")) as client:
+            await _ready(client)
+            # The daemon answers: one warm index, not a second one opened by this process.
+            assert (await client.call_tool("index_status", {})).structured_content["pid"] == proc.pid
+            res = await client.call_tool("context", {"query": "BuildGraph"})
+            assert res.structured_content["results"][0]["path"] == "engine/src/lib.rs"
+        # With --no-daemon the stdio server opens the index itself.
+        async with Client(stdio_params(ws, tmp_path / "index2", "--no-daemon")) as client:
+            await _ready(client)
+            assert (await client.call_tool("index_status", {})).structured_content["pid"] != proc.pid
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
