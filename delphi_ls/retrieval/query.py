@@ -18,8 +18,40 @@ _FRAME_PATTERNS = [
 _TRACE_WORDS = re.compile(r"Traceback \(most recent call last\)|panicked at|^\s+at [\w$.]+\(|goroutine \d+ \[|Exception in thread|^\w*(Error|Exception): ", re.M)
 _ERROR_LINE = re.compile(r"^\s*(?:[\w.]*(?:Error|Exception|panic|FAIL|fatal)\b[:!]?\s*)(.{6,200})$", re.M)
 
-_TEST_Q = re.compile(r"\b(tests?|testing|spec|specs|covers?|covered|coverage|regression tests?|unit tests?)\b", re.I)
-_CODE_Q = re.compile(r"\b(source files?|implement\w*|defin\w+|where is|which function|which class|code that|root cause|cause)\b", re.I)
+_CODE_Q = re.compile(r"\b(source files?|implement\w*|defin\w+|where is|which function|which class|code that|root cause|cause|"
+                     r"how does)\b", re.I)  # "how does X handle Y": how something behaves is in its code
+# Test-seeking is an intent ("which tests cover X", "where is X tested", "a test for X", "how do I test X"),
+# not the word: in "the test client" or "testing utilities" it names code. A singular test word is the
+# thing asked for when a function word, a test noun or the end of the clause follows it; any other word
+# after it is what it modifies.
+_TEST_WORD = re.compile(r"(?<![\w./-])(tests|tested|specs|test|testing|spec|covers?|covered|covering|coverage)"
+                        r"(?![\w/]|\.\w)(?:[\s-]+([A-Za-z_]\w*))?", re.I)  # not a path: test.css, tests/x
+_AFTER_TEST_INTENT = frozenset("""
+    a an the this that these those it its my our your their any all each some no whether if how when where why
+    what which who for of on in at by to from with without about against around under over into across that
+    is are was were be been being do does did has have had can could should would will must may might
+    and or but not so then than also only still ever now already again here there
+    file files case cases suite suites function functions method methods code coverage
+    fail fails failed failing pass passes passed passing break breaks broke broken cover covers covered
+    covering check checks checked checking exercise exercises exercised assert asserts run runs ran hang hangs
+    time times timing flake flakes flaky catch catches caught verify verifies verified
+    """.split())
+# The reverse question names a test and asks for code: "which code is covered by test_retry.py".
+_CODE_FROM_TEST = re.compile(
+    r"\b(code|source|implementation|functions?|modules?|classes|methods?)\b[^.?]{0,40}?\b(tested|covered|exercised|"
+    r"checked)\s+by\b|\bwhat\b[^.?]{0,20}\b(code|source)\b[^.?]{0,30}\b(does|do)\b[^.?]*\b(tests?|specs?)\b"
+    r"[^.?]{0,20}\b(exercise|cover|test|check)\b", re.I)
+
+
+def test_intent(text: str) -> bool:
+    """True when the text asks for tests, not when it merely uses the word (see ``_TEST_WORD``)."""
+    for m in _TEST_WORD.finditer(text):
+        word, after = m.group(1).lower(), (m.group(2) or "").lower()
+        if word in ("tests", "tested", "specs", "cover", "covers", "covered", "covering"):
+            return True
+        if not after or after in _AFTER_TEST_INTENT:  # "a test for X", "test the parser", "the test fails"
+            return True
+    return False
 _DOC_Q = re.compile(r"\b(docs?|documentation|readme|changelog|guide|tutorial)\b", re.I)
 
 
@@ -64,15 +96,17 @@ def analyse(text: str) -> QueryInfo:
     question = _question_part(text)
     prefer: set[str] = set()
     avoid: set[str] = set()
-    if _CODE_Q.search(question) and not re.search(r"\btests?\b", question, re.I):
+    wants_docs = bool(_DOC_Q.search(question))
+    if _CODE_FROM_TEST.search(question):
         shape_hint = "code"
-    elif _TEST_Q.search(question):
-        shape_hint = "test"
-    elif re.search(r"\b(which|what|find|list)\b[^.?]*\btests?\b", text, re.I):
-        shape_hint = "test"
+    elif test_intent(question) and not (wants_docs and not _TEST_WORD.search(re.sub(r"\bcover\w*", "", question))):
+        shape_hint = "test"  # an intent for tests wins over "where is" ("where is this tested?")
+    elif _CODE_Q.search(question):
+        shape_hint = "code"
+    elif re.search(r"\b(which|what|find|list|show)\b[^.?]*\b(tests|specs)\b", text, re.I):
+        shape_hint = "test"  # the question comes after a first sentence: "Retries give up. Which tests cover it?"
     else:
         shape_hint = ""
-    wants_docs = bool(_DOC_Q.search(question))
 
     content_words = [w for w in words if w.lower() not in STOPWORDS]
     if shape_hint == "test":

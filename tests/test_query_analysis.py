@@ -1,0 +1,186 @@
+"""Query analysis: a question asks for tests by its intent, not because it contains the word "test".
+
+"How does the test client handle cookies?" asks about code (flask's `testing.py`); "where is this
+tested?" asks for tests. The table is the contract; the engine test checks what a user sees.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from delphi_ls import Engine
+from delphi_ls.retrieval.query import analyse
+
+ASKS_FOR_TESTS = [
+    "which tests cover the retry policy?",
+    "which tests cover grpc_proxy.go?",
+    "where is this tested?",
+    "where is RetryPolicy tested?",
+    "how is the scheduler tested?",
+    "tests for the scheduler",
+    "test for the retry logic",
+    "is there a test for with_backoff?",
+    "what tests exercise the cookie jar?",
+    "find the unit tests of the session interface",
+    "show me the integration test that starts the proxy",
+    "the test that checks TLS settings",
+    "which test fails when the upload times out?",
+    "how do I test the scheduler?",
+    "is the retry policy covered?",
+    "what covers delay_for?",
+    "test coverage of the blueprint registration",
+    "Which tests cover this change?\nRetry uploads with backoff",
+    "Retries give up too early. Which tests cover it?",
+    "any regression test for the cookie path bug",
+    "spec file for the formatter",
+    "is the config loader tested at all",
+    "where do we do testing of the cli?",
+    "a flaky test in the proxy",
+]
+ASKS_FOR_CODE_OR_ANYTHING = [
+    "how does the test client handle cookies?",
+    "where are the testing utilities?",
+    "where is the test client defined?",
+    "how does the testing module build an environ?",
+    "what does TESTING config do?",
+    "test mode switches off error catching",
+    "which class implements the test runner?",
+    "where is test.css loaded?",
+    "how is the test request context pushed?",
+    "what code is covered by tests/test_retry.py?",
+    "which functions are exercised by test_scheduler.py?",
+    "where is TLS set up for the gRPC proxy?",
+    "exponential backoff with jitter between upload attempts",
+    "Which source files implement this change?\nFix tests for retries",
+    "how are test fixtures loaded by the app factory?",
+    "testing helpers for the cli runner",
+    "the test environment variables of the app",
+    "where is coverage configured?",
+    "where is this covered in the docs?",
+    "the FlaskClient test client open method",
+    "Which source files cause this failure?\nAssertionError in test_retry",
+]
+
+
+@pytest.mark.parametrize("question", ASKS_FOR_TESTS)
+def test_asks_for_tests(question: str):
+    q = analyse(question)
+    assert q.shape == "test" and "test" in q.prefer, (q.shape, q.prefer)
+
+
+@pytest.mark.parametrize("question", ASKS_FOR_CODE_OR_ANYTHING)
+def test_the_word_alone_does_not_ask_for_tests(question: str):
+    q = analyse(question)
+    assert q.shape != "test" and "test" not in q.prefer, (q.shape, q.prefer)
+
+
+def test_where_is_it_defined_still_prefers_code():
+    assert analyse("where is the test client defined?").prefer == {"code"}
+    assert analyse("what code is covered by tests/test_retry.py?").prefer == {"code"}
+
+
+# A flask-shaped workspace: the test client lives in `testing.py`, and many test files talk about clients
+# and cookies. Only the code question for it should be answered by the module.
+FLASK_LIKE = {
+    "src/flask/__init__.py": '''
+        from .app import Flask
+        from .testing import FlaskClient
+        ''',
+    "src/flask/app.py": '''
+        class Flask:
+            """The application object."""
+
+            test_client_class = None
+
+            def test_client(self, use_cookies=True):
+                """Create a test client for this application."""
+                from .testing import FlaskClient
+                return FlaskClient(self, use_cookies=use_cookies)
+        ''',
+    "src/flask/sessions.py": '''
+        class SecureCookieSessionInterface:
+            """Stores the session in a signed cookie."""
+
+            def open_session(self, app, request):
+                return request.cookies.get(app.session_cookie_name)
+        ''',
+    "src/flask/testing.py": '''
+        """Test helpers: the test client that drives an app without a server."""
+
+
+        class FlaskClient:
+            """A test client that keeps cookies between requests, like a browser would."""
+
+            def __init__(self, app, use_cookies=True):
+                self.application = app
+                self._cookies = {} if use_cookies else None
+
+            def set_cookie(self, key, value):
+                """Store a cookie the client sends with every later request."""
+                self._cookies[key] = value
+
+            def get_cookie(self, key):
+                return self._cookies.get(key)
+
+            def open(self, path, method="GET"):
+                """Send a request, with the stored cookies in its Cookie header."""
+                header = "; ".join(f"{k}={v}" for k, v in self._cookies.items())
+                return self.application.handle(path, method, {"Cookie": header})
+        ''',
+    "tests/test_testing.py": '''
+        def test_client_cookies(app):
+            client = app.test_client()
+            client.set_cookie("flavor", "oatmeal")
+            assert client.get_cookie("flavor") == "oatmeal"
+        ''',
+    "tests/test_basic.py": '''
+        def test_session_cookie(app):
+            client = app.test_client()
+            rv = client.get("/")
+            assert "session" in rv.headers["Set-Cookie"]
+        ''',
+    "tests/test_session_interface.py": '''
+        def test_cookie_session(app):
+            client = app.test_client()
+            assert client.get("/").status_code == 200
+        ''',
+    "tests/test_cookies.py": '''
+        def test_cookies_are_kept(app):
+            with app.test_client() as client:
+                client.set_cookie("a", "b")
+                client.get("/")
+        ''',
+    "tests/static/test.css": "body { color: red; } /* test client cookies */\n",
+}
+
+
+@pytest.fixture(scope="module")
+def flask_like(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("flasklike")
+    ws = root / "ws"
+    for rel, text in FLASK_LIKE.items():
+        p = ws / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    eng = Engine(ws, index_dir=str(root / "index"))
+    eng.index()
+    yield eng
+    eng.close()
+
+
+def _paths(eng: Engine, question: str) -> list[str]:
+    return [r["path"] for r in eng.context(question)["results"]]
+
+
+def test_test_client_question_finds_the_module(flask_like: Engine):
+    paths = _paths(flask_like, "how does the test client handle cookies?")
+    assert "src/flask/testing.py" in paths[:3], paths
+
+
+def test_where_tested_question_finds_tests(flask_like: Engine):
+    res = flask_like.context("where is the test client's cookie handling tested?")
+    assert res["query"]["shape"] == "test"
+    assert res["results"][0]["kind"] == "test", [r["path"] for r in res["results"]]
+    assert "tests/test_testing.py" in [r["path"] for r in res["results"][:3]]
