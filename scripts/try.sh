@@ -1,13 +1,33 @@
 #!/usr/bin/env bash
-# Install Delphi into .venv and answer a question about a folder (default: this repository).
+# Install Delphi into this checkout's .venv and answer a question about a folder.
 #   bash scripts/try.sh [FOLDER] [QUESTION]
+# FOLDER is read from where you run the command (default: this checkout, Delphi itself).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+HERE=$(pwd)
+CHECKOUT=$(cd "$(dirname "$0")/.." && pwd)
+FOLDER=${1:-$CHECKOUT}
+QUESTION=${2:-"where are files skipped because they are binary or too large?"}
+# Resolve FOLDER before anything changes folder, so `try.sh ../myrepo` means what it says.
+case "$FOLDER" in
+  /*) ;;
+  *) FOLDER="$HERE/$FOLDER" ;;
+esac
+if [ ! -d "$FOLDER" ]; then
+  echo "try.sh: no such folder: $FOLDER" >&2
+  exit 2
+fi
+FOLDER=$(cd "$FOLDER" && pwd)
+
+cd "$CHECKOUT"
 PY=${PYTHON:-python3}
 [ -d .venv ] || "$PY" -m venv .venv
-.venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e .
-FOLDER=${1:-.}
-QUESTION=${2:-"where are files skipped because they are binary or too large?"}
+# pip's and the build backend's chatter goes to a log, shown only if the install fails.
+LOG=.venv/try-install.log
+echo "installing Delphi into $CHECKOUT/.venv (log: $LOG)" >&2
+if ! { .venv/bin/python -m pip install -q --upgrade pip && .venv/bin/python -m pip install -q -e .; } >"$LOG" 2>&1; then
+  cat "$LOG" >&2
+  echo "try.sh: installing Delphi failed (log above, kept in $LOG)" >&2
+  exit 1
+fi
 .venv/bin/delphi index "$FOLDER"
 .venv/bin/delphi context "$FOLDER" "$QUESTION"
