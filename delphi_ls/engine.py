@@ -489,7 +489,7 @@ class Engine:
             out["packed"], out["packedTokens"] = pack(results, self.meta, budget_tokens)
             timings["packing"] = round((time.perf_counter() - t0) * 1000, 2)
         timings["total"] = round((time.perf_counter() - t_start) * 1000, 2)
-        trace = trace_file or self.settings.trace_file
+        trace = trace_file or self.settings.trace_path(self.index_dir)  # settings: under the index folder
         if trace:
             write_trace(Path(trace), out, r.lists, r.weights, {"query": query, "anchors": anchor_paths, "draft": draft,
                                                            "limit": limit, "budgetTokens": budget_tokens, "kinds": kinds})

@@ -57,6 +57,7 @@ def report(engine: Engine, check_staleness: bool = True) -> dict[str, Any]:
     stored = engine.stored_identity()
     serving = engine.embedder.identity if engine.embedder else None
     problems: list[dict[str, str]] = []
+    problems += [{"severity": "warning", "code": "repo_setting_refused", "message": m} for m in engine.settings.refused]
     for key, msg in engine.problems.items():
         problems.append({"severity": "error", "code": key, "message": msg})
     if not vec_ok and engine.settings.vectors and not vec_status.startswith("not ready: no vectors yet"):

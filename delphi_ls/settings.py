@@ -1,16 +1,28 @@
 """The one validated settings object.
 
-Sources, later ones winning: defaults, ``delphi.toml`` or ``[tool.delphi]`` in the
-workspace's ``pyproject.toml``, ``DELPHI_*`` environment variables, then explicit
-overrides (CLI flags, LSP ``initializationOptions``). Keys may be written in
-snake_case or camelCase. A bad value raises :class:`SettingsError` naming the key;
-nothing falls back silently.
+Sources, later ones winning:
+
+1. defaults;
+2. the repository's own ``delphi.toml`` (or ``[tool.delphi]`` in its ``pyproject.toml``);
+3. the user's config file (``platformdirs.user_config_dir("delphi")/config.toml``, or the file
+   ``DELPHI_CONFIG`` names);
+4. ``DELPHI_*`` environment variables;
+5. explicit overrides (CLI flags, the editor's ``initializationOptions``, ``Engine(**overrides)``).
+
+A cloned repository is not the user: its file may only set keys that keep Delphi inside the
+workspace and this machine (chunking, ignores, weights, built-in model names...). Keys that reach
+outside -- a network endpoint, an output path, the index location, a model loaded from a folder --
+are taken only from sources 3-5; a repository file that sets one is ignored for that key and
+recorded in :attr:`Settings.refused` (health shows it as a warning). Keys may be written in
+snake_case or camelCase. A bad value raises :class:`SettingsError` naming the key; nothing falls
+back silently.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import logging
 import os
 import re
 import tomllib
@@ -22,6 +34,15 @@ import platformdirs
 
 EMBEDDERS = ("potion-base-8M", "minilm-l6-int8")
 RERANKERS = ("off", "ltr", "cross-encoder", "ltr+cross-encoder")
+log = logging.getLogger("delphi_ls.settings")
+
+# Keys only the user's own configuration may set: each reaches outside the workspace or the machine
+# (chroma_url: vectors and paths go to a server; trace_file and index_dir: files written anywhere).
+# embedder and reranker are in this class only when they name a folder (a model loaded from disk);
+# their built-in names are fine from a repository.
+USER_ONLY = ("chroma_url", "index_dir", "trace_file")
+USER_ONLY_AS_FOLDER = {"embedder": EMBEDDERS, "reranker": RERANKERS}
+TRUSTED_SOURCES = "user config, environment, editor settings or command line"
 BRANCHES = ("vector", "bm25", "symbol", "path", "trigram", "anchor", "anchor_tests", "anchor_refs", "graph", "cochange")
 
 
@@ -52,21 +73,41 @@ class Settings:
     rrf_k: int = 30
     branch_weights: dict[str, float] = field(default_factory=dict)
     path_cap_per_dir: int = 3
+    # Per-query traces (JSON lines). Relative: under the index folder; absolute only from the user.
     trace_file: Path | None = None
     embed_batch: int = 64
+
+    def __post_init__(self) -> None:
+        # Not a dataclass field: not a setting anyone can set, only what load() refused and why.
+        self.refused: list[str] = []
 
     def weight(self, branch: str, default: float) -> float:
         return self.branch_weights.get(branch, default)
 
     @classmethod
     def load(cls, workspace: Path | None = None, overrides: dict[str, Any] | None = None,
-             env: dict[str, str] | None = None) -> Settings:
+             env: dict[str, str] | None = None, user_config: Path | None = None) -> Settings:
+        """Merge the sources (module docstring); ``user_config`` defaults to :func:`user_config_path`."""
+        env = os.environ if env is None else env
         raw: dict[str, Any] = {}
+        refused: list[str] = []
         if workspace is not None:
-            raw.update(_file_settings(workspace))
-        raw.update(_env_settings(os.environ if env is None else env))
+            repo, where = _file_settings(workspace)
+            for key, value in repo.items():
+                why = _repo_refusal(key, value)
+                if why is None:
+                    raw[key] = value
+                else:
+                    refused.append(f"{where} sets {why}, which only your own configuration may set "
+                                   f"({TRUSTED_SOURCES}); ignored")
+        raw.update(_user_file_settings(user_config if user_config is not None else user_config_path(env)))
+        raw.update(_env_settings(env))
         raw.update(overrides or {})
-        return cls.from_dict(raw)
+        s = cls.from_dict(raw)
+        s.refused = refused
+        for msg in refused:
+            log.warning("%s", msg)
+        return s
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Settings:
@@ -105,6 +146,13 @@ class Settings:
                 raise SettingsError("branch_weights", f"weight of {b!r} must be a number >= 0")
         if self.chroma_url is not None and not re.match(r"^https?://[^/\s]+", self.chroma_url):
             raise SettingsError("chroma_url", f"{self.chroma_url!r} is not an http(s) URL")
+
+    def trace_path(self, index_dir: Path) -> Path | None:
+        """Where traces go: a relative ``trace_file`` lives under the index folder."""
+        if self.trace_file is None:
+            return None
+        p = Path(self.trace_file).expanduser()
+        return p if p.is_absolute() else Path(index_dir) / p
 
     def index_path(self, workspace: Path) -> Path:
         if self.index_dir is not None:
@@ -174,19 +222,49 @@ def _coerce(key: str, name: str, value: Any) -> Any:
     raise SettingsError(key, "unsupported type")  # pragma: no cover
 
 
-def _file_settings(workspace: Path) -> dict[str, Any]:
-    toml = workspace / "delphi.toml"
+def user_config_path(env: Any = None) -> Path:
+    """The user's own config file: ``$DELPHI_CONFIG``, else ``<user config dir>/delphi/config.toml``."""
+    env = os.environ if env is None else env
+    if env.get("DELPHI_CONFIG"):
+        return Path(env["DELPHI_CONFIG"]).expanduser()
+    return Path(platformdirs.user_config_dir("delphi")) / "config.toml"
+
+
+def _repo_refusal(key: str, value: Any) -> str | None:
+    """Why a repository file may not set ``key`` to ``value`` (a phrase naming the key), or None."""
+    name = _snake(key)
+    if name in USER_ONLY:
+        return f"'{key}'"
+    builtin = USER_ONLY_AS_FOLDER.get(name)
+    if builtin is not None and isinstance(value, str) and value not in builtin:
+        return f"'{key}' to a folder ({value!r})"
+    return None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        if toml.is_file():
-            with toml.open("rb") as f:
-                return dict(tomllib.load(f))
-        pyproject = workspace / "pyproject.toml"
-        if pyproject.is_file():
-            with pyproject.open("rb") as f:
-                return dict(tomllib.load(f).get("tool", {}).get("delphi", {}))
+        with path.open("rb") as f:
+            return dict(tomllib.load(f))
     except tomllib.TOMLDecodeError as e:
-        raise SettingsError(str(toml if toml.is_file() else workspace / "pyproject.toml"), f"not valid TOML: {e}") from None
-    return {}
+        raise SettingsError(str(path), f"not valid TOML: {e}") from None
+
+
+def _file_settings(workspace: Path) -> tuple[dict[str, Any], str]:
+    """The repository's own settings and the file they came from (for messages)."""
+    toml = workspace / "delphi.toml"
+    if toml.is_file():
+        return _read_toml(toml), "delphi.toml"
+    pyproject = workspace / "pyproject.toml"
+    if pyproject.is_file():
+        table = _read_toml(pyproject).get("tool", {}).get("delphi", {})
+        if not isinstance(table, dict):
+            raise SettingsError(str(pyproject), "[tool.delphi] must be a table")
+        return dict(table), "pyproject.toml [tool.delphi]"
+    return {}, ""
+
+
+def _user_file_settings(path: Path) -> dict[str, Any]:
+    return _read_toml(path) if path.is_file() else {}
 
 
 def _env_settings(env: Any) -> dict[str, Any]:

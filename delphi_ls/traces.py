@@ -1,4 +1,11 @@
-"""Per-query traces: one JSON line per query, for later analysis of what each branch did."""
+"""Per-query traces: one JSON line per query, for later analysis of what each branch did.
+
+A trace carries strings that come from the workspace (paths, the question, a draft). The lines are
+written so that no shell can expand anything in them even if the file ends up sourced (a trace
+appended to ``~/.bashrc`` once ran ``$(...)`` from a file name): every character a shell treats
+specially inside double quotes is written as a JSON ``\\uXXXX`` escape, which is still valid JSON
+and decodes to the same text.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from .retrieval.branches.base import Hit
+
+# Outside JSON strings, json.dumps never emits these, so a plain replace only touches string contents.
+# $ and ` expand in sh/bash/zsh double quotes, ! is history expansion; ensure_ascii already escapes
+# control characters and line separators, so one record is always one line.
+_SHELL_INERT = str.maketrans({"$": "\\u0024", "`": "\\u0060", "!": "\\u0021"})
+
+
+def dumps_inert(record: Any) -> str:
+    """One JSON line in which a shell finds nothing to expand."""
+    return json.dumps(record, ensure_ascii=True).translate(_SHELL_INERT)
 
 
 def write_trace(path: Path, answer: dict[str, Any], lists: dict[str, list[Hit]], weights: dict[str, float],
@@ -27,4 +44,4 @@ def write_trace(path: Path, answer: dict[str, Any], lists: dict[str, list[Hit]],
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a", encoding="utf-8") as f:
-        f.write(json.dumps(record) + "\n")
+        f.write(dumps_inert(record) + "\n")
