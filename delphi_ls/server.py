@@ -19,6 +19,7 @@ from pygls.lsp.server import LanguageServer
 
 from . import __version__
 from .api import ContextRequest, RelatedRequest, RequestError, uri_to_path
+from .lsp_protocol import DelphiProtocol, serve_stdio
 from .session import Problem, Session, SessionEvents
 
 log = logging.getLogger("delphi_ls")
@@ -86,7 +87,8 @@ class LspEvents(SessionEvents):
 
 class DelphiServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__("delphi-ls", __version__)
+        # DelphiProtocol: every request answered, malformed frames dropped and resynchronised (lsp_protocol)
+        super().__init__("delphi-ls", __version__, protocol_cls=DelphiProtocol)
         self.events = LspEvents(self)
         self.session = Session(self.events)
         self.front_options: dict[str, Any] = {}
@@ -314,8 +316,7 @@ def _symbol_information(s: dict[str, Any]) -> lsp.SymbolInformation:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="delphi-ls %(levelname)s %(message)s")
-    server.start_io()
-    return 0
+    return serve_stdio(server)  # 0 after shutdown+exit, 1 for exit without shutdown (LSP spec)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,415 @@
+"""The language server's protocol edge: framing that survives bad bytes, and an answer for every request.
+
+pygls 2's stdio loop trusts its peer: one header that is not exactly ``Content-Length: <digits>\\r\\n``
+(LF-only, non-numeric, a body shorter than announced) leaves it reading bodies glued to the next header
+as header lines, deaf to everything after; ``Content-Length: 99999999999`` is a ``MemoryError``; a
+request whose params fail to deserialise is dropped without a response (the client waits forever),
+with a full traceback in the log; ``exit`` without ``shutdown`` leaves with status 0.
+
+Here:
+
+- :class:`Framer` cuts the byte stream into bodies. A header block is found by searching for the next
+  ``Content-Length:`` anywhere in the stream, so junk before it is skipped (one log line) and the stream
+  resynchronises. A bad or oversized length drops that header (the body is then skipped as junk), and
+  a body that turns out to hold the next frame's header (the announced length was too long) is cut
+  back to that header. Memory is bounded by :data:`MAX_BODY`.
+- :class:`DelphiProtocol` answers every request that has an id: InvalidRequest for malformed
+  messages and for anything but ``exit`` after ``shutdown``, InvalidParams naming the field when params
+  do not deserialise, MethodNotFound for unknown methods. Such answers are logged as one line.
+- :func:`serve_stdio` runs the two and returns the exit status: 0 after ``shutdown`` then ``exit``,
+  1 for ``exit`` (or end of input) without ``shutdown``, as the LSP specification says.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import queue
+import re
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from typing import IO, TYPE_CHECKING, Any
+
+import cattrs
+from cattrs.errors import ClassValidationError
+from lsprotocol import types
+from pygls.exceptions import (
+    JsonRpcException,
+    JsonRpcInvalidParams,
+    JsonRpcInvalidRequest,
+    JsonRpcMethodNotFound,
+)
+from pygls.io_ import StdoutWriter
+from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage, JsonRPCResponseMessage
+from pygls.protocol.language_server import LanguageServerProtocol, lsp_method
+
+if TYPE_CHECKING:
+    from collections.abc import Generator
+    from concurrent.futures import Future
+
+    from pygls.lsp.server import LanguageServer
+
+log = logging.getLogger("delphi_ls.lsp")
+
+MAX_BODY = 64 * 1024 * 1024  # one message; a whole-file didOpen of a large file fits many times over
+MAX_HEADER = 8 * 1024  # a header block (Content-Length, Content-Type) is a few dozen bytes
+IDLE_RESYNC_S = 1.0  # a body still incomplete after this much silence may have swallowed a header
+CHUNK = 64 * 1024
+
+# Where a header block starts. Searched for anywhere, so that junk before it is skipped.
+_HEADER_START = re.compile(rb"content-length[ \t]*:", re.I)
+# A complete Content-Length line. It cannot occur in a valid JSON body (strings hold no raw newlines),
+# so finding one inside a body means the announced length ran past the message's end.
+_FRAME_START = re.compile(rb"content-length[ \t]*:[ \t]*\d+[ \t]*\r?\n", re.I)
+_HEADER_END = re.compile(rb"\r?\n\r?\n")
+_HEADER_LINE = re.compile(rb"([A-Za-z0-9-]+)[ \t]*:[ \t]*(.*?)[ \t]*")
+
+
+class Framer:
+    """Cut a stream of byte chunks into JSON messages, resynchronising after anything malformed.
+
+    ``chunks`` yields what the peer wrote, ``b""`` at end of input. Runs on its own thread.
+    """
+
+    def __init__(self, chunks: queue.Queue[bytes], max_body: int = MAX_BODY, idle_s: float = IDLE_RESYNC_S) -> None:
+        self.chunks = chunks
+        self.max_body = max_body
+        self.idle_s = idle_s
+        self.buf = bytearray()
+        self.eof = False
+        self.skipped = 0  # bytes of junk since the last good frame (logged once, not per chunk)
+        self.dropped = 0  # frames dropped so far (tests and logs)
+
+    def messages(self) -> Iterator[Any]:
+        while (body := self._next_body()) is not None:
+            try:
+                yield json.loads(body)
+            except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError; nesting is not
+                self.dropped += 1
+                at = _resync_point(body)
+                if at is not None:
+                    log.warning("dropped a frame whose Content-Length (%d) ran past its end; resynchronising "
+                                "at the next header", len(body))
+                    self.buf[:0] = body[at:]
+                else:
+                    log.warning("dropped a frame of %d bytes: not JSON (%s)", len(body), _short(e))
+        self._report_skipped()
+
+    def _fill(self, timeout: float | None) -> bool:
+        """Wait for more bytes; False on end of input or when ``timeout`` passes first."""
+        if self.eof:
+            return False
+        try:
+            chunk = self.chunks.get(timeout=timeout)
+        except queue.Empty:
+            return False
+        if not chunk:
+            self.eof = True
+            return False
+        self.buf += chunk
+        return True
+
+    def _skip(self, n: int) -> None:
+        junk = bytes(self.buf[:n])
+        del self.buf[:n]
+        if junk.strip():
+            self.skipped += len(junk)
+
+    def _report_skipped(self) -> None:
+        if self.skipped:
+            log.warning("skipped %d bytes that were not part of any frame", self.skipped)
+            self.skipped = 0
+
+    def _drop_header(self, why: str) -> None:
+        """Drop the ``Content-Length:`` token just found and search again from after it."""
+        self.dropped += 1
+        log.warning("dropped a frame header: %s; resynchronising at the next Content-Length", why)
+        del self.buf[:len(b"content-length:")]
+
+    def _next_body(self) -> bytes | None:
+        while True:
+            start = _HEADER_START.search(self.buf)
+            if start is None:
+                # Keep a tail that could be the beginning of a header split across chunks.
+                self._skip(max(len(self.buf) - len(b"content-length:"), 0))
+                if not self._fill(None):
+                    return None
+                continue
+            self._skip(start.start())
+            end = _HEADER_END.search(self.buf)
+            if end is None or end.start() > MAX_HEADER:
+                if len(self.buf) > MAX_HEADER:
+                    self._drop_header(f"no end of headers within {MAX_HEADER} bytes")
+                elif not self._fill(None):
+                    return None
+                continue
+            length, why = self._parse_headers(bytes(self.buf[:end.start()]))
+            if length is None:
+                self._drop_header(why)
+                continue
+            body_at = end.end()
+            while len(self.buf) - body_at < length:
+                if self._fill(self.idle_s):
+                    continue
+                if self.eof:
+                    return None
+                nxt = _FRAME_START.search(self.buf, body_at)
+                if nxt is not None:  # the peer is waiting: the announced length was too long
+                    self.dropped += 1
+                    log.warning("dropped a frame: %d of its %d announced bytes came before the next header; "
+                                "resynchronising there", nxt.start() - body_at, length)
+                    del self.buf[:nxt.start()]
+                    break
+            else:
+                body = bytes(self.buf[body_at:body_at + length])
+                del self.buf[:body_at + length]
+                self._report_skipped()
+                return body
+
+    def _parse_headers(self, head: bytes) -> tuple[int | None, str]:
+        length: int | None = None
+        for line in re.split(rb"\r?\n", head):
+            m = _HEADER_LINE.fullmatch(line)
+            if m is None:
+                return None, f"malformed header line {_short(line)}"
+            name, value = m.group(1).lower(), m.group(2)
+            if name != b"content-length":
+                continue  # Content-Type is the only other header; its charset is always utf-8 here
+            if length is not None:
+                return None, "two Content-Length headers"
+            if not re.fullmatch(rb"\d{1,20}", value):
+                return None, f"Content-Length {_short(value)} is not a byte count"
+            length = int(value)
+            if length > self.max_body:
+                return None, f"Content-Length {length} exceeds the {self.max_body}-byte limit"
+        if length is None:
+            return None, "no Content-Length"
+        return length, ""
+
+
+def _resync_point(body: bytes) -> int | None:
+    """Where the next frame's header starts inside a body that is not JSON, if it does.
+
+    A body read with a too-long Content-Length holds the start of the next frame: its whole header
+    line, or an unfinished one at the very end (even just ``C``). Pushing that part back lets the
+    next frame be read; pushing back a few bytes too many costs nothing (they are skipped as junk).
+    """
+    if (m := _FRAME_START.search(body)) is not None:
+        return m.start()
+    starts = [m.start() for m in _HEADER_START.finditer(body)]
+    if starts and b"\n" not in body[starts[-1]:]:
+        return starts[-1]
+    token = b"content-length:"
+    for k in range(min(len(body), len(token) - 1), 0, -1):
+        if token.startswith(body[-k:].lower()):
+            return len(body) - k
+    return None
+
+
+def _short(x: Any, n: int = 60) -> str:
+    r = repr(x)
+    return r if len(r) <= n else r[:n] + "..."
+
+
+def _camel(path: str) -> str:
+    return re.sub(r"_([a-z])", lambda m: m.group(1).upper(), path)
+
+
+def _describe(exc: BaseException, type_: Any) -> str:
+    if isinstance(exc, ValueError) and str(exc) and not isinstance(exc, ClassValidationError):
+        return f"invalid value ({exc})"
+    return cattrs.v.format_exception(exc, type_)
+
+
+def describe_structure_error(exc: BaseException) -> str:
+    """The failed field(s) of a params object, in the client's spelling: ``params.position.line: ...``."""
+    if isinstance(exc, ClassValidationError):
+        parts = []
+        for msg in cattrs.transform_error(exc, path="$", format_exception=_describe):
+            what, _, where = msg.rpartition(" @ ")
+            where = _camel(where.removeprefix("$.").removeprefix("$"))
+            parts.append(f"{where or 'message'}: {what}")
+        return "; ".join(parts[:5])
+    return _short(str(exc) or type(exc).__name__, 200)
+
+
+def _valid_id(x: Any) -> bool:
+    return isinstance(x, str) or (isinstance(x, int) and not isinstance(x, bool))
+
+
+class DelphiProtocol(LanguageServerProtocol):
+    """pygls' LSP protocol with every request answered, even malformed ones."""
+
+    def __init__(self, server: LanguageServer, converter: cattrs.Converter) -> None:
+        super().__init__(server, converter)
+        self.exit_code: int | None = None
+        # Set by serve_stdio: ends the serve loop with a status.
+        self.on_exit: Callable[[int], None] | None = None
+
+    # ------------------------------------------------------------------ incoming
+    def handle_raw(self, raw: Any) -> None:
+        """One JSON value from the wire: validate the envelope, structure it, dispatch it."""
+        if not isinstance(raw, dict):
+            log.warning("dropped a message: a JSON-RPC message is an object, got %s", type(raw).__name__)
+            return
+        method = raw.get("method")
+        has_id = "id" in raw
+        msg_id = raw.get("id")
+        is_request = has_id and "method" in raw
+        if has_id and not _valid_id(msg_id) and not ("error" in raw and msg_id is None):
+            return self._invalid(None, "id: must be an integer or a string", raw)
+        if raw.get("jsonrpc") != "2.0":
+            return self._invalid(msg_id if is_request else None, "jsonrpc: must be \"2.0\"", raw)
+        if "method" in raw and not isinstance(method, str):
+            return self._invalid(msg_id if has_id else None, "method: must be a string", raw)
+        if not has_id and "method" not in raw:
+            log.warning("dropped a message with neither a method nor an id")
+            return
+        if self._shutdown and "method" in raw and method != types.EXIT:
+            if is_request:
+                self._error(msg_id, JsonRpcInvalidRequest.CODE,
+                            f"the server is shut down; {method!r} is refused (only 'exit' is accepted)")
+            else:
+                log.info("ignored notification %r after shutdown", method)
+            return
+        if is_request and not self._has_handler(method):
+            log.warning("request %r: unknown method %r", msg_id, method)
+            self._error(msg_id, JsonRpcMethodNotFound.CODE, f"method not found: {method}")
+            return
+        try:
+            message = self._structure(raw)
+        except Exception as e:
+            detail = describe_structure_error(e)
+            if is_request:
+                log.warning("request %r %s: invalid params: %s", msg_id, method, detail)
+                self._error(msg_id, JsonRpcInvalidParams.CODE, f"invalid params for {method}: {detail}")
+            elif has_id:  # a response to one of our requests: fail its future rather than leave it waiting
+                log.warning("response %r could not be read: %s", msg_id, detail)
+                self._handle_response(msg_id, None, types.ResponseError(code=JsonRpcInvalidParams.CODE,
+                                                                        message=detail))
+            else:
+                log.warning("dropped notification %s: invalid params: %s", method, detail)
+            return
+        try:
+            self.handle_message(message)
+        except Exception:  # a bug of ours, not the client's: answer and keep serving
+            log.exception("failed to handle %s", method or f"response {msg_id!r}")
+            if is_request:
+                self._error(msg_id, -32603, f"internal error handling {method}")
+
+    def _has_handler(self, method: str) -> bool:
+        return method in self.fm.builtin_features or method in self.fm.features
+
+    def _structure(self, data: dict[str, Any]) -> Any:
+        """pygls' ``structure_message`` for one top-level message, raising instead of logging tracebacks."""
+        if "id" in data:
+            if "error" in data:
+                return self._converter.structure(data, types.ResponseErrorMessage)
+            if "method" in data:
+                return self._converter.structure(data, self.get_message_type(data["method"]) or JsonRPCRequestMessage)
+            rtype = self._result_types.pop(data["id"], None) or JsonRPCResponseMessage
+            return self._converter.structure(data, rtype)
+        return self._converter.structure(data, self.get_message_type(data["method"]) or JsonRPCNotification)
+
+    def _invalid(self, msg_id: Any, why: str, raw: dict[str, Any]) -> None:
+        log.warning("invalid message (%s): %s", why, _short(raw, 120))
+        if msg_id is not None or ("method" in raw and "id" in raw):
+            self._error(msg_id if _valid_id(msg_id) else None, JsonRpcInvalidRequest.CODE, why)
+
+    def _error(self, msg_id: Any, code: int, message: str) -> None:
+        self._send_data({"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message}})
+
+    # ------------------------------------------------------------------ answers
+    def _send_handler_result(self, future: Future[Any], *, msg_id: Any) -> None:
+        """The client's mistakes (InvalidParams and friends) are answered and logged in one line."""
+        exc = None if future.cancelled() else future.exception()
+        if isinstance(exc, JsonRpcException) and exc.code in (JsonRpcInvalidParams.CODE, JsonRpcInvalidRequest.CODE,
+                                                               JsonRpcMethodNotFound.CODE):
+            self._request_futures.pop(msg_id, None)
+            log.warning("request %r answered with error %d: %s", msg_id, exc.code, exc.message)
+            self._send_response(msg_id, error=exc.to_response_error())
+            return
+        super()._send_handler_result(future, msg_id=msg_id)
+
+    @lsp_method(types.EXIT)
+    def lsp_exit(self, *args: Any) -> Generator[Any, Any, None]:
+        """Leave with 0 after ``shutdown``, 1 without (LSP specification)."""
+        if (user_handler := self.fm.features.get(types.EXIT)) is not None:
+            yield user_handler, args, None
+        code = 0 if self._shutdown else 1
+        if code:
+            log.warning("exit without shutdown: leaving with status 1")
+        self.exit_code = code
+        if self.on_exit is not None:
+            self.on_exit(code)
+        else:  # not run by serve_stdio: pygls' own behaviour
+            sys.exit(code)
+
+
+def _pump(stream: IO[bytes], out: queue.Queue[bytes]) -> None:
+    """Copy stdin into ``out`` as chunks arrive (``b""`` at the end); never parses anything.
+
+    Reads the file descriptor, not the buffered object: a daemon thread blocked inside
+    ``BufferedReader.read`` holds its lock, and the interpreter aborts at exit trying to take it.
+    """
+    read: Callable[[int], bytes]
+    try:
+        fd = stream.fileno()
+        read = lambda n: os.read(fd, n)  # noqa: E731
+    except (AttributeError, OSError, ValueError):  # an in-memory stream (tests)
+        read = getattr(stream, "read1", stream.read)
+    try:
+        while chunk := read(CHUNK):
+            out.put(chunk)
+    except (OSError, ValueError) as e:
+        log.warning("reading stdin failed: %s", e)
+    out.put(b"")
+
+
+def serve_stdio(server: LanguageServer, stdin: IO[bytes] | None = None, stdout: IO[bytes] | None = None) -> int:
+    """Serve LSP over stdio until ``exit`` or end of input; return the process exit status."""
+    protocol = server.protocol
+    if not isinstance(protocol, DelphiProtocol):
+        raise TypeError("serve_stdio needs a server built with protocol_cls=DelphiProtocol")
+    server._stop_event = threading.Event()
+    protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+    chunks: queue.Queue[bytes] = queue.Queue(maxsize=1024)  # bounded: a fast writer waits for the framer
+
+    async def run() -> int:
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[int] = loop.create_future()
+
+        def finish(code: int) -> None:
+            if not done.done():
+                done.set_result(code)
+
+        protocol.on_exit = finish
+
+        def frames() -> None:
+            try:
+                for message in Framer(chunks).messages():
+                    loop.call_soon_threadsafe(protocol.handle_raw, message)
+                code = 0 if protocol._shutdown else 1
+                if code:
+                    log.warning("end of input without shutdown and exit: leaving with status 1")
+                loop.call_soon_threadsafe(finish, code)
+            except RuntimeError:  # the loop closed after `exit`: what is still arriving has no reader
+                return
+
+        # Daemon threads: a read blocked on stdin must not keep the process alive after exit.
+        threading.Thread(target=_pump, args=(stdin or sys.stdin.buffer, chunks), name="delphi-stdin",
+                         daemon=True).start()
+        threading.Thread(target=frames, name="delphi-framer", daemon=True).start()
+        return await done
+
+    code = 1
+    try:
+        code = asyncio.run(run())
+    except BrokenPipeError:
+        log.error("the client closed the connection; shutting down")
+    finally:
+        server.shutdown()
+    return code

@@ -1,0 +1,226 @@
+"""The language server's protocol edge (issue 12, item 9), driven over stdio with raw bytes.
+
+Every malformed frame must leave the real ``delphi-ls`` process alive and still answering; every
+request with an id gets a response (InvalidParams naming the field, MethodNotFound, InvalidRequest
+after shutdown); ``exit`` without ``shutdown`` leaves with status 1; the client's mistakes are logged
+in one line, not as tracebacks.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import random
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from delphi_ls.lsp_protocol import Framer
+from tests.lsp_wire import Wire, frame
+
+OPTIONS = {"vectors": False, "reranker": "off"}
+ALIVE_S = 10.0
+
+
+def tiny_workspace(root: Path) -> Path:
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "upload.py").write_text("def retry_upload(n):\n    return n + 1\n")
+    (root / "tests").mkdir()
+    (root / "tests" / "test_upload.py").write_text("from pkg.upload import retry_upload\n\n"
+                                                   "def test_retry():\n    assert retry_upload(1) == 2\n")
+    return root
+
+
+def isolated_env(tmp: Path) -> dict[str, str]:
+    """No user config of the machine running the tests leaks in; caches stay in tmp."""
+    return {"DELPHI_CONFIG": str(tmp / "no-user-config.toml"), "XDG_CACHE_HOME": str(tmp / "cache"),
+            "HOME": str(tmp / "home")}
+
+
+def start(tmp: Path) -> tuple[Wire, Path]:
+    ws = tiny_workspace(tmp / "ws")
+    w = Wire(env=isolated_env(tmp))
+    ans = w.initialize(ws, {**OPTIONS, "indexDir": str(tmp / "index")})
+    assert "result" in ans, ans
+    return w, ws
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Wire, Path]]:
+    w, ws = start(tmp_path_factory.mktemp("edge"))
+    yield w, ws
+    w.close()
+
+
+def assert_alive(w: Wire, what: str) -> None:
+    assert w.proc.poll() is None, f"delphi-ls died after {what}: {''.join(w.stderr)[-1500:]}"
+    ans = w.call("delphi/health", {}, timeout=ALIVE_S)
+    assert "result" in ans, f"after {what}: {ans}"
+
+
+def nested(depth: int) -> bytes:
+    return b"[" * depth + b"]" * depth
+
+
+MALFORMED: dict[str, bytes] = {
+    "length too short": b'Content-Length: 5\r\n\r\n{"jsonrpc": "2.0", "method": "initialized", "params": {}}',
+    "length not a number": b"Content-Length: abc\r\n\r\n{}",
+    "length negative": b"Content-Length: -12\r\n\r\n{}",
+    "length absurd (MemoryError before)": b"Content-Length: 99999999999\r\n\r\n{}",
+    "length too long": b'Content-Length: 400\r\n\r\n{"jsonrpc": "2.0", "method": "initialized"}',
+    "64 KB of random bytes": random.Random(12).randbytes(64 * 1024),
+    "junk line": b"hello there\r\n",
+    "body not JSON": frame(b"{not json at all"),
+    "body a JSON array": frame(b"[1, 2, 3]"),
+    "body nested 100k deep": frame(nested(100_000)),
+    "header with no end": b"Content-Length: 10" + b"x" * 20_000,
+    "no Content-Length": b"Content-Type: application/vscode-jsonrpc\r\n\r\n{}",
+    "two Content-Lengths": b"Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}",
+    "body invalid UTF-8": frame(b'{"jsonrpc": "2.0", "method": "\xff\xfe"}'),
+}
+
+
+@pytest.mark.parametrize("bad", list(MALFORMED), ids=list(MALFORMED))
+def test_malformed_frame_leaves_the_server_answering(server: tuple[Wire, Path], bad: str) -> None:
+    w, _ = server
+    w.send_raw(MALFORMED[bad])
+    assert_alive(w, bad)
+
+
+def test_lf_only_headers_are_read(server: tuple[Wire, Path]) -> None:
+    w, _ = server
+    body = json.dumps({"jsonrpc": "2.0", "id": "lf", "method": "delphi/health", "params": {}}).encode()
+    w.send_raw(b"Content-Length: %d\n\n" % len(body) + body)
+    assert "result" in w.response("lf", timeout=ALIVE_S)
+    assert_alive(w, "LF-only headers")
+
+
+def test_a_frame_written_slowly_is_not_mistaken_for_a_broken_one(server: tuple[Wire, Path]) -> None:
+    """The resync after a silent, incomplete body must not cut a frame that is merely slow to arrive."""
+    w, _ = server
+    data = frame({"jsonrpc": "2.0", "id": "slow", "method": "delphi/health", "params": {}})
+    w.send_raw(data[:10])
+    time.sleep(0.3)
+    w.send_raw(data[10:30])
+    time.sleep(1.5)  # longer than the framer's idle wait
+    w.send_raw(data[30:])
+    assert "result" in w.response("slow", timeout=ALIVE_S)
+
+
+BAD_REQUESTS: dict[str, tuple[dict, int, str]] = {
+    # name: (message without id, expected error code, text the message must contain)
+    "context params null": ({"method": "delphi/context", "params": None}, -32602, "params"),
+    "context params a list": ({"method": "delphi/context", "params": ["q"]}, -32602, "params"),
+    "context unknown field": ({"method": "delphi/context", "params": {"query": "x", "bogus": 1}}, -32602, "bogus"),
+    "hover position a string": ({"method": "textDocument/hover", "params": {
+        "textDocument": {"uri": "file:///nowhere/a.py"}, "position": "top"}}, -32602, "position"),
+    "hover negative position": ({"method": "textDocument/hover", "params": {
+        "textDocument": {"uri": "file:///nowhere/a.py"}, "position": {"line": -1, "character": 0}}}, -32602,
+        "position"),
+    "codeLens without textDocument": ({"method": "textDocument/codeLens", "params": {}}, -32602, "textDocument"),
+    "hover without params": ({"method": "textDocument/hover"}, -32602, "params"),
+    "unknown method": ({"method": "delphi/noSuchThing", "params": {}}, -32601, "delphi/noSuchThing"),
+    "jsonrpc 1.0": ({"method": "delphi/health", "params": {}, "jsonrpc": "1.0"}, -32600, "jsonrpc"),
+    "method not a string": ({"method": 42, "params": {}}, -32600, "method"),
+    "executeCommand unknown": ({"method": "workspace/executeCommand", "params": {"command": "nope"}}, -32602,
+                               "nope"),
+}
+
+
+@pytest.mark.parametrize("bad", list(BAD_REQUESTS), ids=list(BAD_REQUESTS))
+def test_every_bad_request_gets_an_error_naming_the_field(server: tuple[Wire, Path], bad: str) -> None:
+    w, _ = server
+    msg, code, needle = BAD_REQUESTS[bad]
+    rid = f"bad-{bad}"
+    w.send({"jsonrpc": "2.0", "id": rid, **msg})
+    ans = w.response(rid, timeout=ALIVE_S)
+    assert ans.get("error", {}).get("code") == code, ans
+    assert needle in ans["error"]["message"], ans
+
+
+def test_a_request_with_an_unusable_id_is_answered_with_a_null_id(server: tuple[Wire, Path]) -> None:
+    w, _ = server
+    w.send({"jsonrpc": "2.0", "id": {"not": "an id"}, "method": "delphi/health", "params": {}})
+    ans = w.response(None, timeout=ALIVE_S)
+    assert ans["error"]["code"] == -32600 and "id" in ans["error"]["message"]
+
+
+def test_client_mistakes_are_logged_in_one_line_not_tracebacks(server: tuple[Wire, Path]) -> None:
+    w, _ = server
+    # The same mistakes as above, on this module's server (whichever order pytest ran things in).
+    for i, (msg, _, _) in enumerate(BAD_REQUESTS.values()):
+        w.send({"jsonrpc": "2.0", "id": f"log-{i}", **msg})
+        w.response(f"log-{i}", timeout=ALIVE_S)
+    w.notify("textDocument/didOpen", {"textDocument": {"uri": 5}})  # a bad notification: no answer, one line
+    assert_alive(w, "a bad notification")
+    log = "".join(w.stderr)
+    assert "Traceback" not in log, log[-3000:]
+    assert "invalid params" in log
+
+
+def test_request_after_shutdown_is_invalid_request_and_exit_is_0(tmp_path: Path) -> None:
+    w, ws = start(tmp_path)
+    assert "result" in w.call("shutdown", None, timeout=30)
+    uri = (ws / "pkg" / "upload.py").as_uri()
+    ans = w.call("textDocument/hover", {"textDocument": {"uri": uri}, "position": {"line": 0, "character": 4}})
+    assert ans["error"]["code"] == -32600 and "shut down" in ans["error"]["message"]
+    ans = w.call("delphi/health", {})
+    assert ans["error"]["code"] == -32600
+    w.notify("exit")
+    assert w.wait(15) == 0
+
+
+def test_exit_without_shutdown_exits_1(tmp_path: Path) -> None:
+    w, _ = start(tmp_path)
+    w.notify("exit")
+    assert w.wait(15) == 1  # the LSP specification: 1 when no shutdown came first
+
+
+def test_end_of_input_ends_the_server(tmp_path: Path) -> None:
+    w, _ = start(tmp_path)
+    assert w.proc.stdin is not None
+    w.proc.stdin.close()
+    assert w.wait(15) == 1  # the client vanished without shutdown: not a clean exit, and no hang
+
+
+# ---------------------------------------------------------------------- the framer alone (fast)
+def frames_of(*chunks: bytes, idle_s: float = 0.05) -> tuple[list, Framer]:
+    q: queue.Queue[bytes] = queue.Queue()
+    for c in (*chunks, b""):
+        q.put(c)
+    f = Framer(q, max_body=1024, idle_s=idle_s)
+    return list(f.messages()), f
+
+
+def test_framer_header_split_across_chunks() -> None:
+    data = frame({"a": 1}) + frame({"b": 2})
+    chunks = [data[i:i + 3] for i in range(0, len(data), 3)]
+    msgs, f = frames_of(*chunks)
+    assert msgs == [{"a": 1}, {"b": 2}] and f.dropped == 0
+
+
+def test_framer_cuts_an_overlong_frame_back_to_the_next_header() -> None:
+    """Content-Length 60 on a 9-byte body: the next frame's header is inside the 60 bytes."""
+    nxt = frame({"next": True})
+    msgs, f = frames_of(b'Content-Length: 60\r\n\r\n{"a": 1}\n' + nxt + b" " * 40)
+    assert msgs == [{"next": True}] and f.dropped == 1
+
+
+def test_framer_resyncs_after_silence_when_the_length_was_too_long() -> None:
+    q: queue.Queue[bytes] = queue.Queue()  # no end of input: the peer waits for an answer
+    q.put(b'Content-Length: 500\r\n\r\n{"a": 1}' + frame({"next": True}))  # 500 bytes never come
+    f = Framer(q, idle_s=0.05)
+    assert next(f.messages()) == {"next": True} and f.dropped == 1
+
+
+def test_framer_bounds_the_body() -> None:
+    msgs, f = frames_of(b"Content-Length: 2048\r\n\r\n" + b"{}" * 1024 + frame({"ok": 1}))
+    assert msgs == [{"ok": 1}] and f.dropped == 1
+
+
+def test_framer_recovers_a_header_whose_first_bytes_an_overlong_body_took() -> None:
+    """Content-Length 3 on a 2-byte body: the body ends with the 'C' of the next header."""
+    msgs, f = frames_of(b"Content-Length: 3\r\n\r\n{}", frame({"next": True}))
+    assert msgs == [{"next": True}] and f.dropped == 1
