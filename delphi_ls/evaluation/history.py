@@ -8,9 +8,11 @@ commit) becomes up to two samples, the way ``dev_mined`` was built:
   test files it modified.
 
 Only files that existed before the change count (status ``M``): a file the change
-created cannot be retrieved from the tree it was written against. Bot changes and
-sweeping ones (more than ``max_files`` files) are skipped: their "answer" is not a
-question anybody asks.
+created cannot be retrieved from the tree it was written against. Bot changes, release
+bumps, merges that only bring one branch into another ("Merge remote-tracking branch
+'origin/stable'") and sweeping changes (more than ``max_files`` files) are skipped: their
+"answer" is not a question anybody asks. Every skip is counted with its reason, so a
+report can say why N changes gave fewer questions.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import hashlib
 import re
 import shutil
 import subprocess
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +30,19 @@ from ..workspace.kinds import file_kind
 
 _BOT = re.compile(r"\[bot\]|dependabot|renovate|pre-commit-ci|github-actions", re.I)
 _MERGE_PR = re.compile(r"^Merge pull request #\d+ from \S+")
+# A merge that brings one branch into another ("Merge remote-tracking branch 'origin/stable'",
+# "Merge branch 'x' into y", "Merge tag 'v1'") has no question in its message, only branch names.
+_MERGE_SYNC = re.compile(r"^Merge (remote-tracking branch|branch|branches|tag|commit) ")
+_RELEASE = ("bump ", "release ", "prepare release", "update changelog")
+
+# Why a change on the first-parent line gave no question: the reasons `delphi eval` reports.
+SKIP_ROOT = "the repository's first commit (nothing before it)"
+SKIP_BOT = "made by a bot"
+SKIP_SYNC = "merged one branch into another (no question in the message)"
+SKIP_RELEASE = "a release or version bump"
+SKIP_NO_MODIFIED = "modified no existing file (only added, deleted or renamed files)"
+SKIP_TOO_MANY = "changed more than {max_files} files"
+SKIP_NO_SOURCE = "changed no source file (tests, docs or config only)"
 _TRAILER = re.compile(r"^(Signed-off-by|Co-authored-by|Reviewed-by|Change-Id|Acked-by):.*$", re.I | re.M)
 _MAX_BODY = 2000
 
@@ -75,8 +91,14 @@ def _split_message(subject: str, body: str) -> tuple[str, str]:
     return subject, body[:_MAX_BODY]
 
 
-def merged_changes(git_dir: Path, limit: int, rev: str = "HEAD", max_files: int = 30) -> list[Change]:
-    """The last ``limit`` usable changes on ``rev``'s first-parent line, newest first."""
+def merged_changes(git_dir: Path, limit: int, rev: str = "HEAD", max_files: int = 30,
+                   skipped: Counter[str] | None = None, need_source: bool = False) -> list[Change]:
+    """The last ``limit`` usable changes on ``rev``'s first-parent line, newest first.
+
+    Reads back at most ``max(6 * limit, 50)`` changes. ``skipped`` counts why each change read and
+    not used was left out; ``need_source``: a change that modified no source file is skipped too
+    (it cannot become a question), so ``limit`` counts changes that give questions."""
+    skipped = Counter() if skipped is None else skipped
     raw = _git(git_dir, "log", "--first-parent", f"-n{max(limit * 6, 50)}", "--format=%H%x00%P%x00%ct%x00%an%x00%s%x00%b%x1e", rev)
     out: list[Change] = []
     for rec in raw.split("\x1e"):
@@ -87,10 +109,18 @@ def merged_changes(git_dir: Path, limit: int, rev: str = "HEAD", max_files: int 
         if len(parts) < 6:
             continue
         commit, parents, ctime, author, subject, body = parts[:6]
-        if not parents.strip() or _BOT.search(author) or _BOT.search(subject):
+        if not parents.strip():
+            skipped[SKIP_ROOT] += 1
+            continue
+        if _BOT.search(author) or _BOT.search(subject):
+            skipped[SKIP_BOT] += 1
+            continue
+        if _MERGE_SYNC.match(subject):
+            skipped[SKIP_SYNC] += 1
             continue
         title, text = _split_message(subject, body)
-        if not title or title.lower().startswith(("bump ", "release ", "prepare release", "update changelog")):
+        if not title or title.lower().startswith(_RELEASE):
+            skipped[SKIP_RELEASE] += 1
             continue
         base = parents.split()[0]
         numstat = _git(git_dir, "diff", "--numstat", "--no-renames", "--diff-filter=M", base, commit)
@@ -102,7 +132,14 @@ def merged_changes(git_dir: Path, limit: int, rev: str = "HEAD", max_files: int 
             added, deleted, path = cols
             n = (int(added) if added.isdigit() else 0) + (int(deleted) if deleted.isdigit() else 0)
             changed.append((n, path))
-        if not changed or len(changed) > max_files:
+        if not changed:
+            skipped[SKIP_NO_MODIFIED] += 1
+            continue
+        if len(changed) > max_files:
+            skipped[SKIP_TOO_MANY.format(max_files=max_files)] += 1
+            continue
+        if need_source and not any(file_kind(p) == "code" for _n, p in changed):
+            skipped[SKIP_NO_SOURCE] += 1
             continue
         changed.sort(key=lambda t: (-t[0], t[1]))
         out.append(Change(commit, base, int(ctime), title, text, [p for _n, p in changed]))
@@ -129,11 +166,14 @@ def samples_of(change: Change, repo: str) -> list[dict[str, Any]]:
     return out
 
 
-def mine(path: str | Path, limit: int, repo: str | None = None, rev: str = "HEAD") -> list[dict[str, Any]]:
-    """Samples from the last ``limit`` merged changes of the repository at ``path``, oldest first."""
+def mine(path: str | Path, limit: int, repo: str | None = None, rev: str = "HEAD",
+         skipped: Counter[str] | None = None, need_source: bool = False) -> list[dict[str, Any]]:
+    """Samples from the last ``limit`` merged changes of the repository at ``path``, oldest first
+    (``skipped``, ``need_source``: see :func:`merged_changes`)."""
     git_dir = git_dir_of(path)
     name = repo or Path(path).resolve().name
-    samples = [s for c in merged_changes(git_dir, limit, rev) for s in samples_of(c, name)]
+    changes = merged_changes(git_dir, limit, rev, skipped=skipped, need_source=need_source)
+    samples = [s for c in changes for s in samples_of(c, name)]
     return sorted(samples, key=lambda s: (s["time"], s["id"]))
 
 

@@ -12,6 +12,7 @@ import json
 import shutil
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,9 +30,13 @@ def evaluate_history(path: str | Path, limit: int = 50, baselines: tuple[str, ..
     from ..engine import Engine  # the engine imports evaluation's siblings; keep the import one-way at load
 
     git_dir = git_dir_of(path)
-    samples = mine(path, limit)
+    why_not = Counter[str]()
+    samples = mine(path, limit, skipped=why_not, need_source=True)
+    used = len({s["fix_commit"] for s in samples})
     if not samples:
-        raise ValueError(f"no usable merged changes among the last {limit} on the first-parent line of {path}")
+        raise ValueError(f"no usable merged changes among the last {sum(why_not.values())} on the first-parent "
+                         f"line of {path}" + (f" ({_reasons(why_not)})" if why_not else ""))
+    dropped = 0  # questions whose answer files are not in the base tree (absent blobs)
     scratch = Path(work) if work else Path(tempfile.mkdtemp(prefix="delphi-eval-"))
     tree, index = scratch / "tree", scratch / "index"
     records: list[dict[str, Any]] = []
@@ -54,6 +59,7 @@ def evaluate_history(path: str | Path, limit: int = 50, baselines: tuple[str, ..
                     text, anchors = ask(s)
                     gold = [g for g in gold_of(s) if (tree / g).is_file()]
                     if not gold:
+                        dropped += 1
                         continue
                     valid = [a for a in anchors if (tree / a).is_file()]
                     rec: dict[str, Any] = {"id": s["id"], "task": s["task_type"], "commit": s["fix_commit"],
@@ -72,13 +78,51 @@ def evaluate_history(path: str | Path, limit: int = 50, baselines: tuple[str, ..
         if not work:
             shutil.rmtree(scratch, ignore_errors=True)
     systems = ["engine", *baselines]
-    return {"repository": str(Path(path).resolve()), "changes": len(bases), "questions": len(records),
+    return {"repository": str(Path(path).resolve()), "requested": limit, "changes": used,
+            "changesRead": used + sum(why_not.values()), "skippedChanges": dict(why_not.most_common()),
+            "questionsDropped": dropped, "questions": len(records), "baselines": list(baselines),
             "summary": summarise(records, systems), "records": records, "skipped": skipped}
+
+
+def _reasons(counts: Counter[str] | dict[str, int]) -> str:
+    return "; ".join(f"{n} {why}" for why, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+# What each column and baseline means, printed under the table (a number without its definition is noise).
+LEGEND = {
+    "MRR": "mean reciprocal rank: 1/rank of the first right file, averaged (1.0 = always first)",
+    "R@k": "recall at k: the share of the right files found in the top k, averaged",
+    "ΔMRR": "the engine's MRR minus that system's on the same questions, with a 95% paired bootstrap interval",
+    "W/T/L": "questions where the engine put the first right file higher / at the same rank / lower than that system",
+}
+TASKS = {
+    "intent2code": "the change's title and body -> the source files it modified",
+    "code2test": "title and body plus the most-changed source file as anchor -> the test files it modified",
+}
+BASELINE_NOTES = {
+    "bm25": "Okapi BM25 over whole files",
+    "grep": "ripgrep over the question's identifiers, quoted terms and paths",
+    "heuristic": "identifier-splitting BM25 kept to tests or sources by the question's words, "
+                 "tests named after the anchor first",
+    "lexical": "Agent Retrieval Bench's set-overlap ranker with path and symbol bonuses",
+}
 
 
 def render(result: dict[str, Any]) -> str:
     lines = [f"Delphi on the history of {result['repository']}: {result['questions']} questions from "
-             f"{result['changes']} merged changes", "",
+             f"{result['changes']} merged changes"]
+    if result.get("skippedChanges"):
+        lines.append(f"Read the last {result['changesRead']} changes on the first-parent line to find "
+                     f"{result['changes']} that give questions (asked for {result['requested']}); skipped: "
+                     + _reasons(result["skippedChanges"]) + ".")
+    if result.get("changes", 0) < result.get("requested", 0):
+        window = max(6 * result["requested"], 50)
+        why = (f"eval reads back at most {window} changes (6 per change asked, at least 50)"
+               if result["changesRead"] >= window else "the history has no more changes")
+        lines.append(f"Only {result['changes']} of the {result['requested']} asked for: {why}.")
+    if result.get("questionsDropped"):
+        lines.append(f"{result['questionsDropped']} questions dropped: their files are missing from the base tree.")
+    lines += ["",
              "| task | system | n | MRR | " + " | ".join(f"R@{k}" for k in KS) + " | ΔMRR engine−system [95% CI] | W/T/L |",
              "|---|---|---|---|" + "---|" * len(KS) + "---|---|"]
     for task, rows in result["summary"].items():
@@ -89,6 +133,12 @@ def render(result: dict[str, Any]) -> str:
                          + " | ".join(f"{r[f'r@{k}']:.3f}" for k in KS) + f" | {delta} | {wtl} |")
     if result["skipped"]:
         lines += ["", "Skipped: " + "; ".join(result["skipped"])]
+    lines += ["", "Tasks: " + "; ".join(f"{t}: {d}" for t, d in TASKS.items() if t in result["summary"]) + "."]
+    lines += [f"{k}: {v}." for k, v in LEGEND.items()]
+    names = [b for b in result.get("baselines", []) if b in BASELINE_NOTES]
+    if names:
+        lines.append("Baselines, measured in the same run on the same trees: "
+                     + "; ".join(f"{b}: {BASELINE_NOTES[b]}" for b in names) + ".")
     return "\n".join(lines)
 
 
