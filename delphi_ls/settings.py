@@ -75,7 +75,7 @@ class Settings:
     path_cap_per_dir: int = 3
     # Per-query traces (JSON lines). Relative: under the index folder; absolute only from the user.
     trace_file: Path | None = None
-    embed_batch: int = 64
+    embed_batch: int = 256  # chunks per embedding call (the indexer reads it)
 
     def __post_init__(self) -> None:
         # Not a dataclass field: not a setting anyone can set, only what load() refused and why.

@@ -21,13 +21,17 @@ FOLDER=$(cd "$FOLDER" && pwd)
 cd "$CHECKOUT"
 PY=${PYTHON:-python3}
 [ -d .venv ] || "$PY" -m venv .venv
-# pip's and the build backend's chatter goes to a log, shown only if the install fails.
-LOG=.venv/try-install.log
-echo "installing Delphi into $CHECKOUT/.venv (log: $LOG)" >&2
-if ! { .venv/bin/python -m pip install -q --upgrade pip && .venv/bin/python -m pip install -q -e .; } >"$LOG" 2>&1; then
-  cat "$LOG" >&2
-  echo "try.sh: installing Delphi failed (log above, kept in $LOG)" >&2
-  exit 1
+# Install once (again only when pyproject.toml changed; the checkout is installed editable, so code
+# changes need no reinstall). pip's and the build backend's chatter goes to a log, shown if it fails.
+if [ ! -x .venv/bin/delphi ] || [ pyproject.toml -nt .venv/bin/delphi ]; then
+  LOG=.venv/try-install.log
+  echo "installing Delphi into $CHECKOUT/.venv (log: $LOG)" >&2
+  if ! { .venv/bin/python -m pip install -q --upgrade pip && .venv/bin/python -m pip install -q -e .; } >"$LOG" 2>&1; then
+    cat "$LOG" >&2
+    echo "try.sh: installing Delphi failed (log above, kept in $LOG)" >&2
+    exit 1
+  fi
+  touch .venv/bin/delphi
 fi
 .venv/bin/delphi index "$FOLDER"
 .venv/bin/delphi context "$FOLDER" "$QUESTION"

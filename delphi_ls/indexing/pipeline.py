@@ -308,7 +308,7 @@ class Indexer:
         total = self.meta.counts()["chunks"] - self.meta.counts()["vectors"]
         done = 0
         while not (should_stop and should_stop()):
-            rows = self.meta.unembedded(EMBED_BATCH)
+            rows = self.meta.unembedded(self.settings.embed_batch)  # chunks per embedding call
             if not rows:
                 break
             hashes = sorted({r.content_hash for r in rows})
