@@ -224,3 +224,17 @@ def test_framer_recovers_a_header_whose_first_bytes_an_overlong_body_took() -> N
     """Content-Length 3 on a 2-byte body: the body ends with the 'C' of the next header."""
     msgs, f = frames_of(b"Content-Length: 3\r\n\r\n{}", frame({"next": True}))
     assert msgs == [{"next": True}] and f.dropped == 1
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_framer_finds_every_frame_between_random_junk(seed: int) -> None:
+    """Junk of any bytes (but no header) before each frame, the stream cut at random points."""
+    rng = random.Random(seed)
+    sent = [{"n": i, "s": "x" * rng.randrange(0, 300)} for i in range(12)]
+    data = b"".join(rng.randbytes(rng.randrange(0, 400)).replace(b"ength", b"ENGTx") + frame(m) for m in sent)
+    cuts = sorted(rng.sample(range(1, len(data)), 15))
+    chunks = [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True)]
+    q: queue.Queue[bytes] = queue.Queue()
+    for c in (*chunks, b""):
+        q.put(c)
+    assert list(Framer(q, max_body=4096, idle_s=0.05).messages()) == sent
