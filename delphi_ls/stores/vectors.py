@@ -15,6 +15,16 @@ import chromadb  # noqa: E402
 from chromadb.config import Settings as ChromaSettings  # noqa: E402
 
 
+def _forget_system(folder: Path) -> None:
+    """Chroma caches one System per folder per process and keeps it even when starting it failed (a
+    damaged chroma.sqlite3); every later client for that folder then fails. Drop the broken one so the
+    folder can be opened again once it is repaired."""
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    SharedSystemClient._identifier_to_system.pop(str(folder), None)
+    SharedSystemClient._identifier_to_refcount.pop(str(folder), None)
+
+
 class VectorStore:
     def __init__(self, folder: Path, collection: str, url: str | None = None) -> None:
         cs = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
@@ -25,7 +35,11 @@ class VectorStore:
             self.where = url
         else:
             folder.mkdir(parents=True, exist_ok=True)
-            self.client = chromadb.PersistentClient(path=str(folder), settings=cs)
+            try:
+                self.client = chromadb.PersistentClient(path=str(folder), settings=cs)
+            except BaseException:
+                _forget_system(folder)
+                raise
             self.where = str(folder)
         self.folder = None if url else folder
         self.url = url

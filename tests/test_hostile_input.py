@@ -1,0 +1,240 @@
+"""Hostile input (issue 12): names, depths, bytes and buffers that used to fail a whole index, and
+links or ignored files that used to leak into it. Each case: the rest is indexed, the bad part is
+skipped with a reason, and no byte of what must stay out reaches any file of the index."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+import delphi_ls.indexing.pipeline as pipe
+from delphi_ls import Engine
+from delphi_ls.settings import Settings
+from delphi_ls.workspace.scan import (
+    SkipFile,
+    content_skip_reason,
+    is_indexable,
+    read_no_follow,
+    scan,
+    skip_reason,
+)
+
+SECRET = b"AKIA-SECRET-7f3c9e1b2a"  # a token that must never reach a store
+
+
+def _ws(root: Path, files: dict[str, str | bytes]) -> Path:
+    for rel, body in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(body, bytes):
+            p.write_bytes(body)
+        else:
+            p.write_text(body, encoding="utf-8")
+    return root
+
+
+BASE = {
+    "app/retry.py": "def retry_upload(n):\n    return n + 1\n",
+    "app/sched.py": "class Scheduler:\n    def next_job(self):\n        return None\n",
+    "tests/test_retry.py": "from app.retry import retry_upload\n\ndef test_it():\n    assert retry_upload(1) == 2\n",
+    ".gitignore": ".env\nbuild/\n*.secret\n",
+}
+
+
+def _bytes_in_index(index_dir: Path, needle: bytes) -> list[str]:
+    """Every file under the index folder (SQLite, its WAL, Whoosh segments, Chroma) holding ``needle``."""
+    return [str(p) for p in index_dir.rglob("*") if p.is_file() and needle in p.read_bytes()]
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    return _ws(tmp_path / "ws", BASE)
+
+
+def _engine(ws: Path, tmp_path: Path, **kw) -> Engine:
+    return Engine(ws, index_dir=str(tmp_path / "idx"), vectors=False, reranker="off", **kw)
+
+
+def test_file_name_not_utf8_is_skipped_and_the_rest_indexed(ws: Path, tmp_path: Path):
+    (ws / "app").joinpath(os.fsdecode(b"latin1_\xff\xfe.py")).write_text("def latin(): pass\n")
+    os.mkdir(os.path.join(os.fsencode(ws), b"dir_\xe9"))
+    (ws / os.fsdecode(b"dir_\xe9") / "inner.py").write_text("def inner(): pass\n")
+    with _engine(ws, tmp_path) as eng:
+        rep = eng.index()
+        assert not rep.errors
+        skipped = eng.meta.skipped()
+        assert skipped["app/latin1_\\xff\\xfe.py"] == "file name is not valid UTF-8"
+        assert skipped["dir_\\xe9"] == "file name is not valid UTF-8"
+        assert {p for p, _k, _n in eng.meta.files()} >= {"app/retry.py", "app/sched.py", "tests/test_retry.py"}
+        assert eng.context("retry upload")["results"][0]["path"] == "app/retry.py"
+        assert eng.health()["ok"]
+        assert not eng.index().errors  # and every later run too
+
+
+def test_folder_chain_1200_deep_is_walked_without_recursion(ws: Path, tmp_path: Path):
+    chain = [ws / "d"]
+    for _ in range(1199):  # one level at a time: Path.mkdir(parents=True) itself recurses
+        chain.append(chain[-1] / "d")
+    for d in chain:
+        d.mkdir()
+    (chain[-1] / "bottom.py").write_text("def at_the_bottom(): pass\n")
+    try:
+        res = scan(ws, 1_000_000)
+        bottom = "/".join(["d"] * 1200) + "/bottom.py"
+        assert bottom in {f.path for f in res.files}
+        with _engine(ws, tmp_path) as eng:
+            assert not eng.index().errors
+            assert eng.meta.chunks_of(bottom)
+            assert eng.health()["staleness"]["stale"] is False  # health scans too
+    finally:
+        # shutil.rmtree (pytest's clean-up of old tmp folders) recurses too: take the chain down here.
+        (chain[-1] / "bottom.py").unlink()
+        for d in reversed(chain):
+            d.rmdir()
+
+
+def test_scan_order_and_nested_ignores_unchanged(tmp_path: Path):
+    """The iterative walk visits in the same order as the recursive one did, nested rules included."""
+    root = _ws(tmp_path / "w", {"a/x.py": "1", "a/b/y.py": "2", "a/.gitignore": "b/z.py\n", "a/b/z.py": "3",
+                                "a0.py": "4", "c/.gitignore": "*\n!keep.py\n", "c/keep.py": "5", "c/drop.py": "6"})
+    assert [f.path for f in scan(root, 1000).files] == ["a/.gitignore", "a/b/y.py", "a/x.py", "a0.py", "c/keep.py"]
+
+
+def test_lone_surrogate_in_a_buffer_is_indexed_with_replacement(ws: Path, tmp_path: Path):
+    buffers = {"app/sched.py": "X = '\ud800'\ndef surrogate_holder(): pass\n"}
+    with _engine(ws, tmp_path) as eng:
+        for _ in range(2):  # every full re-index while the buffer stays open
+            rep = eng.index(buffers=buffers)
+            assert not rep.errors and not rep.buffers_dropped
+        assert "app/sched.py" in eng.meta.replaced_files()
+        assert "surrogate_holder" in "".join(c.text for c in eng.meta.chunks_of("app/sched.py"))
+        assert eng.context("surrogate_holder")["results"][0]["path"] == "app/sched.py"
+
+
+def test_binary_without_nul_is_detected_by_content(ws: Path, tmp_path: Path):
+    rnd = bytes(b for b in os.urandom(70_000) if b)[:65_536]
+    assert b"\x00" not in rnd and len(rnd) == 65_536
+    (ws / "blob.dat").write_bytes(rnd)
+    with _engine(ws, tmp_path) as eng:
+        eng.index()
+        assert eng.meta.skipped()["blob.dat"].startswith("binary content")
+        assert eng.meta.chunks_of("blob.dat") == []
+    # Text in other scripts and legacy 8-bit text are still text.
+    assert content_skip_reason("ru.md", "Привет, мир! Это текст.\n".encode() * 50) is None
+    assert content_skip_reason("zh.md", "重试上传的策略。\n".encode() * 50) is None
+    assert content_skip_reason("l1.py", "# café crème brûlée\nx = 1\n".encode("latin-1") * 30) is None
+
+
+def test_stop_during_a_cold_index_returns_and_resumes(tmp_path: Path):
+    files: dict[str, str | bytes] = {f"pkg/m{i:03}.py": f"def f{i}():\n    return {i}\n" for i in range(120)}
+    ws = _ws(tmp_path / "ws", {**files, "yarn.lock": "x\n"})  # a skipped file: the stop path records it
+    calls = []
+    with _engine(ws, tmp_path) as eng:
+        def stop_on_first_batch(phase: str, done: int, total: int, chunks: int) -> None:
+            calls.append(done)
+            eng.stop_indexing()
+
+        rep = eng.index(progress=stop_on_first_batch)  # used to raise TypeError ('NoneType' not iterable)
+        assert rep.errors and "stopped" in rep.errors[0]
+        assert 0 < eng.meta.counts()["files"] < 120
+        assert not eng.is_indexed()
+        rep = eng.index()
+        assert not rep.errors and eng.meta.counts()["files"] == 120 and eng.is_indexed()
+
+
+def test_file_swapped_for_a_link_after_the_scan_is_not_followed(ws: Path, tmp_path: Path, monkeypatch):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "creds.py").write_bytes(b"TOKEN = '" + SECRET + b"'\n")
+    (outside / "sched.py").write_bytes(b"TOKEN = '" + SECRET + b"'\n")
+    real_scan = pipe.scan
+
+    def scan_then_swap(*a, **kw):
+        res = real_scan(*a, **kw)
+        # The race: after the scan listed them, a file becomes a link out, and a folder does too.
+        (ws / "app" / "retry.py").unlink()
+        os.symlink(outside / "creds.py", ws / "app" / "retry.py")
+        os.rename(ws / "tests", tmp_path / "tests_moved")
+        os.symlink(outside, ws / "tests")
+        return res
+
+    monkeypatch.setattr(pipe, "scan", scan_then_swap)
+    with _engine(ws, tmp_path) as eng:
+        assert not eng.index().errors
+        skipped = eng.meta.skipped()
+        assert skipped["app/retry.py"] == "symlink (not followed)"
+        assert skipped["tests/test_retry.py"] == "symlink (not followed)"
+        assert eng.meta.chunks_of("app/sched.py")  # the rest is indexed
+    assert _bytes_in_index(tmp_path / "idx", SECRET) == []
+
+
+def test_read_no_follow_refuses_links_fifos_and_growth(tmp_path: Path):
+    root = _ws(tmp_path / "r", {"a/ok.py": "x = 1\n", "big.txt": "y" * 100})
+    (tmp_path / "out.txt").write_text("outside")
+    os.symlink(tmp_path / "out.txt", root / "link.py")
+    os.symlink(tmp_path, root / "dirlink")
+    os.mkfifo(root / "pipe.py")
+    assert read_no_follow(root, "a/ok.py", 1000) == b"x = 1\n"
+    for rel, reason in [("link.py", "symlink"), ("dirlink/out.txt", "symlink"), ("pipe.py", "not a regular"),
+                        ("big.txt", "too large"), ("../out.txt", "outside")]:
+        with pytest.raises(SkipFile, match=reason):
+            read_no_follow(root, rel, 50)
+    with pytest.raises(FileNotFoundError):
+        read_no_follow(root, "a/gone.py", 1000)
+
+
+def test_buffer_of_an_ignored_secret_never_reaches_the_index(ws: Path, tmp_path: Path):
+    (ws / ".env").write_bytes(b"API_KEY=" + SECRET + b"\n")
+    secret_text = "API_KEY=" + SECRET.decode() + "\n"
+    buffers = {
+        ".env": secret_text,                         # gitignored (VS Code sends didOpen for it)
+        "build/gen.py": secret_text,                 # inside an ignored folder
+        "keys.secret": secret_text,                  # ignored by a pattern
+        "package-lock.json": secret_text,            # a lockfile
+        "logo.png": secret_text,                     # a binary type
+        "../outside.py": secret_text,                # outside the workspace
+        "/etc/passwd": secret_text,
+        ".git/config": secret_text,
+        "app/huge.py": "x = 1\n" * 400_000,          # too large
+        "app/new_unsaved.py": "def brand_new_helper(): pass\n",  # a normal new file: indexed
+    }
+    with _engine(ws, tmp_path) as eng:
+        rep = eng.index(buffers=buffers)
+        assert set(rep.buffers_dropped) == set(buffers) - {"app/new_unsaved.py"}
+        assert rep.buffers_dropped[".env"].startswith("ignored")
+        assert rep.buffers_dropped["../outside.py"] == "outside the workspace"
+        assert rep.buffers_dropped["package-lock.json"] == "lockfile"
+        assert rep.buffers_dropped["app/huge.py"].startswith("too large")
+        # The language server's path: one file at a time.
+        rep = eng.index(only=[".env"], buffers={".env": secret_text})
+        assert ".env" in rep.buffers_dropped
+        assert eng.context("API_KEY")["results"] == [] or all(
+            r["path"] != ".env" for r in eng.context("API_KEY")["results"])
+        assert eng.context("brand_new_helper")["results"][0]["path"] == "app/new_unsaved.py"
+        assert ".env" not in eng.meta.skipped()  # not even the ignored file's name is written
+        eng.index()  # the buffer closed: back to the disk
+    assert _bytes_in_index(tmp_path / "idx", SECRET) == []
+
+
+def test_skip_reason_is_the_scan_rule(ws: Path):
+    """The function the language server may call before sending a buffer: same verdicts as the scan."""
+    s = Settings(max_file_bytes=1000)
+    (ws / "build").mkdir()
+    (ws / "build" / "x.py").write_text("x")
+    os.symlink(ws / "app", ws / "applink")
+    assert skip_reason(ws, "app/retry.py", s) is None and is_indexable(ws, "app/retry.py", s)
+    assert skip_reason(ws, "app/not_yet_saved.py", s) is None
+    assert skip_reason(ws, ".env", s).startswith("ignored")
+    assert skip_reason(ws, "build/x.py", s).startswith("ignored")
+    assert skip_reason(ws, "build/new/deeper.py", s).startswith("ignored")
+    assert skip_reason(ws, "applink/retry.py", s) == "symlink (not followed)"
+    assert skip_reason(ws, "app", s) == "not a regular file"
+    assert skip_reason(ws, "../x.py", s) == "outside the workspace"
+    assert skip_reason(ws, "yarn.lock", s) == "lockfile"
+    assert skip_reason(ws, "app/a.py", s, size=5000).startswith("too large")
+    assert skip_reason(ws, os.fsdecode(b"\xff.py"), s) == "file name is not valid UTF-8"
+    scanned = {f.path for f in scan(ws, 1000).files}
+    for rel in ["app/retry.py", ".gitignore", ".env", "build/x.py", "tests/test_retry.py"]:
+        assert is_indexable(ws, rel, s) == (rel in scanned), rel

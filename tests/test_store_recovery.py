@@ -1,0 +1,203 @@
+"""Damaged stores (issue 12): each fault is detected at open and in health (an error in plain words,
+`delphi health` exits 1), no command fails with a traceback, and the next index (or
+`delphi index --rebuild`) rebuilds what is derived: Whoosh from the manifest, Chroma from the embedding
+cache (nothing re-embedded), the manifest itself from the workspace."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from delphi_ls import Engine
+from delphi_ls.cli import main
+from delphi_ls.stores.vectors import VectorStore
+
+FILES = {
+    "shipyard/retry.py": "class RetryPolicy:\n    def delay_for(self, attempt):\n        return 2 ** attempt\n\n\n"
+                         "def with_backoff(fn, policy):\n    return fn()\n",
+    "shipyard/scheduler.py": "import heapq\n\n\nclass BuildScheduler:\n    def submit(self, job):\n"
+                             "        heapq.heappush(self.q, job)\n",
+    "tests/test_retry.py": "from shipyard.retry import RetryPolicy\n\n\ndef test_delay():\n"
+                           "    assert RetryPolicy().delay_for(3) == 8\n",
+    "docs/retry.md": "# Retries\nUploads are retried with exponential backoff.\n",
+    "blank.py": "   \n\n",  # no chunks: one empty lexical document
+}
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory) -> tuple[Path, Path, dict]:
+    """One indexed workspace (vectors on), copied by each test: indexing once keeps the module fast."""
+    base = tmp_path_factory.mktemp("tpl")
+    ws = base / "ws"
+    for rel, text in FILES.items():
+        (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws / rel).write_text(text)
+    with Engine(ws, index_dir=str(base / "idx"), reranker="off") as eng:
+        eng.index()
+        facts = {"counts": eng.meta.counts(), "docs": eng.lexical.doc_count()}
+    return ws, base / "idx", facts
+
+
+@pytest.fixture
+def copy(template, tmp_path: Path) -> tuple[Path, Path, dict]:
+    ws, idx, facts = template
+    shutil.copytree(idx, tmp_path / "idx")
+    return ws, tmp_path / "idx", facts
+
+
+def _open(ws: Path, idx: Path) -> Engine:
+    return Engine(ws, index_dir=str(idx), reranker="off")
+
+
+def _problem(h: dict, code: str) -> dict:
+    found = [p for p in h["problems"] if p["code"] == code]
+    assert found, h["problems"]
+    return found[0]
+
+
+def _health_exit(ws: Path, idx: Path) -> int:
+    return main(["health", str(ws), "--index-dir", str(idx), "--reranker", "off", "--json"])
+
+
+def _assert_whole(eng: Engine, facts: dict) -> None:
+    h = eng.health(check_staleness=False)
+    assert h["ok"], h["problems"]
+    assert eng.meta.counts() == facts["counts"]
+    assert eng.lexical.doc_count() == facts["docs"]
+    assert eng.vectors is not None and eng.vectors.count() == facts["counts"]["vectors"]
+    ans = eng.context("exponential backoff retry policy")
+    assert ans["results"][0]["path"] in ("shipyard/retry.py", "docs/retry.md")
+    assert all(s.startswith(("ready", "off")) for s in ans["branchesReady"].values()), ans["branchesReady"]
+
+
+@pytest.mark.parametrize("damage", ["truncated", "overwritten"])
+def test_damaged_manifest_is_moved_aside_and_rebuilt(copy, damage: str):
+    ws, idx, facts = copy
+    db = idx / "meta.sqlite"
+    data = db.read_bytes()
+    db.write_bytes(data[: len(data) // 2] if damage == "truncated" else os.urandom(len(data)))
+    with _open(ws, idx) as eng:  # used to raise DatabaseError for every command, forever
+        h = eng.health(check_staleness=False)
+        p = _problem(h, "manifest_recovered")
+        assert p["severity"] == "error" and "moved aside" in p["message"] and not h["ok"]
+        assert eng.context("retry")["results"] == []  # an answer, empty, not a traceback
+    assert _health_exit(ws, idx) == 1
+    assert list(idx.glob("meta.sqlite.corrupt-*"))
+    with _open(ws, idx) as eng:
+        rep = eng.index()
+        assert not rep.errors
+        assert _problem(eng.health(check_staleness=False), "manifest_recovered")["severity"] == "info"
+        _assert_whole(eng, facts)
+    assert _health_exit(ws, idx) == 0
+
+
+@pytest.mark.parametrize("damage", ["folder deleted", "toc deleted", "segment truncated"])
+def test_damaged_lexical_index_is_reported_and_rebuilt_from_the_manifest(copy, damage: str):
+    ws, idx, facts = copy
+    wh = idx / "whoosh"
+    if damage == "folder deleted":
+        shutil.rmtree(wh)
+    elif damage == "toc deleted":
+        for t in wh.glob("*.toc"):
+            t.unlink()
+    else:
+        for seg in wh.glob("*.seg"):
+            seg.write_bytes(seg.read_bytes()[: seg.stat().st_size // 2])
+    with _open(ws, idx) as eng:
+        h = eng.health(check_staleness=False)
+        p = _problem(h, "lexical_store")
+        assert p["severity"] == "error" and "Whoosh" in p["message"] and not h["ok"]
+        assert h["branches"]["bm25"].startswith("error")
+        eng.context("retry policy")  # answers from the other branches, no traceback
+    assert _health_exit(ws, idx) == 1
+    with _open(ws, idx) as eng:
+        rep = eng.index()
+        assert rep.repaired and "lexical index rebuilt" in rep.repaired[0]
+        assert rep.files_indexed == 0  # from the manifest: no file re-read
+        _assert_whole(eng, facts)
+        assert eng.context("BuildScheduler")["branchesReady"]["bm25"] == "ready"
+    assert _health_exit(ws, idx) == 0
+
+
+def test_bm25_failure_at_query_time_shows_in_health(copy):
+    """The segment breaks while the engine is open: the branch error reaches health, not only branchesReady."""
+    ws, idx, facts = copy
+    with _open(ws, idx) as eng:
+        assert eng.health(check_staleness=False)["ok"]
+        for seg in (idx / "whoosh").glob("*.seg"):
+            seg.write_bytes(seg.read_bytes()[:100])
+        eng.lexical.refresh()
+        ans = eng.context("retry policy backoff")
+        assert ans["branchesReady"]["bm25"].startswith("error")
+        assert not ans["health"]["ok"]
+        h = eng.health(check_staleness=False)
+        assert not h["ok"]
+        assert {p["code"] for p in h["problems"]} >= {"lexical_store", "branch_error"}
+        eng.index()
+        assert eng.context("retry policy backoff")["branchesReady"]["bm25"] == "ready"
+        assert eng.health(check_staleness=False)["ok"]
+
+
+@pytest.mark.parametrize("damage", ["folder deleted", "database overwritten"])
+def test_damaged_vector_store_is_refilled_from_the_cache(copy, damage: str):
+    ws, idx, facts = copy
+    if damage == "folder deleted":
+        shutil.rmtree(idx / "chroma")
+    else:
+        db = idx / "chroma" / "chroma.sqlite3"
+        db.write_bytes(os.urandom(db.stat().st_size))
+    with _open(ws, idx) as eng:
+        h = eng.health(check_staleness=False)
+        assert not h["ok"]
+        assert h["branches"]["vector"].startswith("disabled")
+        assert any(p["code"] in ("vector_store", "vector_store_damaged") for p in h["problems"]), h["problems"]
+    assert _health_exit(ws, idx) == 1
+    with _open(ws, idx) as eng:
+        rep = eng.index()
+        n = facts["counts"]["vectors"]
+        assert rep.chunks_embedded == n and rep.vectors_from_cache == n  # written back, none re-embedded
+        _assert_whole(eng, facts)
+    assert _health_exit(ws, idx) == 0
+
+
+def test_rebuild_flag_rebuilds_every_store_without_embedding(copy, capsys):
+    ws, idx, facts = copy
+    assert main(["index", str(ws), "--index-dir", str(idx), "--reranker", "off", "--rebuild", "--json",
+                 "--quiet"]) == 0
+    out = capsys.readouterr().out
+    import json
+
+    rep = json.loads(out)
+    n = facts["counts"]["vectors"]
+    assert rep["files_indexed"] == facts["counts"]["files"]
+    assert rep["chunks_embedded"] == n and rep["vectors_from_cache"] == n
+    with _open(ws, idx) as eng:
+        _assert_whole(eng, facts)
+
+
+def test_damaged_hnsw_files_are_detected_and_wiped(tmp_path: Path):
+    """Chroma writes HNSW files past ~1000 vectors; damage shows at count or query, and wipe() repairs."""
+    rng = np.random.default_rng(0)
+    x = rng.random((1200, 32), dtype=np.float32)
+    ids = [f"c{i}" for i in range(len(x))]
+    v = VectorStore(tmp_path / "chroma", "delphi_test")
+    for i in range(0, len(x), 400):
+        v.upsert(ids[i:i + 400], x[i:i + 400], ["p.py"] * 400, ["code"] * 400)
+    assert v.check(len(x)) is None
+    assert v.check(len(x) + 1).startswith("it holds 1200 vectors")
+    v.close()
+    bins = list((tmp_path / "chroma").glob("*/*.bin"))
+    assert bins, "expected HNSW files"
+    for b in bins:
+        b.write_bytes(os.urandom(max(b.stat().st_size, 64)))
+    v = VectorStore(tmp_path / "chroma", "delphi_test")
+    assert v.check(len(x)) is not None
+    v.wipe()
+    assert v.check(0) is None and v.count() == 0
+    v.upsert(ids[:10], x[:10], ["p.py"] * 10, ["code"] * 10)
+    assert v.query(x[0], 1)[0][0] == "c0"
+    v.close()
