@@ -1,7 +1,9 @@
 """The file graph: import edges resolved to workspace files, and test-to-code edges.
 
 Test-to-code edges come from a test's imports (already import edges) and from naming
-conventions (``x_test.go``, ``test_x.py``, ``x.spec.ts``, ``XTest.java``, ``tests/`` mirrors).
+conventions (``x_test.go``, ``test_x.py``, ``x.spec.ts``, ``XTest.java``, ``tests/`` mirrors), including
+``<object>.<member>.js`` tests whose first part is the module's name or its abbreviation
+(express's ``res.cookie.js`` -> ``lib/response.js``, ``app.use.js`` -> ``lib/application.js``).
 Built from the manifest in memory; cheap enough to rebuild whenever the index changes.
 """
 
@@ -22,6 +24,8 @@ class FileGraph:
     imported_by: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     tests_of: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))  # code -> tests (by name)
     mirrors_of: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))  # code -> tests (by folder)
+    # test -> the first part of its name where it abbreviates the module it was linked to ("res")
+    abbreviated: dict[str, str] = field(default_factory=dict)
     edges: int = 0
 
     @classmethod
@@ -40,12 +44,16 @@ class FileGraph:
         for p, kind in files.items():
             if kind == "code":
                 by_stem[stripped(stem_of(p))].append(p)
+        abbrev_cache: dict[str, list[str]] = {}
         for p, kind in files.items():
             if kind != "test":
                 continue
-            for code in by_stem.get(stripped(stem_of(p)), []):
+            linked, prefix = g._named_code(p, by_stem, files, abbrev_cache)
+            for code in linked:
                 g.tests_of[code].add(p)
                 g.edges += 1
+            if prefix:
+                g.abbreviated[p] = prefix
             # `tests/` mirrors: a test inside a folder named after a source file
             # (`__tests__/response/body.test.js` -> `lib/response.js`), the nearest such file only.
             for folder in os.path.dirname(p).split("/")[1:]:
@@ -58,6 +66,59 @@ class FileGraph:
                     g.mirrors_of[best].add(p)
                     g.edges += 1
         return g
+
+    def _named_code(self, test: str, by_stem: dict[str, list[str]], files: dict[str, str],
+                    cache: dict[str, list[str]]) -> tuple[list[str], str | None]:
+        """The source files a test is named after, and the abbreviation used when one was.
+
+        A plain name links every source file of that stem (``test_retry.py`` -> ``retry.py``). A dotted
+        name ``<object>.<member>.js`` names an object: the module of that name or one it abbreviates
+        (``res`` -> ``response``, ``req`` -> ``request``, ``app`` -> ``application``). An abbreviation is
+        taken only when the module is reachable through the test's imports (``require('..')`` ->
+        ``index.js`` -> ``lib/express.js`` -> ``lib/response.js``), or when the test imports no source at
+        all and one module fits; a reachable one also wins over a same-named file the test never loads
+        (``examples/.../js/app.js`` for ``app.use.js``).
+        """
+        stem = stripped(stem_of(test))
+        exact = list(by_stem.get(stem, []))
+        parts = [x for x in os.path.basename(test).split(".")[:-1] if x.lower() not in ("test", "spec")]
+        if len(parts) < 2 or len(stem) < 2:
+            return exact, None
+        if stem not in cache:  # many tests share one object name (`res.*.js`): one scan of the stems each
+            cache[stem] = [c for s, codes in by_stem.items() if abbreviates(stem, s) for c in codes]
+        abbrevs = cache[stem]
+        if not abbrevs:
+            return exact, None
+        reach = self.reachable(test, files)
+        near = [c for c in exact + abbrevs if c in reach]
+        if near:
+            # The closest fit only: `res` is a prefix of `response` and only scattered through `request`.
+            def fit(c: str) -> tuple[bool, int]:
+                cs = stripped(stem_of(c))
+                return cs == stem, len(os.path.commonprefix([cs, stem]))
+            best = max(fit(c) for c in near)
+            chosen = [c for c in near if fit(c) == best]
+        elif exact:
+            return exact, None
+        elif not any(files.get(i) == "code" for i in self.imports.get(test, ())) and len(abbrevs) == 1:
+            chosen = abbrevs
+        else:
+            return [], None
+        return chosen, (stem if any(c not in exact for c in chosen) else None)
+
+    def reachable(self, start: str, files: dict[str, str], depth: int = 4) -> set[str]:
+        """Source files reachable from ``start`` through at most ``depth`` import edges."""
+        seen: set[str] = set()
+        frontier = [start]
+        for _ in range(depth):
+            nxt = []
+            for f in frontier:
+                for n in self.imports.get(f, ()):
+                    if n not in seen and files.get(n) == "code":
+                        seen.add(n)
+                        nxt.append(n)
+            frontier = nxt
+        return seen
 
     def neighbours(self, path: str) -> dict[str, float]:
         """Adjacent files with an edge strength: imports both ways, and name-linked tests/code."""
@@ -82,6 +143,13 @@ class FileGraph:
 
 _TEST_FOLDERS = {"test", "tests", "testing", "spec", "specs", "unit", "integration", "e2e", "fixtures",
                  "testdata", "helpers", "utils", "src", "lib", "main", "java", "kotlin", "python"}
+
+
+def abbreviates(short: str, long: str) -> bool:
+    """``short`` is an abbreviation of ``long``: same first letter, its letters in order, at least
+    three of them (``res``/``response``, ``req``/``request``, ``app``/``application``, ``ctx``/``context``)."""
+    return (3 <= len(short) < len(long) and short[0] == long[0]
+            and all(ch in it for it in [iter(long[1:])] for ch in short[1:]))
 
 
 def dir_distance(a: str, b: str) -> int:

@@ -2,6 +2,8 @@
 
 Both read the file graph (imports, test names, mirroring test folders), the lexical index
 (tests that name what a file defines) and, when the workspace is a git repository, co-change.
+A Rust file with inline tests (``#[cfg(test)] mod tests``, ``#[test] fn``) is its own related test,
+offered with the line where they start.
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ import os
 import re
 from typing import Any
 
+from ..indexing.tokens import stripped
 from ..stores.lexical import LexicalStore
+from ..workspace.kinds import stem_of
 from .branches.anchors import AnchorRefsBranch, AnchorTestsBranch
 from .branches.base import Hit
 from .context import SearchContext
@@ -27,11 +31,103 @@ def _is_helper(path: str) -> bool:
     return "test" in os.path.dirname(path).lower()
 
 
+# Rust inline tests: a `#[cfg(test)]` module (inline or in its own file) and `#[test]` functions.
+_RS_TEST_MOD = re.compile(r"#\[cfg\(test\)\]\s*(?:#\[[^\]\n]*\]\s*)*(?:pub(?:\([^)\n]*\))?\s+)?mod\s+(\w+)\s*([{;])")
+_RS_TEST_FN = re.compile(r"#\[(?:[\w:]+::)?test(?:\([^)\n]*\))?\]\s*(?:#\[[^\]\n]*\]\s*)*(?:pub\s+)?(?:async\s+)?fn\s+(\w+)")
+
+
+_InlineTests = tuple[list[tuple[str, int, str]], list[tuple[str, int, str]]]
+# Per index view (rebuilt whenever the index changes): lenses ask once per symbol of the same file.
+_inline_cache: list[Any] = [None, {}]
+
+
+def _inline_tests(ctx: SearchContext, rel: str) -> _InlineTests:
+    """A Rust file's test modules and test functions: (name, line, the text from there on)."""
+    if not rel.endswith(".rs"):
+        return [], []
+    view, cache = _inline_cache
+    if view is not ctx.view:
+        cache = {}
+        _inline_cache[:] = [ctx.view, cache]
+    if rel not in cache:
+        cache[rel] = _scan_inline_tests(ctx, rel)
+    return cache[rel]
+
+
+def _scan_inline_tests(ctx: SearchContext, rel: str) -> _InlineTests:
+    # The file's text from its chunks (they may overlap, and split `#[test]` from its `fn`).
+    lines: dict[int, str] = {}
+    for c in ctx.meta.chunks_of(rel):
+        for i, ln in enumerate(c.text.split("\n")):
+            lines.setdefault(c.start_line + i, ln)
+    if not lines:
+        return [], []
+    text = "\n".join(lines.get(k, "") for k in range(1, max(lines) + 1))
+    found: _InlineTests = ([], [])
+    for pat, out in ((_RS_TEST_MOD, found[0]), (_RS_TEST_FN, found[1])):
+        ms = list(pat.finditer(text))
+        for m, nxt in zip(ms, [*ms[1:], None][:len(ms)], strict=True):
+            name = m.group(1) + (";" if pat is _RS_TEST_MOD and m.group(2) == ";" else "")
+            end = min(nxt.start() if nxt else len(text), m.start() + 4000)  # up to the next test
+            out.append((name, 1 + text.count("\n", 0, m.start(1)), text[m.start():end]))
+    return found
+
+
+def _own_tests(ctx: SearchContext, rel: str, symbol: str | None) -> list[dict[str, Any]]:
+    """The file's own inline tests (Rust), or the separate file its `#[cfg(test)] mod tests;` names."""
+    mods, fns = _inline_tests(ctx, rel)
+    out: list[dict[str, Any]] = []
+    for name, line, _text in mods:
+        if name.endswith(";"):  # `mod tests;`: tests.rs beside it (lib.rs, mod.rs) or in the module's folder
+            name = name[:-1]
+            d, stem = os.path.dirname(rel), os.path.splitext(os.path.basename(rel))[0]
+            base = d if stem in ("lib", "main", "mod") else os.path.join(d, stem)
+            for cand in (f"{base}/{name}.rs", f"{base}/{name}/mod.rs"):
+                cand = cand.lstrip("/")
+                if cand in ctx.files:
+                    out.append({"path": cand, "why": f"the test module `mod {name}` declared at line {line}",
+                                "score": 4.0, "line": 1})
+                    break
+    inline_mods = [(n, ln, t) for n, ln, t in mods if not n.endswith(";")]
+    if symbol and any(symbol == n for n, _l, _t in fns + inline_mods):
+        return out  # the symbol is a test itself
+    if symbol:
+        # The inline test that names the symbol, in its body or its own name (`test_after_context`).
+        key = stripped(symbol)
+        for name, line, text in fns:
+            if re.search(rf"\b{re.escape(symbol)}\b", text) or (len(key) >= 4 and key in stripped(name)):
+                out.append({"path": rel, "why": f"inline test `{name}` at line {line} uses `{symbol}`",
+                            "score": 4.0, "line": line})
+                return out
+    if inline_mods:
+        name, line, _ = inline_mods[0]
+        more = f" ({len(fns)} #[test] functions in the file)" if fns else ""
+        out.append({"path": rel, "why": f"its inline test module `mod {name}` at line {line}{more}", "score": 4.0,
+                    "line": line})
+    elif fns:
+        out.append({"path": rel, "why": f"{len(fns)} inline #[test] function{'s' if len(fns) != 1 else ''}, "
+                    f"the first (`{fns[0][0]}`) at line {fns[0][1]}", "score": 4.0, "line": fns[0][1]})
+    return out
+
+
+def _named_why(g: Any, test: str, rel: str) -> str:
+    prefix = g.abbreviated.get(test) if g is not None else None
+    base = os.path.basename(test)
+    if prefix:
+        return f"{base} is named after it (`{prefix}` for {os.path.basename(rel)})"
+    return f"named after {os.path.basename(rel)}"
+
+
 def related_tests(ctx: SearchContext, lexical: LexicalStore, rel: str, symbol: str | None,
                   limit: int) -> list[dict[str, Any]]:
     q = analyse(f"tests for {rel}")
     named = AnchorTestsBranch().search(q, ctx)
     g = ctx.view.graph
+    seen = {n.path for n in named}
+    # Tests the graph links by name beyond the anchor's stem: `res.cookie.js` for lib/response.js.
+    named += [Hit(t, 0.9, [], _named_why(g, t, rel))
+              for t in sorted(g.tests_of.get(rel, set()) if g else set()) if t not in seen]
+    own = _own_tests(ctx, rel, symbol)
     importers = sorted(p for p in (g.imported_by.get(rel, set()) if g else set()) if ctx.files.get(p) == "test")
     seen = {n.path for n in named}
     imported = [Hit(p, 1.0, [], f"imports {os.path.basename(rel)}") for p in importers if p not in seen]
@@ -42,15 +138,23 @@ def related_tests(ctx: SearchContext, lexical: LexicalStore, rel: str, symbol: s
     refs = [h for h in AnchorRefsBranch().search(q, ctx) if h.path not in seen]
     file_level = named + imported + mirrored + refs
     if not symbol:
-        return [{"path": h.path, "why": h.note, "score": round(h.score, 4)} for h in file_level[:limit]]
+        rows = [{"path": h.path, "why": h.note, "score": round(h.score, 4)} for h in file_level]
+        return (own + [r for r in rows if r["path"] not in {o["path"] for o in own}])[:limit]
     out: dict[str, dict[str, Any]] = {}
     for _cid, p, score in lexical.search_terms([symbol.lower()], limit=200, fields=("content",), kinds={"test"}):
         if p not in out and p != rel:
             out[p] = {"path": p, "why": f"mentions `{symbol}`", "score": round(score, 4)}
-    by_name = {h.path for h in file_level if h.note.startswith("named after")}
-    # Tests named after the file come first among those that name the symbol.
-    ranked = sorted(out.values(), key=lambda r: (r["path"] not in by_name, -r["score"]))
-    return ranked[:limit]
+    # The tests named after the file are the module's own: offered for every symbol in it, first, whether
+    # or not they spell the symbol out (flask's tests/test_testing.py drives FlaskClient via app.test_client()).
+    by_name = {h.path: h.note for h in named}
+    own_stem = stripped(stem_of(rel))
+    for p, note in by_name.items():
+        if p in out:
+            out[p]["why"] += f"; {note}"
+        elif stripped(stem_of(p)) == own_stem:  # exactly its name; `res.*.js` stay per symbol
+            out[p] = {"path": p, "why": note, "score": 0.0}
+    ranked = sorted(out.values(), key=lambda r: (r["path"] not in by_name, "mentions" not in r["why"], -r["score"]))
+    return (own + [r for r in ranked if r["path"] not in {o["path"] for o in own}])[:limit]
 
 
 def related_code(ctx: SearchContext, test: str, limit: int) -> list[dict[str, Any]]:
@@ -69,7 +173,9 @@ def related_code(ctx: SearchContext, test: str, limit: int) -> list[dict[str, An
     if g is not None:
         for code, tests in g.tests_of.items():
             if test in tests:
-                add(code, NAMED, f"{os.path.basename(test)} is named after it")
+                prefix = g.abbreviated.get(test)
+                add(code, NAMED, f"{os.path.basename(test)} is named after it"
+                    + (f" (`{prefix}` for {os.path.basename(code)})" if prefix else ""))
         for code, tests in g.mirrors_of.items():
             if test in tests:
                 add(code, MIRRORED, "the test's folder is named after it")

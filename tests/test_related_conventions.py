@@ -1,0 +1,410 @@
+"""Related tests / related code goldens for naming conventions users expect, each on a small real
+workspace shaped like the project it comes from:
+
+- express: `test/res.cookie.js` tests `lib/response.js` (`res`, `req`, `app` abbreviate the module the
+  test reaches through its imports; `express.json.js` is named after `lib/express.js` itself);
+- a Rust crate: a file with inline tests (`#[cfg(test)] mod tests`, `#[test] fn`) is its own related test,
+  offered with the line where they are;
+- flask: `tests/test_testing.py` is offered for every symbol of `src/flask/testing.py`.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from delphi_ls import Engine
+
+
+def _write(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return root
+
+
+@pytest.fixture(scope="module")
+def engine_for(tmp_path_factory: pytest.TempPathFactory):
+    """Index a fixture once per module: a small real workspace, lexical branches only."""
+    made: list[Engine] = []
+
+    def make(name: str, files: dict[str, str]) -> Engine:
+        root = tmp_path_factory.mktemp(name)
+        eng = Engine(_write(root / "ws", files), index_dir=str(root / "idx"))
+        eng.index(vectors=False)
+        made.append(eng)
+        return eng
+
+    yield make
+    for eng in made:
+        eng.close()
+
+
+EXPRESS_LIKE = {
+    "package.json": '{"name": "express", "main": "index.js"}',
+    "index.js": """
+        module.exports = require('./lib/express');
+        """,
+    "lib/express.js": """
+        var proto = require('./application');
+        var req = require('./request');
+        var res = require('./response');
+        exports = module.exports = createApplication;
+        function createApplication() {
+          var app = function (rq, rs, next) { app.handle(rq, rs, next); };
+          Object.assign(app, proto);
+          app.request = Object.create(req, { app: { value: app } });
+          app.response = Object.create(res, { app: { value: app } });
+          return app;
+        }
+        exports.json = function json() { return function (rq, rs, next) { next(); }; };
+        """,
+    "lib/application.js": """
+        var app = exports = module.exports = {};
+        app.use = function use(fn) { this.stack = (this.stack || []).concat(fn); return this; };
+        app.listen = function listen() { return null; };
+        """,
+    "lib/request.js": """
+        var req = Object.create({});
+        module.exports = req;
+        req.get = function header(name) { return this.headers[name.toLowerCase()]; };
+        Object.defineProperty(req, 'ip', { get: function ip() { return this.socket.remoteAddress; } });
+        """,
+    "lib/response.js": """
+        var utils = require('./utils');
+        var res = Object.create({});
+        module.exports = res;
+        res.cookie = function (name, value) { this.append('Set-Cookie', utils.serialize(name, value)); return this; };
+        res.send = function send(body) { this.body = body; return this; };
+        res.append = function append(field, val) { this.headers[field] = val; return this; };
+        """,
+    "lib/utils.js": """
+        exports.serialize = function serialize(name, value) { return name + '=' + value; };
+        """,
+    # A same-named file the tests never load: `app.use.js` is not about it.
+    "examples/static-files/public/js/app.js": """
+        document.title = 'static files example';
+        """,
+    "test/res.cookie.js": """
+        var express = require('../');
+        var request = require('supertest');
+        describe('res', function () {
+          describe('.cookie(name, string)', function () {
+            it('should set a cookie', function (done) {
+              var app = express();
+              app.use(function (req, res) { res.cookie('name', 'tobi').end(); });
+              request(app).get('/').expect('Set-Cookie', 'name=tobi', done);
+            });
+          });
+        });
+        """,
+    "test/res.send.js": """
+        var express = require('..');
+        var request = require('supertest');
+        describe('res', function () {
+          it('.send(body) should send the body', function (done) {
+            var app = express();
+            app.use(function (req, res) { res.send('hey'); });
+            request(app).get('/').expect(200, 'hey', done);
+          });
+        });
+        """,
+    "test/req.ip.js": """
+        var express = require('../');
+        var request = require('supertest');
+        describe('req', function () {
+          it('.ip should return the remote address', function (done) {
+            var app = express();
+            app.use(function (req, res) { res.send(req.ip); });
+            request(app).get('/').expect(200, done);
+          });
+        });
+        """,
+    "test/app.use.js": """
+        var express = require('../');
+        describe('app', function () {
+          it('.use(fn) should add middleware', function () {
+            var app = express();
+            app.use(function (req, res, next) { next(); });
+          });
+        });
+        """,
+    "test/express.json.js": """
+        var express = require('..');
+        describe('express.json()', function () {
+          it('should parse JSON', function () { express().use(express.json()); });
+        });
+        """,
+    "test/middleware.basic.js": """
+        var express = require('../');
+        describe('middleware', function () {
+          it('should run in order', function () { express(); });
+        });
+        """,
+}
+
+
+def test_express_object_named_tests_link_to_their_module(engine_for):
+    eng = engine_for("express", EXPRESS_LIKE)
+    for test, module, prefix in [("test/res.cookie.js", "lib/response.js", "res"),
+                                 ("test/res.send.js", "lib/response.js", "res"),
+                                 ("test/req.ip.js", "lib/request.js", "req"),
+                                 ("test/app.use.js", "lib/application.js", "app")]:
+        code = eng.related_code(test)
+        assert code[0]["path"] == module, (test, code)
+        assert f"`{prefix}` for {Path(module).name}" in code[0]["why"], code[0]
+        # index.js (what the test requires) still counts, below the module it is named after
+        assert "index.js" in [c["path"] for c in code[1:]], code
+    # the module's own name, as before
+    assert eng.related_code("test/express.json.js")[0]["path"] == "lib/express.js"
+    # a same-named file the test never loads is not what `app.use.js` tests
+    assert "examples/static-files/public/js/app.js" not in [c["path"] for c in eng.related_code("test/app.use.js")]
+    # a dotted name that names no module links nothing by name
+    assert not any("named after" in c["why"] for c in eng.related_code("test/middleware.basic.js"))
+
+
+def test_express_modules_offer_their_object_named_tests(engine_for):
+    eng = engine_for("express", EXPRESS_LIKE)
+    res = eng.related_tests("lib/response.js")
+    top = [t["path"] for t in res[:2]]
+    assert sorted(top) == ["test/res.cookie.js", "test/res.send.js"], res
+    assert "`res` for response.js" in res[0]["why"]
+    assert "test/req.ip.js" not in top
+    req = [t["path"] for t in eng.related_tests("lib/request.js")]
+    assert req[0] == "test/req.ip.js", req
+    assert [t["path"] for t in eng.related_tests("lib/application.js")][0] == "test/app.use.js"
+    # `res` abbreviates `request` too (r-e-s in order), but `response` fits better: no cross link
+    assert "test/res.cookie.js" not in eng.view().graph.tests_of.get("lib/request.js", set())
+
+
+RUST_CRATE = {
+    "Cargo.toml": """
+        [package]
+        name = "tinygrep"
+        version = "0.1.0"
+        edition = "2021"
+        """,
+    "src/lib.rs": """
+        pub mod flags;
+        pub mod walk;
+        pub mod plain;
+        pub mod parse;
+        """,
+    "src/flags.rs": """
+        /// -A/--after-context
+        #[derive(Debug)]
+        pub struct AfterContext;
+
+        impl AfterContext {
+            pub fn name_long(&self) -> &'static str {
+                "after-context"
+            }
+        }
+
+        /// -B/--before-context
+        pub struct BeforeContext;
+
+        impl BeforeContext {
+            pub fn name_long(&self) -> &'static str {
+                "before-context"
+            }
+        }
+
+        #[cfg(test)]
+        #[test]
+        fn test_after_context() {
+            assert_eq!("after-context", AfterContext.name_long());
+        }
+
+        #[cfg(test)]
+        #[test]
+        fn test_before_context() {
+            assert_eq!("before-context", BeforeContext.name_long());
+        }
+        """,
+    "src/walk.rs": """
+        use std::path::PathBuf;
+
+        pub struct Walker {
+            root: PathBuf,
+            hidden: bool,
+        }
+
+        impl Walker {
+            pub fn new(root: PathBuf) -> Walker {
+                Walker { root, hidden: false }
+            }
+
+            pub fn hidden(mut self, yes: bool) -> Walker {
+                self.hidden = yes;
+                self
+            }
+        }
+
+        pub fn depth_of(path: &str) -> usize {
+            path.matches('/').count()
+        }
+
+        #[cfg(test)]
+        mod tests {
+            use super::*;
+
+            #[test]
+            fn depth_counts_separators() {
+                assert_eq!(depth_of("a/b/c"), 2);
+            }
+
+            #[test]
+            fn walker_skips_hidden() {
+                let w = Walker::new(PathBuf::from(".")).hidden(false);
+                assert!(!w.hidden);
+            }
+        }
+        """,
+    "src/plain.rs": """
+        pub fn plain() -> u32 {
+            7
+        }
+        """,
+    "src/parse.rs": """
+        pub fn parse_number(s: &str) -> Option<u32> {
+            s.trim().parse().ok()
+        }
+
+        #[cfg(test)]
+        mod tests;
+        """,
+    "src/parse/tests.rs": """
+        use super::parse_number;
+
+        #[test]
+        fn parses_padded() {
+            assert_eq!(parse_number(" 4 "), Some(4));
+        }
+        """,
+}
+
+
+def _line_of(text: str, needle: str) -> int:
+    return next(i for i, ln in enumerate(textwrap.dedent(text).lstrip("\n").splitlines(), 1) if needle in ln)
+
+
+def test_rust_inline_test_module_is_its_own_related_test(engine_for):
+    eng = engine_for("rustcrate", RUST_CRATE)
+    walk = eng.related_tests("src/walk.rs")
+    assert walk[0]["path"] == "src/walk.rs" and walk[0]["line"] == _line_of(RUST_CRATE["src/walk.rs"], "mod tests")
+    assert "mod tests" in walk[0]["why"]
+    # per symbol: the inline test that uses it, at its line
+    w = eng.related_tests("src/walk.rs", symbol="Walker")
+    assert w[0]["path"] == "src/walk.rs"
+    assert w[0]["line"] == _line_of(RUST_CRATE["src/walk.rs"], "fn walker_skips_hidden"), w
+    # top-level #[test] functions (ripgrep's flags/defs.rs): the one named after the symbol
+    f = eng.related_tests("src/flags.rs", symbol="AfterContext")
+    assert f[0]["line"] == _line_of(RUST_CRATE["src/flags.rs"], "fn test_after_context"), f
+    b = eng.related_tests("src/flags.rs", symbol="BeforeContext")
+    assert b[0]["line"] == _line_of(RUST_CRATE["src/flags.rs"], "fn test_before_context"), b
+    flags = eng.related_tests("src/flags.rs")
+    assert flags[0]["path"] == "src/flags.rs" and "2 inline #[test] functions" in flags[0]["why"]
+    # a test is not its own related test, and a file without tests has none of its own
+    assert all(r["path"] != "src/flags.rs" for r in eng.related_tests("src/flags.rs", symbol="test_after_context"))
+    assert all(r["path"] != "src/plain.rs" for r in eng.related_tests("src/plain.rs"))
+    # `#[cfg(test)] mod tests;` names a file: that file is the related test
+    assert eng.related_tests("src/parse.rs")[0]["path"] == "src/parse/tests.rs"
+
+
+def test_rust_inline_tests_on_the_command_line(engine_for, tmp_path: Path):
+    eng = engine_for("rustcrate", RUST_CRATE)
+    out = subprocess.run([sys.executable, "-m", "delphi_ls.cli", "related-tests", str(eng.root), "src/walk.rs",
+                          "--index-dir", str(eng.index_dir), "--no-vectors"],
+                         capture_output=True, text=True, timeout=120)
+    line = _line_of(RUST_CRATE["src/walk.rs"], "mod tests")
+    assert out.stdout.startswith(f"src/walk.rs  (its inline test module `mod tests` at line {line}"), out
+
+
+FLASK_LIKE = {
+    "pyproject.toml": """
+        [project]
+        name = "flask"
+        """,
+    "src/flask/__init__.py": """
+        from .app import Flask
+        from .testing import FlaskClient
+        """,
+    "src/flask/app.py": """
+        class Flask:
+            test_client_class = None
+
+            def test_client(self, use_cookies=True):
+                from .testing import FlaskClient
+                cls = self.test_client_class or FlaskClient
+                return cls(self, use_cookies=use_cookies)
+
+            def make_response(self, rv):
+                return rv
+        """,
+    "src/flask/testing.py": """
+        class EnvironBuilder:
+            def __init__(self, app, path="/"):
+                self.app = app
+                self.path = path
+
+
+        class FlaskClient:
+            def __init__(self, app, use_cookies=True):
+                self.application = app
+                self.use_cookies = use_cookies
+
+            def open(self, path="/"):
+                return EnvironBuilder(self.application, path)
+
+
+        class FlaskCliRunner:
+            def __init__(self, app):
+                self.app = app
+        """,
+    # The module's own test file never spells out FlaskClient: it drives it through app.test_client().
+    "tests/test_testing.py": """
+        import flask
+
+
+        def test_environ_defaults(app):
+            client = app.test_client()
+            assert client.open("/").path == "/"
+
+
+        def test_cli_runner(app):
+            assert app.test_cli_runner() is not None
+        """,
+    "tests/test_basic.py": """
+        from flask.testing import FlaskClient
+
+
+        def test_custom_client_class(app):
+            app.test_client_class = FlaskClient
+            assert isinstance(app.test_client(), FlaskClient)
+        """,
+    "tests/test_appctx.py": """
+        def test_app_context(app):
+            with app.app_context():
+                assert app is not None
+        """,
+}
+
+
+def test_module_named_test_file_is_offered_for_every_symbol(engine_for):
+    eng = engine_for("flasklike", FLASK_LIKE)
+    client = eng.related_tests("src/flask/testing.py", symbol="FlaskClient")
+    paths = [r["path"] for r in client]
+    assert paths[0] == "tests/test_testing.py", client
+    assert "named after testing.py" in client[0]["why"]
+    assert "tests/test_basic.py" in paths  # it names FlaskClient
+    for symbol in ("EnvironBuilder", "FlaskCliRunner"):
+        assert eng.related_tests("src/flask/testing.py", symbol=symbol)[0]["path"] == "tests/test_testing.py"
+    # only the module's own: a symbol of app.py does not get test_testing.py for nothing
+    other = eng.related_tests("src/flask/app.py", symbol="make_response")
+    assert "tests/test_testing.py" not in [r["path"] for r in other]
