@@ -85,8 +85,8 @@ class Session:
     def configure(self, options: Any) -> None:
         """Settings from the front (editor settings, command line): a bad key alone falls back to its
         default, and the user is told which."""
-        if options is None:
-            options = {}
+        if options is None or options == []:
+            options = {}  # Lua's empty table is encoded as [] (Neovim's `init_options = {}`)
         if not isinstance(options, dict):
             self.option_errors.append("Delphi: settings must be an object; using defaults")
             options = {}
