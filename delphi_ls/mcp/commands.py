@@ -12,20 +12,29 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..session import Session, SessionEvents
 from ..settings import Settings
+
+if TYPE_CHECKING:
+    from ..session import Session
 
 # No editor reports edits to these processes: they look for changes themselves this often.
 WATCH_INTERVAL_S = 2.0
 
 
-class StderrEvents(SessionEvents):
-    """stdout is the protocol's; messages go to stderr, which MCP clients log."""
+def _session(overrides: dict[str, Any], root: Path) -> Session:
+    """A session whose messages go to stderr (stdout is the protocol's; MCP clients log stderr).
+    Imported here, not at the top: a `delphi mcp` that forwards to a daemon never loads the engine."""
+    from ..session import Session, SessionEvents
 
-    def message(self, severity: str, text: str) -> None:
-        print(f"delphi {severity}: {text}", file=sys.stderr, flush=True)
+    class StderrEvents(SessionEvents):
+        def message(self, severity: str, text: str) -> None:
+            print(f"delphi {severity}: {text}", file=sys.stderr, flush=True)
+
+    session = Session(StderrEvents(), overrides)
+    session.start([root])
+    return session
 
 
 def index_dir_of(root: Path, overrides: dict[str, Any]) -> Path:
@@ -47,8 +56,7 @@ def run_mcp(path: str, overrides: dict[str, Any], connect: bool = True) -> int:
         print(f"delphi mcp: forwarding to the daemon at {url}", file=sys.stderr, flush=True)
         anyio.run(_proxy, url, token)
         return 0
-    session = Session(StderrEvents(), overrides)
-    session.start([root])
+    session = _session(overrides, root)
     if not session.engines:
         return 2
     session.watch(WATCH_INTERVAL_S)
@@ -83,8 +91,7 @@ def run_serve(path: str, overrides: dict[str, Any], host: str = "127.0.0.1", por
     if host not in LOOPBACK:
         print(f"delphi serve: warning: listening on {host}, beyond this machine; every call still needs the "
               "token", file=sys.stderr, flush=True)
-    session = Session(StderrEvents(), overrides)
-    session.start([root])
+    session = _session(overrides, root)
     if not session.engines:
         return 2
     session.watch(WATCH_INTERVAL_S)

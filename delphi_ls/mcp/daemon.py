@@ -20,9 +20,11 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..session import Session
+if TYPE_CHECKING:
+    from ..session import Session
+
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 DAEMON_FILE = "daemon.json"

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
 
 from .. import __version__
-from ..session import Session
 from .tools import TOOLS, ToolOutput, run_tool
+
+if TYPE_CHECKING:
+    from ..session import Session
 
 log = logging.getLogger("delphi_ls.mcp")
 INSTRUCTIONS = (

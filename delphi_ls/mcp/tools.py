@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import MISSING, dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..api import ContextRequest, RelatedRequest, RequestError, SymbolsRequest
-from ..session import Session
+
+if TYPE_CHECKING:
+    from ..session import Session
 
 DEFAULT_BUDGET_TOKENS = 6_000
 # Agents truncate tool output at about 25k tokens; no answer, text and structure together, goes past this.
