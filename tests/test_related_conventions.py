@@ -164,6 +164,7 @@ def test_express_object_named_tests_link_to_their_module(engine_for):
     assert eng.related_code("test/express.json.js")[0]["path"] == "lib/express.js"
     # a same-named file the test never loads is not what `app.use.js` tests
     assert "examples/static-files/public/js/app.js" not in [c["path"] for c in eng.related_code("test/app.use.js")]
+    assert "test/app.use.js" not in [t["path"] for t in eng.related_tests("examples/static-files/public/js/app.js")]
     # a dotted name that names no module links nothing by name
     assert not any("named after" in c["why"] for c in eng.related_code("test/middleware.basic.js"))
 

@@ -121,8 +121,10 @@ def _named_why(g: Any, test: str, rel: str) -> str:
 def related_tests(ctx: SearchContext, lexical: LexicalStore, rel: str, symbol: str | None,
                   limit: int) -> list[dict[str, Any]]:
     q = analyse(f"tests for {rel}")
-    named = AnchorTestsBranch().search(q, ctx)
     g = ctx.view.graph
+    named = AnchorTestsBranch().search(q, ctx)
+    if g is not None:  # `app.use.js` shares a stem with examples/.../app.js, but the graph gave it to application.js
+        named = [h for h in named if h.path not in g.abbreviated or h.path in g.tests_of.get(rel, ())]
     seen = {n.path for n in named}
     # Tests the graph links by name beyond the anchor's stem: `res.cookie.js` for lib/response.js.
     named += [Hit(t, 0.9, [], _named_why(g, t, rel))
