@@ -38,6 +38,7 @@ ASKS_FOR_TESTS = [
     "is the config loader tested at all",
     "where do we do testing of the cli?",
     "a flaky test in the proxy",
+    "unit-tests for the parser",
 ]
 ASKS_FOR_CODE_OR_ANYTHING = [
     "how does the test client handle cookies?",

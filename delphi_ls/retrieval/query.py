@@ -24,11 +24,11 @@ _CODE_Q = re.compile(r"\b(source files?|implement\w*|defin\w+|where is|which fun
 # not the word: in "the test client" or "testing utilities" it names code. A singular test word is the
 # thing asked for when a function word, a test noun or the end of the clause follows it; any other word
 # after it is what it modifies.
-_TEST_WORD = re.compile(r"(?<![\w./-])(tests|tested|specs|test|testing|spec|covers?|covered|covering|coverage)"
+_TEST_WORD = re.compile(r"(?<![\w./])(tests|tested|specs|test|testing|spec|covers?|covered|covering|coverage)"
                         r"(?![\w/]|\.\w)(?:[\s-]+([A-Za-z_]\w*))?", re.I)  # not a path: test.css, tests/x
 _AFTER_TEST_INTENT = frozenset("""
     a an the this that these those it its my our your their any all each some no whether if how when where why
-    what which who for of on in at by to from with without about against around under over into across that
+    what which who for of on in at by to from with without about against around under over into across
     is are was were be been being do does did has have had can could should would will must may might
     and or but not so then than also only still ever now already again here there
     file files case cases suite suites function functions method methods code coverage
@@ -43,7 +43,7 @@ _CODE_FROM_TEST = re.compile(
     r"[^.?]{0,20}\b(exercise|cover|test|check)\b", re.I)
 
 
-def test_intent(text: str) -> bool:
+def asks_for_tests(text: str) -> bool:
     """True when the text asks for tests, not when it merely uses the word (see ``_TEST_WORD``)."""
     for m in _TEST_WORD.finditer(text):
         word, after = m.group(1).lower(), (m.group(2) or "").lower()
@@ -99,7 +99,7 @@ def analyse(text: str) -> QueryInfo:
     wants_docs = bool(_DOC_Q.search(question))
     if _CODE_FROM_TEST.search(question):
         shape_hint = "code"
-    elif test_intent(question) and not (wants_docs and not _TEST_WORD.search(re.sub(r"\bcover\w*", "", question))):
+    elif asks_for_tests(question) and not (wants_docs and not _TEST_WORD.search(re.sub(r"\bcover\w*", "", question))):
         shape_hint = "test"  # an intent for tests wins over "where is" ("where is this tested?")
     elif _CODE_Q.search(question):
         shape_hint = "code"
