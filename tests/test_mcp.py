@@ -173,3 +173,28 @@ async def test_stdio_forwards_to_a_running_daemon(ws: Path, tmp_path: Path):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+async def test_language_server_serves_mcp_over_loopback(ws: Path, tmp_path: Path):
+    """The editor's server, started with mcpHttp, is the daemon: agents share the editor's warm index."""
+    from bench.lspclient import LspClient
+
+    index = tmp_path / "index"
+    lsp = LspClient()
+    try:
+        lsp.initialize(ws, {"indexDir": str(index), "vectors": False, "mcpHttp": True})
+        deadline = time.monotonic() + 60
+        while not (index / "daemon.json").exists():
+            assert time.monotonic() < deadline, "no daemon.json beside the index"
+            await anyio.sleep(0.1)
+        assert oct((index / "daemon.token").stat().st_mode & 0o777) == "0o600"
+        server_pid = lsp.request("delphi/status", {})["pid"]
+        assert server_pid == lsp.proc.pid
+        async with Client(stdio_params(ws, index)) as client:  # `delphi mcp` finds the editor's daemon
+            await _ready(client)
+            assert (await client.call_tool("index_status", {})).structured_content["pid"] == server_pid
+            res = await client.call_tool("context", {"query": "BuildGraph"})
+            assert res.structured_content["results"][0]["path"] == "engine/src/lib.rs"
+    finally:
+        lsp.close()
+    assert not (index / "daemon.json").exists()  # removed at shutdown
