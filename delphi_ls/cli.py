@@ -105,10 +105,12 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     return overrides
 
 
-def _engine(args: argparse.Namespace) -> Engine:
+def _engine(args: argparse.Namespace, ranks: bool = True) -> Engine:
+    """``ranks=False``: the command ranks nothing (symbols, related files), so the learned ranker is
+    not loaded (a model the command does not need is start-up time for nothing)."""
     from .engine import Engine  # lazy: see the module docstring
 
-    return Engine(args.path, **_overrides(args))
+    return Engine(args.path, **{**_overrides(args), **({} if ranks else {"reranker": "off"})})
 
 
 def workspace_path(arg: str, root: Path) -> str:
@@ -240,7 +242,7 @@ def cmd_health(args: argparse.Namespace) -> int:
 
 
 def cmd_symbols(args: argparse.Namespace) -> int:
-    with _engine(args) as eng:
+    with _engine(args, ranks=False) as eng:
         _index_quietly(eng, args, reembed=False, vectors=False)
         found = eng.symbols(args.query, args.limit)
         if args.json:
@@ -255,7 +257,7 @@ def cmd_symbols(args: argparse.Namespace) -> int:
 
 
 def _print_related(args: argparse.Namespace, which: str) -> int:
-    with _engine(args) as eng:
+    with _engine(args, ranks=False) as eng:
         target = workspace_path(args.file, eng.root)
         rel = eng.normalise_anchor(target)  # a missing file is an error naming it, before any indexing
         _index_quietly(eng, args, reembed=False, vectors=False)

@@ -11,8 +11,14 @@ import numpy as np
 
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")  # offline always: no telemetry
 
-import chromadb  # noqa: E402
-from chromadb.config import Settings as ChromaSettings  # noqa: E402
+
+def _chroma():  # type: ignore[no-untyped-def]
+    """chromadb, imported on first use: its import alone takes about a second of CPU, which a
+    command that never opens the vector store (`delphi symbols`, `--no-vectors`) must not pay."""
+    import chromadb
+    from chromadb.config import Settings as ChromaSettings
+
+    return chromadb, ChromaSettings
 
 
 def _forget_system(folder: Path) -> None:
@@ -27,6 +33,7 @@ def _forget_system(folder: Path) -> None:
 
 class VectorStore:
     def __init__(self, folder: Path, collection: str, url: str | None = None) -> None:
+        chromadb, ChromaSettings = _chroma()
         cs = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
         if url:
             u = urlparse(url)
@@ -86,6 +93,7 @@ class VectorStore:
             self.close()
             shutil.rmtree(self.folder, ignore_errors=True)
             self.folder.mkdir(parents=True, exist_ok=True)
+            chromadb, ChromaSettings = _chroma()
             cs = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
             self.client = chromadb.PersistentClient(path=str(self.folder), settings=cs)
         self.col = self.client.get_or_create_collection(self.name, embedding_function=None,

@@ -1,0 +1,335 @@
+"""A newcomer's first ten minutes (issue 13): each surprise a new user met, pinned through the real
+`delphi` command on small real workspaces (indexes in tmp_path; lexical only where vectors are not
+the point)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from delphi_ls.settings import Settings
+
+from .conftest import build_workspace
+
+REPO = Path(__file__).resolve().parent.parent
+_SCRIPT = Path(sys.executable).parent / "delphi"
+# The console script a user runs; `python -m delphi_ls.cli` where the venv has none.
+DELPHI = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "delphi_ls.cli"]
+
+
+def delphi(*args: str, cwd: Path | None = None, stderr=subprocess.PIPE) -> subprocess.CompletedProcess:
+    return subprocess.run([*DELPHI, *args], cwd=cwd, stdout=subprocess.PIPE, stderr=stderr, text=True,
+                          timeout=300)
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_workspace(tmp_path_factory.mktemp("newcomer") / "ws")
+
+
+@pytest.fixture(scope="module")
+def idx(ws: Path, tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """Index options for an index built once for the module (lexical only)."""
+    opts = ["--index-dir", str(tmp_path_factory.mktemp("newcomer-index") / "i"), "--no-vectors"]
+    assert delphi("index", str(ws), *opts).returncode == 0
+    return opts
+
+
+# ---------------------------------------------------------------------------------------------- 3: paths
+def test_an_anchor_that_does_not_exist_is_an_error_naming_it(ws: Path, idx: list[str]) -> None:
+    out = delphi("context", str(ws), "which tests cover this?", "--anchor", "shipyard/nothere.py", *idx)
+    assert out.returncode == 2
+    assert "shipyard/nothere.py" in out.stderr and "does not exist" in out.stderr
+    assert out.stdout == ""  # no answer as if there were no anchor
+    out = delphi("context", str(ws), "x", "--anchor", "shipyard", *idx)
+    assert out.returncode == 2 and "is a folder" in out.stderr
+
+
+def test_an_anchor_relative_to_the_current_folder_is_accepted(ws: Path, idx: list[str]) -> None:
+    # What tab-completion gives when the user stands in shipyard/.
+    out = delphi("context", str(ws), "which tests cover this?", "--anchor", "retry.py", "--json", *idx,
+                 cwd=ws / "shipyard")
+    assert out.returncode == 0, out.stderr
+    ans = json.loads(out.stdout)
+    assert ans["query"]["anchors"] == ["shipyard/retry.py"]
+    assert ans["results"][0]["path"] == "tests/test_retry.py"
+    # From outside the workspace, the same anchor is read against the workspace root.
+    out = delphi("context", str(ws), "which tests cover this?", "--anchor", "shipyard/retry.py", "--json", *idx,
+                 cwd=ws.parent)
+    assert json.loads(out.stdout)["query"]["anchors"] == ["shipyard/retry.py"]
+
+
+def test_related_commands_refuse_a_missing_file_and_take_cwd_relative_paths(ws: Path, idx: list[str]) -> None:
+    for cmd in ("related-tests", "related-code"):
+        out = delphi(cmd, str(ws), "shipyard/gone.py", *idx)
+        assert out.returncode == 2 and "shipyard/gone.py" in out.stderr and "does not exist" in out.stderr, cmd
+    out = delphi("related-tests", str(ws), "retry.py", *idx, cwd=ws / "shipyard")
+    assert out.returncode == 0 and out.stdout.startswith("tests/test_retry.py")
+    out = delphi("related-code", str(ws), "test_retry.py", *idx, cwd=ws / "tests")
+    assert out.returncode == 0 and out.stdout.startswith("shipyard/retry.py")
+
+
+# ---------------------------------------------------------------------------------------------- 4: output
+def test_json_is_honoured_by_every_command(ws: Path, idx: list[str]) -> None:
+    syms = json.loads(delphi("symbols", str(ws), "BuildSched", "--json", *idx).stdout)
+    assert syms[0]["name"] == "BuildScheduler" and syms[0]["path"] == "shipyard/scheduler.py"
+    tests = json.loads(delphi("related-tests", str(ws), "shipyard/retry.py", "--json", *idx).stdout)
+    assert tests[0]["path"] == "tests/test_retry.py" and tests[0]["why"]
+    code = json.loads(delphi("related-code", str(ws), "tests/test_retry.py", "--json", *idx).stdout)
+    assert code[0]["path"] == "shipyard/retry.py"
+
+
+def test_no_symbol_match_says_so_and_exits_1(ws: Path, idx: list[str]) -> None:
+    out = delphi("symbols", str(ws), "zzqqxx", *idx)
+    assert out.returncode == 1 and "no symbol matches 'zzqqxx'" in out.stderr and out.stdout == ""
+    assert delphi("symbols", str(ws), "RetryPol", *idx).returncode == 0
+
+
+def test_budget_tokens_prints_the_packed_spans(ws: Path, idx: list[str]) -> None:
+    out = delphi("context", str(ws), "how long to wait between retry attempts", "--budget-tokens", "400", *idx)
+    assert out.returncode == 0
+    packed = out.stdout.split("packed context:", 1)
+    assert len(packed) == 2, out.stdout
+    assert re.search(r"\d+ spans, \d+ of 400 tokens", packed[1])
+    assert "--- shipyard/retry.py L" in packed[1] and "def delay_for" in packed[1]  # the code itself
+
+
+@pytest.mark.parametrize("cmd", [["health"], ["context", "retry policy", "--json"]])
+def test_a_closed_pipe_is_not_a_traceback(ws: Path, idx: list[str], cmd: list[str]) -> None:
+    # `delphi health | head -1` with the reader gone before Delphi writes: exit quietly, as SIGPIPE would.
+    cmd = [cmd[0], str(ws), *cmd[1:], *idx]
+    proc = subprocess.Popen([*DELPHI, *cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc.stdout.close()  # type: ignore[union-attr]
+    err = proc.stderr.read()  # type: ignore[union-attr]
+    assert proc.wait(timeout=300) == 141
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+# ---------------------------------------------------------------------------------------------- 5: progress
+def _rates(text: str) -> list[float]:
+    return [float(n.replace(",", "")) for n in re.findall(r"([\d,]+) (?:files|chunks)/s", text)]
+
+
+def test_progress_on_a_pipe_is_one_line_per_phase_and_the_answer_starts_its_own_line(ws: Path,
+                                                                                      tmp_path: Path) -> None:
+    fresh = ["--index-dir", str(tmp_path / "cold")]
+    out = delphi("index", str(ws), *fresh)
+    assert "\r" not in out.stderr
+    lines = out.stderr.splitlines()
+    assert [ln.split()[0] for ln in lines] == ["lexical", "vectors"], out.stderr
+    assert all(r < 100_000 for r in _rates(out.stderr)), out.stderr  # a rate, not 1 file / 40 µs
+    # A warm `context` has nothing to index: nothing on stderr at all, and the answer starts stdout.
+    out = delphi("context", str(ws), "grpc proxy tls", *fresh)
+    assert out.returncode == 0 and out.stderr == "", repr(out.stderr)
+    assert out.stdout.startswith("query shape:")
+
+
+def test_progress_on_a_terminal_redraws_in_place_with_sane_rates(ws: Path, tmp_path: Path) -> None:
+    main, child = pty.openpty()
+    try:
+        proc = subprocess.run([*DELPHI, "index", str(ws), "--index-dir", str(tmp_path / "tty"), "--no-vectors"],
+                              stdout=subprocess.DEVNULL, stderr=child, timeout=300)
+        os.close(child)
+        child = -1
+        drawn = b""
+        while True:
+            try:
+                chunk = os.read(main, 65536)
+            except OSError:  # EIO: the writer is gone and everything was read
+                break
+            if not chunk:
+                break
+            drawn += chunk
+    finally:
+        os.close(main)
+        if child >= 0:
+            os.close(child)
+    text = drawn.decode()
+    assert proc.returncode == 0
+    assert "\r" in text and "lexical" in text
+    assert text.endswith("\n")  # the last redraw ends its line
+    assert all(r < 100_000 for r in _rates(text)), text
+
+
+def test_progress_bar_rates_count_from_the_start_of_the_phase() -> None:
+    from io import StringIO
+
+    from delphi_ls.cli import ProgressBar
+
+    s = StringIO()
+    bar = ProgressBar(stream=s, tty=True)
+    bar("lexical", 25, 200, 100)  # the first tick comes at once: no rate yet rather than a wild one
+    bar.close()
+    assert "files/s" not in s.getvalue() and "25/200 files" in s.getvalue() and s.getvalue().endswith("\n")
+
+
+# ---------------------------------------------------------------------------------------------- 6: try.sh
+def test_try_sh_reads_the_folder_from_where_it_is_run(tmp_path: Path) -> None:
+    if not (REPO / ".venv" / "bin" / "delphi").exists():
+        pytest.skip("try.sh installs into the checkout's .venv; none here")
+    here = tmp_path / "elsewhere"
+    (here / "mine" / "pkg").mkdir(parents=True)
+    (here / "mine" / "pkg" / "headers.py").write_text('def parse_header(line):\n    """Split a header."""\n'
+                                                     '    return line.split(":", 1)\n')
+    env = {**os.environ, "DELPHI_INDEX_DIR": str(tmp_path / "try-index")}
+    out = subprocess.run(["bash", str(REPO / "scripts" / "try.sh"), "mine", "where is a header line split?"],
+                         cwd=here, capture_output=True, text=True, timeout=600, env=env)
+    assert out.returncode == 0, out.stderr
+    assert "1. pkg/headers.py" in out.stdout  # the folder here, not one inside the checkout
+    assert "Warning" not in out.stderr and "!!" not in out.stderr, out.stderr
+    out = subprocess.run(["bash", str(REPO / "scripts" / "try.sh"), "nope"], cwd=here, capture_output=True,
+                         text=True, timeout=600, env=env)
+    assert out.returncode == 2 and f"no such folder: {here / 'nope'}" in out.stderr
+
+
+def test_pyproject_uses_the_spdx_licence_form() -> None:
+    meta = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert meta["project"]["license"] == "MIT" and meta["project"]["license-files"] == ["LICENSE"]
+    assert (REPO / "LICENSE").is_file()
+    req = next(r for r in meta["build-system"]["requires"] if r.startswith("setuptools"))
+    assert int(re.search(r">=\s*(\d+)", req).group(1)) >= 77  # the first setuptools that reads this form
+
+
+# ---------------------------------------------------------------------------------------------- 7: status text
+def test_outside_git_co_change_is_off_in_health_and_in_the_trace(ws: Path, tmp_path: Path) -> None:
+    opts = ["--index-dir", str(tmp_path / "i"), "--no-vectors"]
+    before = json.loads(delphi("health", str(ws), "--json", *opts).stdout)
+    assert before["branches"]["cochange"].startswith("off: not a git repository"), before["branches"]
+    trace = tmp_path / "trace.jsonl"
+    assert delphi("context", str(ws), "what changes with retry.py?", "--anchor", "shipyard/retry.py",
+                  "--trace", str(trace), *opts).returncode == 0
+    ready = json.loads(trace.read_text().splitlines()[-1])["branchesReady"]
+    assert ready["cochange"].startswith("off: not a git repository"), ready
+    after = json.loads(delphi("health", str(ws), "--json", *opts).stdout)
+    assert after["branches"]["cochange"].startswith("off")
+
+
+def test_an_interrupted_index_says_so(tmp_path: Path) -> None:
+    from delphi_ls import Engine
+
+    root = tmp_path / "many"
+    for i in range(80):  # more than the first batch, so the first batch is committed and the rest is not
+        (root / "pkg").mkdir(parents=True, exist_ok=True)
+        (root / "pkg" / f"mod{i}.py").write_text(f"def handler_{i}(x):\n    return x + {i}\n")
+    index = tmp_path / "index"
+
+    def ctrl_c(phase: str, done: int, total: int, chunks: int) -> None:
+        raise KeyboardInterrupt  # what Ctrl-C does to `delphi index` after its first batch
+
+    with Engine(root, index_dir=str(index), vectors=False) as eng, pytest.raises(KeyboardInterrupt):
+        eng.index(progress=ctrl_c)
+    out = delphi("health", str(root), "--index-dir", str(index), "--no-vectors")
+    m = re.search(r"indexing was interrupted: (\d+) files indexed so far; run `delphi index` to finish", out.stdout)
+    assert m and 0 < int(m.group(1)) < 80, out.stdout
+    assert "has not been indexed yet" not in out.stdout
+    assert delphi("index", str(root), "--index-dir", str(index), "--no-vectors").returncode == 0
+    assert "indexing was interrupted" not in delphi("health", str(root), "--index-dir", str(index), "--no-vectors").stdout
+
+
+# ---------------------------------------------------------------------------------------------- 9: start-up
+def test_the_cli_does_not_import_the_engine_to_parse_arguments() -> None:
+    heavy = ("numpy", "chromadb", "whoosh", "tree_sitter", "onnxruntime", "delphi_ls.engine")
+    out = subprocess.run([sys.executable, "-X", "importtime", "-m", "delphi_ls.cli", "--help"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0 and "context" in out.stdout
+    imported = {ln.split("|")[-1].strip() for ln in out.stderr.splitlines() if ln.startswith("import time:")}
+    assert not imported & set(heavy), sorted(imported & set(heavy))
+    # The package's public names still work, loaded on first use.
+    code = "import delphi_ls, sys; assert 'delphi_ls.engine' not in sys.modules; print(delphi_ls.Engine.__name__)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "Engine"
+
+
+# ---------------------------------------------------------------------------------------------- 11: eval
+def _git(root: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True,
+                   env={"GIT_AUTHOR_NAME": "Dev", "GIT_AUTHOR_EMAIL": "d@x", "GIT_COMMITTER_NAME": "Dev",
+                        "GIT_COMMITTER_EMAIL": "d@x", "PATH": os.environ["PATH"], "HOME": str(root)})
+
+
+def test_eval_says_why_changes_were_skipped_and_what_the_columns_mean(tmp_path: Path) -> None:
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    repo = build_workspace(tmp_path / "repo")
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "initial")
+    _git(repo, "checkout", "-qb", "stable")
+    (repo / "shipyard/scheduler.py").write_text((repo / "shipyard/scheduler.py").read_text() + "\n# stable fix\n")
+    _git(repo, "commit", "-qam", "Fix the scheduler on stable")
+    _git(repo, "checkout", "-q", "main")
+    (repo / "shipyard/retry.py").write_text((repo / "shipyard/retry.py").read_text() + "\n\ndef jitter(x):\n    return x\n")
+    (repo / "tests/test_retry.py").write_text((repo / "tests/test_retry.py").read_text() + "\n# jitter\n")
+    _git(repo, "commit", "-qam", "Add jitter to the retry backoff")
+    (repo / "docs/retry.md").write_text((repo / "docs/retry.md").read_text() + "\nJitter spreads retries.\n")
+    _git(repo, "commit", "-qam", "Document jitter")  # docs only: no question to ask
+    _git(repo, "merge", "-q", "--no-ff", "-m", "Merge remote-tracking branch 'origin/stable'", "stable")
+    out_json = tmp_path / "eval.json"
+    out = subprocess.run([*DELPHI, "eval", "--history", str(repo), "-n", "5", "--no-vectors", "--baselines", "bm25",
+                          "--out", str(out_json)], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out_json.read_text())
+    assert all("Merge" not in r["title"] for r in result["records"])  # a branch sync is not a question
+    assert result["changes"] == 1
+    assert result["skippedChanges"] == {
+        "merged one branch into another (no question in the message)": 1,
+        "changed no source file (tests, docs or config only)": 1,
+        "the repository's first commit (nothing before it)": 1,
+    }
+    text = out.stdout
+    assert "skipped: " in text and "1 merged one branch into another" in text and "1 changed no source file" in text
+    assert "Only 1 of the 5 asked for: the history has no more changes." in text
+    for term in ("MRR:", "R@k:", "ΔMRR:", "W/T/L:", "bm25: Okapi BM25", "intent2code:", "code2test:"):
+        assert term in text, term
+
+
+# ---------------------------------------------------------------------------------------------- 12: README
+README = (REPO / "README.md").read_text(encoding="utf-8")
+
+
+def test_readme_points_only_at_what_a_clone_has() -> None:
+    assert "../shared" not in README
+    for link in re.findall(r"\]\(((?!https?:|#)[^)\s]+)\)", README):
+        assert (REPO / link.split("#")[0]).exists(), link
+
+
+def test_readme_explains_the_cli_output_and_options() -> None:
+    cli = README.split("## Command line", 1)[1].split("\n## ", 1)[0]
+    for kind in ("code", "test", "doc", "config", "other"):
+        assert f"`{kind}`" in cli, kind
+    assert "ltr:" in cli and "learned ranker" in cli  # the ltr:N every result carries
+    assert "current folder" in cli and "workspace root" in cli  # what anchor paths are relative to
+    assert "--budget-tokens" in cli and "exit status" in cli.lower()
+
+
+def test_readme_settings_table_matches_the_settings() -> None:
+    table = README.split("## Settings", 1)[1].split("\n## ", 1)[0]
+    documented = {k for row in re.findall(r"^\| ([^|]+) \|", table, re.M) for k in re.findall(r"`(\w+)`", row)}
+    fields = set(Settings.__dataclass_fields__)
+    assert fields <= documented, sorted(fields - documented)
+    assert documented - {"key"} <= fields, sorted(documented - fields)
+
+
+def test_readme_lists_the_models_and_grammars_with_versions_and_licences() -> None:
+    models = README.split("## Models", 1)[1].split("\n## ", 1)[0]
+    for name in ("potion-base-8M", "minilm-l6-int8", "delphi-ltr-2", "delphi-ce-1"):
+        assert name in models, name
+    for grammar in ("tree-sitter-python", "tree-sitter-javascript", "tree-sitter-typescript", "tree-sitter-go",
+                    "tree-sitter-rust", "tree-sitter-java"):
+        row = next((ln for ln in models.splitlines() if ln.startswith(f"| `{grammar}`")), "")
+        assert re.search(r"\d+\.\d+", row) and "MIT" in row, grammar
+
+
+def test_readme_moved_benchmark_history_to_results() -> None:
+    assert "bench/RESULTS.md" in README
+    assert "Session 2 scored" not in README  # history lives in RESULTS, not in the user's guide
+    results = (REPO / "bench" / "RESULTS.md").read_text(encoding="utf-8")
+    assert "Session 2 scored" in results
