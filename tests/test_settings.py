@@ -51,7 +51,9 @@ def test_vscode_settings_map_one_to_one():
     pkg = json.loads((Path(__file__).parents[1] / "vscode-client" / "package.json").read_text())
     contributed = {k.removeprefix("delphi.") for k in pkg["contributes"]["configuration"]["properties"]}
     camel = {re.sub(r"_([a-z])", lambda m: m.group(1).upper(), f.name) for f in fields(Settings)}
-    assert {k for k in contributed if not k.startswith("server.")} == camel
+    # server.* start the server; agentTools/mcpServer switch the extension's own agent tools and MCP provider.
+    own = ("server.", "agentTools.", "mcpServer.")
+    assert {k for k in contributed if not k.startswith(own)} == camel
     for key in camel:  # and every contributed default is one the server accepts
         default = pkg["contributes"]["configuration"]["properties"][f"delphi.{key}"]["default"]
         Settings.from_dict({key: default})
