@@ -66,3 +66,16 @@ test("engine and @types/vscode have the lm tool and MCP APIs (1.101+), and vsce'
 test("no placeholder repository URL", () => {
   assert.ok(!pkg.repository || !/example\.(invalid|com)/.test(JSON.stringify(pkg.repository)));
 });
+
+test("a cloned folder's .vscode/settings.json cannot start programs, reach the network or choose where files are written", () => {
+  // Workspace settings come with the repository: a hostile clone could otherwise set the server command
+  // (code execution on open), a Chroma URL (uploading every chunk) or the index and trace paths.
+  const props = pkg.contributes.configuration.properties;
+  for (const key of ["delphi.server.command", "delphi.server.pythonPath", "delphi.indexDir", "delphi.chromaUrl",
+                     "delphi.traceFile"]) {
+    assert.equal(props[key].scope, "machine", `${key} must be a user (machine) setting`);
+  }
+  const untrusted = pkg.capabilities.untrustedWorkspaces;
+  assert.equal(untrusted.supported, "limited");
+  assert.deepEqual(untrusted.restrictedConfigurations.sort(), ["delphi.embedder", "delphi.reranker"]);
+});
