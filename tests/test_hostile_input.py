@@ -5,6 +5,7 @@ skipped with a reason, and no byte of what must stay out reaches any file of the
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -238,3 +239,23 @@ def test_skip_reason_is_the_scan_rule(ws: Path):
     scanned = {f.path for f in scan(ws, 1000).files}
     for rel in ["app/retry.py", ".gitignore", ".env", "build/x.py", "tests/test_retry.py"]:
         assert is_indexable(ws, rel, s) == (rel in scanned), rel
+
+
+def test_lsp_shutdown_during_the_first_index_is_clean(tmp_path: Path):
+    """The real server over stdio: `shutdown` while the first index runs stops it without an error
+    shown to the user (it used to show TypeError: argument of type 'NoneType' is not iterable)."""
+    from tests.lsp_wire import Wire
+
+    files: dict[str, str | bytes] = {f"pkg/m{i:03}.py": f"def f{i}():\n    return {i}\n" for i in range(600)}
+    ws = _ws(tmp_path / "ws", {**files, "yarn.lock": "x\n"})
+    wire = Wire()
+    try:
+        wire.initialize(ws, {"indexDir": str(tmp_path / "idx"), "vectors": False, "reranker": "off"})
+        time.sleep(1.0)  # the first index is under way (600 files take several seconds)
+        assert wire.close(timeout=60) == 0
+    finally:
+        if wire.proc.poll() is None:
+            wire.proc.kill()
+    shown = [m["params"]["message"] for m in wire.seen if m.get("method") == "window/showMessage"]
+    assert not [m for m in shown if "failed" in m or "Error" in m], shown
+    assert "Traceback" not in "".join(wire.stderr), "".join(wire.stderr)[-3000:]
