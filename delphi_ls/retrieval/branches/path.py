@@ -25,7 +25,8 @@ class PathBranch:
                     scores[path] = s
                     why[path] = f"named in the question ({mention})"
         terms = {stripped(t) for t in q.terms + q.identifiers}
-        terms = {t for t in terms if len(t) >= 3}
+        # Sorted: a set's order varies by process (hash seed), and with it the why-line and float sums.
+        terms = sorted(t for t in terms if len(t) >= 3)
         if terms:
             for path, spath, sbase in ctx.stripped_paths:
                 s = 0.0
