@@ -1,0 +1,204 @@
+"""Golden rankings, in the manner of zoekt's ``internal/e2e/e2e_rank_test.go``.
+
+Each question asked of a fixture workspace (tests/fixtures/<fixture>/) has a text file under
+tests/golden/<fixture>/<slug>.txt holding its full top 10 -- rank, path, kind, every branch with its
+rank, and the why-line -- once with the rerankers off and once with the default learned ranker. Any
+reorder, a branch that stops finding a file, or a changed reason fails with a unified diff. A change
+that is meant to move rankings is made with
+
+    pytest tests/test_rank_golden.py --update-goldens
+
+and the rewritten files are reviewed (and committed) as a diff beside the code. ``rank-stats.txt``
+holds recall@1, recall@5 and MRR of the expected answers, so a review sees the sum as well as the rows.
+
+Vectors are off: HNSW answers vary from process to process, so only the deterministic branches are
+pinned here (the vector branch is measured by the dev sets in bench/).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from delphi_ls import Engine
+from tests.conftest import build_workspace
+
+GOLDEN = Path(__file__).parent / "golden"
+TOP = 10
+# The two rankings pinned per question: fused order alone, and the shipped default reranker on top.
+MODES: tuple[tuple[str, str], ...] = (("reranker: off", "off"), ("reranker: ltr", "ltr"))
+
+
+@dataclass(frozen=True)
+class Q:
+    """One golden question: what is asked, from where, and the file that answers it (for rank-stats)."""
+
+    query: str
+    answer: str
+    anchors: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = ()
+    slug: str = field(default="")
+
+    def name(self) -> str:
+        return self.slug or slugify(self.query)
+
+
+def slugify(text: str) -> str:
+    words = re.findall(r"[a-z0-9]+", text.lower())
+    out = ""
+    for w in words:
+        if len(out) + len(w) + 1 > 60:
+            break
+        out = f"{out}-{w}" if out else w
+    return out
+
+
+TRACE = ('Traceback (most recent call last):\n  File "/home/ci/shipyard/shipyard/retry.py", line 27, in with_backoff\n'
+         '    raise RuntimeError("upload failed after all retry attempts")\n'
+         'RuntimeError: upload failed after all retry attempts')
+
+# Every query shape (english, identifier, trace, test), anchored and not, code, tests, docs and config.
+QUESTIONS: dict[str, tuple[Q, ...]] = {
+    "shipyard": (
+        Q("where is TLS set up for the gRPC proxy?", "proxy/grpc_proxy.go"),
+        Q("exponential backoff with jitter between upload attempts", "shipyard/retry.py"),
+        Q("which tests cover the retry policy?", "tests/test_retry.py", anchors=("shipyard/retry.py",)),
+        Q("which tests cover grpc_proxy.go?", "proxy/grpc_proxy_test.go"),
+        Q("NewGrpcProxy returns an error", "proxy/grpc_proxy.go"),
+        Q("How is formatDuration implemented?", "web/src/format.js"),
+        Q("topological_order of the BuildGraph", "engine/src/lib.rs"),
+        Q("content-addressed cache key from bytes", "jvm/src/main/java/dev/shipyard/CacheKey.java"),
+        Q(TRACE, "shipyard/retry.py", slug="traceback-runtimeerror-upload-failed-after-all-retry-attempts"),
+        Q("priority queue of build jobs across workers", "shipyard/scheduler.py"),
+        Q("BuildScheduler.next_job", "shipyard/scheduler.py"),
+        Q("how are failed uploads retried? docs", "docs/retry.md"),
+        Q("how many upload retries are configured", "config/settings.yaml"),
+        Q("uploadArtifact ArtifactClient", "web/src/api.ts"),
+        Q("where is the build badge component rendered", "web/src/BuildBadge.tsx"),
+        Q("tests for the build scheduler", "tests/test_scheduler.py"),
+        Q("what changed in 1.2.0", "CHANGELOG.md"),
+        Q("retry", "docs/retry.md", kinds=("doc",), slug="retry-kinds-doc"),
+    ),
+}
+
+
+def render(q: Q, answers: dict[str, dict]) -> str:
+    """The golden text of one question: a header, then the top 10 under each reranker mode."""
+    lines = [f"query: {q.query!r}"]
+    if q.anchors:
+        lines.append(f"anchors: {', '.join(q.anchors)}")
+    if q.kinds:
+        lines.append(f"kinds: {', '.join(q.kinds)}")
+    lines.append(f"answer: {q.answer}")
+    for label, mode in MODES:
+        res = answers[mode]
+        qi = res["query"]
+        lines += ["", f"{label}  (shape {qi['shape']}; prefer {','.join(qi['prefer']) or '-'}; "
+                      f"avoid {','.join(qi['avoid']) or '-'})"]
+        for r in res["results"][:TOP]:
+            branches = " ".join(f"{b}#{n}" for b, n in r["branches"].items())
+            lines.append(f"{r['rank']:>2} {r['path']}  [{r['kind']}]  {branches}")
+            lines.append(f"     why: {r['why']}")
+        hidden = len(res["results"]) - TOP
+        if hidden > 0:
+            lines.append(f"   ({hidden} more)")
+    return "\n".join(lines) + "\n"
+
+
+def stats(fixture: str, found: dict[str, dict[str, list[str]]]) -> str:
+    """Recall@1, recall@5 and MRR of the expected answers, per reranker mode, then each question's rank."""
+    qs = QUESTIONS[fixture]
+    out = [f"fixture: {fixture}  ({len(qs)} questions, top {TOP} pinned; vectors off)", ""]
+    for label, mode in MODES:
+        ranks = [_rank(found[q.name()][mode], q.answer) for q in qs]
+        n = len(ranks)
+        r1 = sum(1 for r in ranks if r == 1) / n
+        r5 = sum(1 for r in ranks if r and r <= 5) / n
+        mrr = sum(1 / r for r in ranks if r) / n
+        out.append(f"{label}: recall@1 {r1:.3f}  recall@5 {r5:.3f}  MRR {mrr:.3f}")
+    out += ["", "rank of the answer (off / ltr; - = not in the top 20):"]
+    for q in qs:
+        cells = [str(_rank(found[q.name()][mode], q.answer) or "-") for _label, mode in MODES]
+        out.append(f"  {' / '.join(cells):>7}  {q.name()}  -> {q.answer}")
+    return "\n".join(out) + "\n"
+
+
+def _rank(paths: list[str], answer: str) -> int | None:
+    return paths.index(answer) + 1 if answer in paths else None
+
+
+@dataclass
+class Run:
+    texts: dict[str, str]  # slug -> golden text
+    found: dict[str, dict[str, list[str]]]  # slug -> mode -> ranked paths
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
+    """Index each fixture once, then ask every question with the rerankers off and on (same index)."""
+    out: dict[str, Run] = {}
+    for fixture, qs in QUESTIONS.items():
+        base = tmp_path_factory.mktemp(fixture)
+        ws = build_workspace(base / "ws")
+        answers: dict[str, dict[str, dict]] = {q.name(): {} for q in qs}
+        for _label, mode in MODES:
+            eng = Engine(ws, index_dir=str(base / "index"), vectors=False, reranker=mode)
+            try:
+                if mode == MODES[0][1]:
+                    eng.index()
+                for q in qs:
+                    answers[q.name()][mode] = dict(eng.context(q.query, anchors=list(q.anchors),
+                                                               kinds=list(q.kinds) or None))
+            finally:
+                eng.close()
+        out[fixture] = Run(
+            texts={q.name(): render(q, answers[q.name()]) for q in qs},
+            found={q.name(): {m: [r["path"] for r in a["results"]] for m, a in answers[q.name()].items()}
+                   for q in qs})
+    return out
+
+
+def _check(path: Path, got: str, update: bool) -> None:
+    if update:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(got, encoding="utf-8")
+        return
+    assert path.is_file(), f"{path} is missing: run pytest {__file__} --update-goldens and review the diff"
+    want = path.read_text(encoding="utf-8")
+    if want != got:
+        diff = "".join(difflib.unified_diff(want.splitlines(keepends=True), got.splitlines(keepends=True),
+                                            fromfile=f"{path} (golden)", tofile="now"))
+        pytest.fail(f"ranking changed (-golden +now); if meant, rerun with --update-goldens and review:\n{diff}",
+                    pytrace=False)
+
+
+CASES = [(fixture, q) for fixture, qs in QUESTIONS.items() for q in qs]
+
+
+def test_questions_have_distinct_slugs() -> None:
+    names = [(f, q.name()) for f, q in CASES]
+    assert len(names) == len(set(names))
+
+
+@pytest.mark.parametrize("fixture,q", CASES, ids=[f"{f}/{q.name()}" for f, q in CASES])
+def test_ranking_matches_golden(runs: dict[str, Run], request: pytest.FixtureRequest, fixture: str, q: Q) -> None:
+    _check(GOLDEN / fixture / f"{q.name()}.txt", runs[fixture].texts[q.name()],
+           request.config.getoption("--update-goldens"))
+
+
+@pytest.mark.parametrize("fixture", sorted(QUESTIONS))
+def test_rank_stats_match_golden(runs: dict[str, Run], request: pytest.FixtureRequest, fixture: str) -> None:
+    _check(GOLDEN / fixture / "rank-stats.txt", stats(fixture, runs[fixture].found),
+           request.config.getoption("--update-goldens"))
+
+
+def test_no_stale_golden_files() -> None:
+    """A golden file whose question was removed would otherwise never be read again."""
+    for fixture, qs in QUESTIONS.items():
+        want = {f"{q.name()}.txt" for q in qs} | {"rank-stats.txt"}
+        have = {p.name for p in (GOLDEN / fixture).glob("*.txt")} if (GOLDEN / fixture).is_dir() else set()
+        assert have <= want, f"stale golden files in {GOLDEN / fixture}: {sorted(have - want)}"
