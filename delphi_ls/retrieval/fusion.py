@@ -1,6 +1,6 @@
 """Weighted reciprocal rank fusion at file level, kind-aware.
 
-Ranks, not scores: a cosine and a BM25 score are different units (DESIGN lesson 2).
+Ranks, not scores: a cosine and a BM25 score are different units (docs/DESIGN.md, lesson 2).
 """
 
 from __future__ import annotations

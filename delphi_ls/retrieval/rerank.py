@@ -1,7 +1,7 @@
 """Rerankers over the fused list: the learned ranker, then the cross-encoder.
 
 Letting a cross-encoder reorder a deep window outright promotes plausible files
-from the tail (DESIGN lesson 4); only its top ``window`` move, and only by a blend.
+from the tail (docs/DESIGN.md, lesson 4); only its top ``window`` move, and only by a blend.
 """
 
 from __future__ import annotations
