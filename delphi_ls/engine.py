@@ -388,7 +388,7 @@ class Engine:
         return stored is None or (self.embedder is not None and stored == self.embedder.identity)
 
     def probe(self) -> dict[str, Any]:
-        """Re-embed a stored chunk and compare with its stored vector (DESIGN lesson 1)."""
+        """Re-embed a stored chunk and compare with its stored vector (docs/DESIGN.md, lesson 1)."""
         if self._probe is None:
             self._probe = health_mod.probe(self.meta, self.vectors, self.embedder)
         return self._probe
