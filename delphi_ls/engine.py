@@ -28,6 +28,7 @@ from .models.cross_encoder import SHIPPED_CROSS_ENCODER, CrossEncoder
 from .models.embedders import Embedder, ModelIdentity, load_embedder
 from .models.ltr import SHIPPED_LTR, LearnedRanker
 from .retrieval import related
+from .retrieval import spans as spans_mod
 from .retrieval.branches.anchors import AnchorBranch, AnchorRefsBranch, AnchorTestsBranch
 from .retrieval.branches.base import Branch, Hit
 from .retrieval.branches.lexical import Bm25Branch
@@ -39,7 +40,7 @@ from .retrieval.branches.vector import VectorBranch
 from .retrieval.context import IndexView, SearchContext
 from .retrieval.features import candidate_features
 from .retrieval.fusion import Fused, rrf
-from .retrieval.packing import pack
+from .retrieval.packing import legacy_pack, pack
 from .retrieval.query import QueryInfo, analyse
 from .retrieval.rerank import learned_rerank, rerank
 from .retrieval.router import SEED_ANCHOR_WEIGHT, SEED_TOP, SEED_TOP_WEIGHT, weights_for
@@ -470,7 +471,14 @@ class Engine:
                            self.settings.reranker_weight, set(anchor_paths))
             timings["rerank"] = round((time.perf_counter() - t0) * 1000, 2)
         asked = {t.lower() for t in q.terms} | {i.lower() for i in q.identifiers}
-        results = [self._result(i + 1, f, ctx, asked) for i, f in enumerate(fused[:limit])]
+        # Spans (issue 17): each result's chunks scored from the question; `span_mode = "legacy"` keeps the
+        # old order (fused evidence, first three) and packer callable for the benchmark.
+        legacy = getattr(self, "span_mode", "scored") == "legacy"
+        sq = None if legacy else spans_mod.SpanQuery.build(q, r.lists, anchor_paths, self.meta)
+        scored: dict[str, list[spans_mod.ScoredChunk]] = {}
+        t0 = time.perf_counter()
+        results = [self._result(i + 1, f, ctx, asked, sq, scored) for i, f in enumerate(fused[:limit])]
+        timings["spans"] = round((time.perf_counter() - t0) * 1000, 2)
         out: ContextAnswer = {
             "results": results,  # type: ignore[typeddict-item]
             "query": {"shape": q.shape, "prefer": sorted(q.prefer), "avoid": sorted(q.avoid),
@@ -486,7 +494,8 @@ class Engine:
             out["indexing"] = dict(running)
         if budget_tokens:
             t0 = time.perf_counter()
-            out["packed"], out["packedTokens"] = pack(results, self.meta, budget_tokens)
+            out["packed"], out["packedTokens"] = (legacy_pack(results, self.meta, budget_tokens) if sq is None else
+                                                  pack(results, self.meta, budget_tokens, self.root, sq, scored))
             timings["packing"] = round((time.perf_counter() - t0) * 1000, 2)
         timings["total"] = round((time.perf_counter() - t_start) * 1000, 2)
         trace = trace_file or self.settings.trace_path(self.index_dir)  # settings: under the index folder
@@ -573,18 +582,16 @@ class Engine:
         body = "\n".join(r.text for r in rows.values()) or "\n".join(r.text for r in self.meta.chunks_of(f.path)[:1])
         return f"{f.path}\n{body}"[:2000]
 
-    def _result(self, rank: int, f: Fused, ctx: SearchContext, asked: set[str]) -> dict[str, Any]:
-        ids = f.evidence[:3]
-        rows = self.meta.chunks_by_ids(ids) if ids else {}
-        chunks = [rows[i] for i in ids if i in rows]
-        if not chunks:
-            chunks = self.meta.chunks_of(f.path)[:1]
-        spans = []
-        for c in chunks:
-            preview = next((ln.strip() for ln in c.text.splitlines() if ln.strip()), "")[:160]
-            named = [s for s in c.symbols if s.lower() in asked]
-            sym = named[0] if named else next((s for s in c.symbols if s != "<module>"), None)
-            spans.append({"startLine": c.start_line, "endLine": c.end_line, "symbol": sym, "preview": preview})
+    def _result(self, rank: int, f: Fused, ctx: SearchContext, asked: set[str],
+                sq: spans_mod.SpanQuery | None = None,
+                scored: dict[str, list[spans_mod.ScoredChunk]] | None = None) -> dict[str, Any]:
+        if sq is None or rank > spans_mod.SCORED_FILES:
+            spans = spans_mod.legacy_spans(self.meta, f.path, f.evidence, asked)
+        else:
+            sc = spans_mod.score_chunks(f.path, self.meta.chunks_of(f.path), sq)
+            if scored is not None:
+                scored[f.path] = sc  # the packer reuses them
+            spans = [spans_mod.span_of(s, asked) for s in spans_mod.ranked(sc)[: spans_mod.LISTED_SPANS]]
         return {
             "path": f.path,
             "uri": (self.root / f.path).as_uri(),

@@ -1,19 +1,62 @@
-"""Pack the best spans, and whole small files, into a token budget in rank order."""
+"""Pack the best lines of the ranked files into a token budget.
+
+Every candidate is a chunk of a ranked file (scored by :mod:`.spans`) or a whole small file; its
+value is the file's weight (by rank) times the chunk's score relative to the file's best chunk, so
+the budget goes first to the best part of each of the top files (breadth) and then deeper into the
+best files (depth). Chosen chunks that touch are merged into one span, spans are shown in file order
+with the reason each was chosen, and the budget is never exceeded.
+
+A whole file's text is the file as indexed, line for line: read from disk when every stored chunk
+still matches it, else rebuilt from the stored chunks at their line numbers (lines between chunks
+are blank there), so no line is ever dropped.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from ..stores.meta import MetaStore
+from ..stores.meta import ChunkRow, MetaStore
+from .spans import ScoredChunk, SpanQuery, ranked, score_chunks, why_of
 
 CHARS_PER_TOKEN = 4  # a coarse, tokenizer-free estimate; callers budget conservatively
+WHOLE_SHARE = 4  # a whole file may take at most a quarter of the budget
+RANK_DECAY = 0.5  # file weight 1 / (1 + RANK_DECAY * (rank - 1))
+MIN_VALUE = 0.02
+MERGE_GAP = 2  # chosen chunks separated by at most this many blank lines read as one span  # below this a chunk is not worth its tokens even with budget left
 
 
 def tokens_of(text: str) -> int:
     return (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
 
 
-def pack(results: list[dict[str, Any]], meta: MetaStore, budget: int) -> tuple[list[dict[str, Any]], int]:
+def file_lines(root: Path | None, chunks: list[ChunkRow]) -> list[str]:
+    """The file's lines (with their endings) as indexed; see the module note."""
+    if not chunks:
+        return []
+    if root is not None:
+        try:
+            lines = (root / chunks[0].path).read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)
+        except OSError:
+            lines = None
+        if lines is not None and all(_matches(lines, c) for c in chunks):
+            return lines
+    last = max(c.end_line for c in chunks)
+    out = ["\n"] * last
+    for c in chunks:
+        for i, ln in enumerate(c.text.split("\n")[: c.end_line - c.start_line + 1]):
+            out[c.start_line - 1 + i] = ln + "\n"
+    return out
+
+
+def _matches(lines: list[str], c: ChunkRow) -> bool:
+    got = "".join(lines[c.start_line - 1: c.end_line]).rstrip("\r\n")
+    return got == c.text.rstrip("\r\n")
+
+
+def legacy_pack(results: list[dict[str, Any]], meta: MetaStore, budget: int) -> tuple[list[dict[str, Any]], int]:
+    """The packer before issue 17 (kept so the benchmark runs old and new in one process): whole small
+    files, else each result's listed spans, in rank order. Its whole files drop the lines between chunks."""
     used = 0
     out: list[dict[str, Any]] = []
     for r in results:
@@ -32,8 +75,108 @@ def pack(results: list[dict[str, Any]], meta: MetaStore, budget: int) -> tuple[l
             cost = tokens_of(c.text)
             if used + cost > budget:
                 continue
-            out.append({"path": r["path"], "startLine": c.start_line, "endLine": c.end_line, "text": c.text, "whole": False})
+            out.append({"path": r["path"], "startLine": c.start_line, "endLine": c.end_line, "text": c.text,
+                        "whole": False})
             used += cost
         if used >= budget:
             break
     return out, used
+
+
+def pack(results: list[dict[str, Any]], meta: MetaStore, budget: int, root: Path | None = None,
+         sq: SpanQuery | None = None, scored: dict[str, list[ScoredChunk]] | None = None,
+         max_files: int = 20) -> tuple[list[dict[str, Any]], int]:
+    """The packed context: ``(spans, tokens used)``, ``tokens used <= budget`` always."""
+    if budget <= 0:
+        return [], 0
+    sq = sq or SpanQuery({})
+    scored = scored if scored is not None else {}
+    # (value, -rank, order, kind, path, payload): candidates across files, best value first.
+    items: list[tuple[float, int, int, str, str, Any]] = []
+    per_file: dict[str, tuple[int, list[ChunkRow]]] = {}
+    for rank, r in enumerate(results[:max_files], start=1):
+        path = r["path"]
+        sc = scored.get(path)
+        chunks = [s.chunk for s in sc] if sc else meta.chunks_of(path)
+        if not chunks:
+            continue
+        per_file[path] = (rank, chunks)
+        fw = 1.0 / (1.0 + RANK_DECAY * (rank - 1))
+        sc = sc or score_chunks(path, chunks, sq)
+        order = ranked(sc)
+        best = order[0].score if order and order[0].score > 0 else 1.0
+        size = sum(len(c.text) + 1 for c in chunks)
+        if (size + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN <= max(budget // WHOLE_SHARE, 1):
+            # A small file is read whole: worth as much as its best chunk, and a little more.
+            items.append((fw * 1.05, -rank, 0, "whole", path, None))
+            continue
+        for j, s in enumerate(order):
+            rel = s.score / best if s.score > 0 else 0.0
+            # The file's best chunk always stands for the file, even with no word matched.
+            v = fw * (1.0 if j == 0 else rel)
+            items.append((v, -rank, j, "chunk", path, s))
+    items.sort(key=lambda t: (-t[0], -t[1], t[2]))
+    used = 0
+    chosen: dict[str, list[ScoredChunk]] = {}
+    whole: dict[str, str] = {}
+    for v, _nr, _j, kind, path, payload in items:
+        if used >= budget:
+            break
+        if v < MIN_VALUE and used > 0:
+            break
+        if kind == "whole":
+            text = "".join(file_lines(root, per_file[path][1]))
+            cost = tokens_of(text)
+            if used + cost <= budget:
+                whole[path] = text
+                used += cost
+            continue
+        cost = tokens_of(payload.chunk.text + "\n" * (1 + MERGE_GAP))  # its blank separator, if merged
+        if used + cost <= budget:
+            chosen.setdefault(path, []).append(payload)
+            used += cost
+    out: list[dict[str, Any]] = []
+    used = 0
+    for path, (_rank, chunks) in per_file.items():
+        if path in whole:
+            text = whole[path]
+            n = text.count("\n") + (0 if text.endswith("\n") else 1)
+            out.append({"path": path, "startLine": 1, "endLine": n, "text": text, "whole": True,
+                        "why": "whole file (small)"})
+            used += tokens_of(text)
+            continue
+        picks = chosen.get(path)
+        if not picks:
+            continue
+        for span in _merged(picks, file_lines(root, chunks)):
+            used += tokens_of(span["text"])
+            out.append({"path": path, **span})
+    if used > budget:  # merging shares lines, so it can only shrink; this guards the promise anyway
+        while out and used > budget:
+            used -= tokens_of(out.pop()["text"])
+    return out, used
+
+
+def _merged(picks: list[ScoredChunk], lines: list[str]) -> list[dict[str, Any]]:
+    """Chosen chunks of one file in line order; chunks that touch, overlap or are parted only by a blank
+    line or two become one span."""
+    picks = sorted(picks, key=lambda s: (s.chunk.start_line, s.chunk.end_line))
+    groups: list[list[ScoredChunk]] = []
+    for s in picks:
+        end = max(g.chunk.end_line for g in groups[-1]) if groups else 0
+        gap = lines[end: s.chunk.start_line - 1] if groups else []
+        if groups and s.chunk.start_line - 1 - end <= MERGE_GAP and all(not ln.strip() for ln in gap):
+            groups[-1].append(s)
+        else:
+            groups.append([s])
+    out = []
+    for g in groups:
+        start = g[0].chunk.start_line
+        end = max(s.chunk.end_line for s in g)
+        if len(g) == 1:
+            text = g[0].chunk.text if g[0].chunk.text.endswith("\n") else g[0].chunk.text + "\n"
+        else:
+            text = "".join(lines[start - 1: end])
+        best = max(g, key=lambda s: s.score)
+        out.append({"startLine": start, "endLine": end, "text": text, "whole": False, "why": why_of(best)})
+    return out
