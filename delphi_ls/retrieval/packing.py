@@ -22,8 +22,10 @@ from .spans import ScoredChunk, SpanQuery, ranked, score_chunks, why_of
 CHARS_PER_TOKEN = 4  # a coarse, tokenizer-free estimate; callers budget conservatively
 WHOLE_SHARE = 4  # a whole file may take at most a quarter of the budget
 RANK_DECAY = 0.5  # file weight 1 / (1 + RANK_DECAY * (rank - 1))
-MIN_VALUE = 0.02
-MERGE_GAP = 2  # chosen chunks separated by at most this many blank lines read as one span  # below this a chunk is not worth its tokens even with budget left
+MIN_VALUE = 0.02  # below this a chunk is not worth its tokens even with budget left
+BREADTH = 0.25  # share of the budget first spent on each top file's best chunk (or whole small file)
+BREADTH_BONUS = 10.0  # lifts those candidates above every depth candidate
+MERGE_GAP = 2  # chosen chunks separated by at most this many blank lines read as one span
 
 
 def tokens_of(text: str) -> int:
@@ -108,33 +110,35 @@ def pack(results: list[dict[str, Any]], meta: MetaStore, budget: int, root: Path
         size = sum(len(c.text) + 1 for c in chunks)
         if (size + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN <= max(budget // WHOLE_SHARE, 1):
             # A small file is read whole: worth as much as its best chunk, and a little more.
-            items.append((fw * 1.05, -rank, 0, "whole", path, None))
+            items.append((fw * 1.05 + BREADTH_BONUS, -rank, 0, "whole", path, None))
             continue
         for j, s in enumerate(order):
             rel = s.score / best if s.score > 0 else 0.0
-            # The file's best chunk always stands for the file, even with no word matched.
-            v = fw * (1.0 if j == 0 else rel)
+            # The file's best chunk always stands for the file, even with no word matched; while the
+            # breadth share lasts, every top file's best chunk comes before any file's second.
+            v = fw * (1.0 if j == 0 else rel) + (BREADTH_BONUS if j == 0 else 0.0)
             items.append((v, -rank, j, "chunk", path, s))
     items.sort(key=lambda t: (-t[0], -t[1], t[2]))
     used = 0
     chosen: dict[str, list[ScoredChunk]] = {}
     whole: dict[str, str] = {}
-    for v, _nr, _j, kind, path, payload in items:
+    breadth_cap = int(budget * BREADTH)
+    deferred = []
+    for it in items:
+        v = it[0]
+        if v >= BREADTH_BONUS and used >= breadth_cap:
+            deferred.append((v - BREADTH_BONUS, *it[1:]))  # the rest compete on their own value
+            continue
+        if v < BREADTH_BONUS:
+            break
+        used = _take(it, used, budget, root, per_file, whole, chosen)
+    rest = sorted(deferred + [it for it in items if it[0] < BREADTH_BONUS], key=lambda t: (-t[0], -t[1], t[2]))
+    for it in rest:
         if used >= budget:
             break
-        if v < MIN_VALUE and used > 0:
+        if it[0] < MIN_VALUE and used > 0:
             break
-        if kind == "whole":
-            text = "".join(file_lines(root, per_file[path][1]))
-            cost = tokens_of(text)
-            if used + cost <= budget:
-                whole[path] = text
-                used += cost
-            continue
-        cost = tokens_of(payload.chunk.text + "\n" * (1 + MERGE_GAP))  # its blank separator, if merged
-        if used + cost <= budget:
-            chosen.setdefault(path, []).append(payload)
-            used += cost
+        used = _take(it, used, budget, root, per_file, whole, chosen)
     out: list[dict[str, Any]] = []
     used = 0
     for path, (_rank, chunks) in per_file.items():
@@ -155,6 +159,25 @@ def pack(results: list[dict[str, Any]], meta: MetaStore, budget: int, root: Path
         while out and used > budget:
             used -= tokens_of(out.pop()["text"])
     return out, used
+
+
+def _take(it: tuple[float, int, int, str, str, Any], used: int, budget: int, root: Path | None,
+          per_file: dict[str, tuple[int, list[ChunkRow]]], whole: dict[str, str],
+          chosen: dict[str, list[ScoredChunk]]) -> int:
+    """Take one candidate if it fits; the tokens used after it."""
+    _v, _nr, _j, kind, path, payload = it
+    if kind == "whole":
+        text = "".join(file_lines(root, per_file[path][1]))
+        cost = tokens_of(text)
+        if used + cost <= budget:
+            whole[path] = text
+            used += cost
+        return used
+    cost = tokens_of(payload.chunk.text + "\n" * (1 + MERGE_GAP))  # its blank separator, if merged
+    if used + cost <= budget:
+        chosen.setdefault(path, []).append(payload)
+        used += cost
+    return used
 
 
 def _merged(picks: list[ScoredChunk], lines: list[str]) -> list[dict[str, Any]]:

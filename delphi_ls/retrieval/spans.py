@@ -19,11 +19,13 @@ benchmark can run both in one process.
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
+import re
+from collections import Counter, OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..indexing.tokens import query_terms
 from ..stores.meta import ChunkRow, MetaStore
 from .branches.base import Hit
 from .query import QueryInfo
@@ -35,6 +37,16 @@ W_TERM, W_IDENT, W_LITERAL, W_ANCHOR_SYMBOL = 1.0, 2.0, 2.5, 0.6
 # What a branch's evidence for a chunk is worth, beside the lexical score (its first chunk counts most).
 BRANCH_EVIDENCE = {"bm25": 1.0, "vector": 1.2, "symbol": 2.0, "trigram": 1.5}
 K1, B = 1.2, 0.75
+# The learned span ranker's weights over FEATURES (None: the hand score lex + evidence + defines).
+LEARNED: tuple[float, ...] | None = None
+EV_LEARNED = 1.0
+W_DEFINES = 1.0  # a chunk that defines a symbol named by a question word, beyond mentioning it
+MAX_WORDS = 32
+SHORT = 4  # words shorter than this count only as whole words (`com` is not in `command`)
+_NOISE = re.compile(r"https?://\S+|www\.\S+|\S+@\S+|<!--.*?-->|\[[ xX]\]"
+                    r"|^[ \t]*(?:co-authored-by|signed-off-by|reviewed-by|cc|closes|fixes)\b.*$", re.S | re.M | re.I)
+NOISE_WORDS = frozenset("""which cover tests test tested testing source implement change changes pull request
+    issue issues close closes closed fixes resolves related description checklist summary""".split())
 
 
 @dataclass
@@ -42,6 +54,7 @@ class SpanQuery:
     """Everything span scoring needs from one question, built once per answer."""
 
     words: dict[str, float]  # lower-case word -> weight
+    exact: set[str] = field(default_factory=set)  # words counted as whole words only (anchor symbols)
     evidence: dict[str, dict[str, tuple[float, list[str]]]] = field(default_factory=dict)  # path -> id -> (w, branches)
     anchors: list[str] = field(default_factory=list)
 
@@ -50,8 +63,11 @@ class SpanQuery:
               meta: MetaStore | None = None) -> SpanQuery:
         words: dict[str, float] = {}
         idents = {i.lower() for i in q.identifiers}
+        # Words that come only from links, e-mail addresses or bot boilerplate (`github`, `com`, `https`)
+        # name no place in the code; they matched licence headers and URLs in comments.
+        plain = set(query_terms(_NOISE.sub(" ", q.text)))
         for t in q.terms:
-            if len(t) < 3 and t not in idents:
+            if (len(t) < 3 and t not in idents) or t not in plain or t in NOISE_WORDS:
                 continue
             words[t] = max(words.get(t, 0.0), W_IDENT if t in idents else W_TERM)
         for ident in q.identifiers:
@@ -61,14 +77,23 @@ class SpanQuery:
             low = lit.lower().strip()
             if len(low) >= 3:
                 words[low] = max(words.get(low, 0.0), W_LITERAL)
+        if len(words) > MAX_WORDS:
+            # A long PR body brings a hundred words; the title's and the named identifiers say where. Keep
+            # the heaviest, then the earliest (terms come in the order the question uses them).
+            order = {w: i for i, w in enumerate(words)}
+            keep = sorted(words, key=lambda w: (-words[w], order[w]))[:MAX_WORDS]
+            words = {w: words[w] for w in keep}
         anchor_list = list(anchors)
+        exact: set[str] = set()
         if meta is not None:
             for a in anchor_list:
                 # The anchor's own definitions: a test of the changed file calls them by name.
                 for name, kind, *_ in meta.symbols_of(a):
                     low = name.lower()
-                    if len(low) < 4 or kind in ("module",):
+                    if len(low) < 4 or kind in ("module",) or not _TOKEN.fullmatch(low):
                         continue
+                    if low not in words:
+                        exact.add(low)
                     words[low] = max(words.get(low, 0.0), W_IDENT if low in words else W_ANCHOR_SYMBOL)
         evidence: dict[str, dict[str, tuple[float, list[str]]]] = {}
         for branch, hits in (lists or {}).items():
@@ -80,7 +105,7 @@ class SpanQuery:
                 for i, cid in enumerate(h.chunk_ids):
                     old, names = per.get(cid, (0.0, []))
                     per[cid] = (old + w / (1 + i), names + [branch])
-        return cls(words, evidence, anchor_list)
+        return cls(words, exact, evidence, anchor_list)
 
 
 _LOWER: OrderedDict[str, str] = OrderedDict()  # chunk id -> lower-cased text (ids are content-addressed)
@@ -96,14 +121,43 @@ def _lower(c: ChunkRow) -> str:
     return got
 
 
+_TOKS: OrderedDict[str, Counter[str]] = OrderedDict()  # chunk id -> its lower-case words and their parts
+_TOKEN = re.compile(r"[a-z0-9_]+")
+
+
+def _tokens(c: ChunkRow, low: str) -> Counter[str]:
+    got = _TOKS.get(c.id)
+    if got is None:
+        got = Counter(_TOKEN.findall(low))
+        for t in [t for t in got if "_" in t]:
+            for part in t.split("_"):
+                if part:
+                    got[part] += got[t]
+        _TOKS[c.id] = got
+        if len(_TOKS) > _LOWER_MAX:
+            _TOKS.popitem(last=False)
+    return got
+
+
 def _counts(chunks: list[ChunkRow], sq: SpanQuery) -> list[dict[str, int]]:
-    """Occurrences of each question word in each chunk (substring counts: ``blueprint`` is found in
-    ``register_blueprint``, as the index's word parts would). ``str.count`` is C-speed, and words absent
-    from the whole file are dropped first, so this costs a few milliseconds for twenty files."""
+    """Occurrences of each question word in each chunk. Words of four letters or more are counted as
+    substrings (``blueprint`` is found in ``registerBlueprint``, as the index's word parts would), with
+    C-speed ``str.count`` after dropping words absent from the whole file; shorter words (``com`` is not
+    in ``command``) and the anchor's symbol names (hundreds of them) are counted as whole words, from a
+    per-chunk word count cached by chunk id."""
     lows = [_lower(c) for c in chunks]
     whole = "\n".join(lows)
-    present = [w for w in sq.words if w in whole]
-    return [{w: n for w in present if (n := t.count(w))} for t in lows]
+    long_ = [w for w in sq.words if len(w) >= SHORT and w not in sq.exact and w in whole]
+    short = [w for w in sq.words if len(w) < SHORT or w in sq.exact]
+    out = [{w: n for w in long_ if (n := t.count(w))} for t in lows]
+    if short:
+        for c, t, cs in zip(chunks, lows, out, strict=True):
+            toks = _tokens(c, t)
+            for w in short:
+                n = toks.get(w)
+                if n:
+                    cs[w] = n
+    return out
 
 
 @dataclass
@@ -112,6 +166,9 @@ class ScoredChunk:
     score: float
     matched: list[str]  # question words found, heaviest first
     branches: list[str]
+    lex: float = 0.0  # the parts of the score, kept for the learned ranker's features
+    ev: float = 0.0
+    defines: float = 0.0
 
 
 def score_chunks(path: str, chunks: list[ChunkRow], sq: SpanQuery) -> list[ScoredChunk]:
@@ -129,19 +186,52 @@ def score_chunks(path: str, chunks: list[ChunkRow], sq: SpanQuery) -> list[Score
     ev = sq.evidence.get(path, {})
     out = []
     for c, cs, ln in zip(chunks, counts, lengths, strict=True):
-        s = 0.0
+        lex = 0.0
         contrib: list[tuple[float, str]] = []
         for w, tf in cs.items():
             weight = sq.words.get(w, W_TERM)
             idf = math.log(1 + (n - df[w] + 0.5) / (df[w] + 0.5)) + 0.1  # +0.1: a one-chunk file still counts
             v = weight * idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * ln / avg))
-            s += v
+            lex += v
             contrib.append((v, w))
         e, names = ev.get(c.id, (0.0, []))
-        s += e
+        defines = 0.0
+        for sym in c.symbols:
+            low = sym.lower()
+            if low in sq.words:  # the question names what this chunk defines
+                defines += W_DEFINES * sq.words[low] * (math.log(1 + n) + 0.1)
         contrib.sort(reverse=True)
-        out.append(ScoredChunk(c, s, [w for _v, w in contrib], sorted(set(names))))
+        out.append(ScoredChunk(c, lex + e + defines, [w for _v, w in contrib], sorted(set(names)), lex, e, defines))
+    if LEARNED is not None:
+        x = features(out)
+        for sc, row in zip(out, x, strict=True):
+            # A probability (not a logit): the packer compares chunks of a file as shares of the best.
+            sc.score = 1.0 / (1.0 + math.exp(-sum(w * v for w, v in zip(LEARNED, row, strict=True)))) + EV_LEARNED * sc.ev
     return out
+
+
+FEATURES = ("bias", "lex/max", "1/(1+lex rank)", "defines", "log1p words matched", "relative position",
+            "first chunk", "last chunk", "log lines", "header", "log chunks in file", "neighbour lex/max",
+            "log1p lex")
+
+
+def features(scored: list[ScoredChunk]) -> list[list[float]]:
+    """One row per chunk (names in FEATURES): what the learned span ranker reads. Branch evidence is
+    not among them: the training repositories are read from git, not through the engine's branches."""
+    n = len(scored)
+    mx = max((s.lex for s in scored), default=0.0) or 1.0
+    order = sorted(range(n), key=lambda i: -scored[i].lex)
+    rank = {i: r for r, i in enumerate(order)}
+    last = max((s.chunk.end_line for s in scored), default=1) or 1
+    rows = []
+    for i, s in enumerate(scored):
+        c = s.chunk
+        nb = max(scored[i - 1].lex if i else 0.0, scored[i + 1].lex if i + 1 < n else 0.0)
+        rows.append([1.0, s.lex / mx, 1.0 / (1 + rank[i]) if s.lex > 0 else 0.0, 1.0 if s.defines else 0.0,
+                     math.log1p(len(s.matched)), c.start_line / last, float(i == 0), float(i == n - 1),
+                     math.log1p(c.end_line - c.start_line + 1), float(c.kind == "header"), math.log1p(n),
+                     nb / mx, math.log1p(s.lex)])
+    return rows
 
 
 def why_of(sc: ScoredChunk) -> str:
