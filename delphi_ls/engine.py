@@ -250,6 +250,7 @@ class Engine:
                 self.problems.pop("lexical_store", None)
                 done.append(f"lexical index rebuilt from the manifest ({n} documents)")
         broken_vectors = rebuild or self._reset_vectors or "vector_store_damaged" in self.problems
+        fresh = False
         if "vector_store" in self.problems and self.settings.vectors and vectors:
             # It failed to open: local files are derived, so start them over; a server may be back.
             if not self.settings.chroma_url:
@@ -258,11 +259,13 @@ class Engine:
                 self.vectors = VectorStore(self.index_dir / "chroma", self._collection_name(), self.settings.chroma_url)
                 self.problems.pop("vector_store", None)
                 broken_vectors = True
+                fresh = not self.settings.chroma_url  # a new empty folder: nothing to wipe
                 done.append("vector store re-created")
             except Exception as e:
                 self.problems["vector_store"] = f"Chroma unavailable ({self.settings.chroma_url or 'embedded'}): {e}"
         if broken_vectors and self.vectors is not None:
-            self.vectors.wipe()
+            if not fresh:
+                self.vectors.wipe()
             self.meta.reset_embedded()
             self._reset_vectors = False
             self.problems.pop("vector_store_damaged", None)

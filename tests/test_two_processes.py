@@ -167,3 +167,30 @@ def test_writer_lock_between_two_holders(tmp_path: Path):
     assert b.acquire(wait=False)
     assert int((tmp_path / "writer.lock").read_text().split()[0]) == os.getpid()
     b.release()
+
+
+def test_an_open_engine_writes_after_another_process_wrote(tmp_path: Path):
+    """A server keeps its engine open while `delphi index` writes the same index; its next run must
+    reopen Chroma first. Writing from its older in-memory picture broke the collection ("Error finding
+    id" on every read; seen with 2,400 vectors, so this test needs that many)."""
+    ws = tmp_path / "ws"
+
+    def write(prefix: str) -> None:
+        for i in range(800):
+            p = ws / prefix / f"m{i}.py"
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(f"def {prefix}_func_{i}(x):\n    '''{prefix} thing number {i}'''\n    return x * {i}\n")
+
+    write("a")
+    idx = tmp_path / "idx"
+    with Engine(ws, index_dir=str(idx), reranker="off") as eng:
+        eng.index()
+        write("b")
+        r = subprocess.run(_cli("index", str(ws), "--index-dir", str(idx), "--quiet", "--reranker", "off"),
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        write("c")
+        assert not eng.index().errors
+        got = eng.vectors.col.get(include=["embeddings"], limit=10_000)  # reads every vector
+        assert len(got["ids"]) == eng.meta.counts()["vectors"] == 2400
+        assert eng.health(check_staleness=False)["ok"]

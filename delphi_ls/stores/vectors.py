@@ -84,12 +84,14 @@ class VectorStore:
     def wipe(self) -> None:
         """Drop every vector. Embedded: delete the folder and open a new one (a damaged file may not
         even allow deleting the collection); a server: delete and re-create the collection."""
-        if self.folder is None:
-            try:
-                self.client.delete_collection(self.name)
-            except Exception:
-                pass  # not there: nothing to delete
-        else:
+        try:
+            self.client.delete_collection(self.name)
+            deleted = True
+        except Exception:
+            deleted = self.folder is None  # a server: the collection was not there
+        if not deleted and self.folder is not None:
+            # Only when deleting failed: closing and reopening a folder in one process races with
+            # Chroma's background work of the closed client (seen: a rebuilt HNSW graph with poor recall).
             self.close()
             shutil.rmtree(self.folder, ignore_errors=True)
             self.folder.mkdir(parents=True, exist_ok=True)
