@@ -286,6 +286,22 @@ class Engine:
                 self.problems["vector_store"] = f"Chroma unavailable (embedded): {e}"
         self._generation = gen
 
+    def _catch_up(self) -> None:
+        """A reader's view after another process finished writing: reopen Chroma (its in-memory index
+        is from before) and drop the cached view. One state read when nothing changed. Skipped while
+        this engine's own run is under way (it is the writer then, and reopens for itself)."""
+        if self.meta.get_state("generation", 0) == self._generation:
+            return
+        if not self._index_lock.acquire(blocking=False):
+            return
+        try:
+            with self._lock:
+                self._reopen_vectors_if_written_elsewhere()
+                self._probe = None
+                self._view = None
+        finally:
+            self._index_lock.release()
+
     def writer_holder(self) -> Holder | None:
         """Another process (or engine) writing this index now, or None."""
         return self.writer.holder()
@@ -377,6 +393,7 @@ class Engine:
         return bool(self.meta.get_state("lexical_ready", False))
 
     def view(self) -> IndexView:
+        self._catch_up()
         with self._lock:
             if self._view is None:
                 self._view = IndexView.build(self.meta)
@@ -415,6 +432,10 @@ class Engine:
             return False, "not ready: no vectors yet"
         p = self.probe()
         if p.get("cosine") is not None and p["cosine"] < 0.99:
+            holder = self.writer_holder()
+            if holder is not None and "missing" in p.get("status", ""):
+                # Not damage: another process is adding vectors this view has not loaded yet.
+                return True, f"partial: {holder.describe()}; what it adds shows when it is done"
             return False, f"disabled: self-consistency probe failed (cosine {p['cosine']:.4f} < 0.99 for chunk {p['chunk']}); run `delphi index` to re-embed"
         if counts["vectors"] < counts["chunks"]:
             return True, f"partial: {counts['vectors']}/{counts['chunks']} chunks embedded"
@@ -510,6 +531,7 @@ class Engine:
     def _retrieve(self, query: str, anchor_paths: list[str], draft: str | None) -> Retrieval:
         """Branches (two stages) and fusion: everything before the rerankers."""
         q = analyse(query)
+        self._catch_up()
         indexing = self.indexing  # one read: the indexing thread sets it to None when it ends
         counts = self.meta.counts()
         ready_vec, vec_status = self.vector_status(counts)
@@ -650,6 +672,7 @@ class Engine:
         return out
 
     def health(self, check_staleness: bool = True) -> dict[str, Any]:
+        self._catch_up()
         with self._lock:
             self._probe = None  # a health request always re-probes
             self.check_stores()

@@ -194,3 +194,24 @@ def test_an_open_engine_writes_after_another_process_wrote(tmp_path: Path):
         got = eng.vectors.col.get(include=["embeddings"], limit=10_000)  # reads every vector
         assert len(got["ids"]) == eng.meta.counts()["vectors"] == 2400
         assert eng.health(check_staleness=False)["ok"]
+
+
+def test_an_open_reader_sees_what_another_process_wrote(tmp_path: Path):
+    """A server answering from an open engine while `delphi index` adds files: its next answer and its
+    health see the new vectors (Chroma's in-memory view is reopened), not a false 'probe failed'."""
+    ws = _ws(tmp_path / "ws", 40)
+    idx = tmp_path / "idx"
+    with Engine(ws, index_dir=str(idx), reranker="off") as eng:
+        eng.index()
+        for i in range(40):
+            (ws / "more" / f"extra{i:03}.py").parent.mkdir(exist_ok=True)
+            (ws / "more" / f"extra{i:03}.py").write_text(f"def checksum_block_{i}(data):\n    return hash(data) ^ {i}\n")
+        r = subprocess.run(_cli("index", str(ws), "--index-dir", str(idx), "--quiet", "--reranker", "off"),
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        ans = eng.context("checksum block of data")
+        assert ans["results"][0]["path"].startswith("more/")
+        assert eng.vectors.count() == eng.meta.counts()["vectors"] == 80  # the reopened view has all of them
+        assert "more/extra000.py" in eng.view().files
+        for _ in range(5):  # the probe samples a random chunk: half of them are the other process's
+            assert eng.health(check_staleness=False)["ok"]
