@@ -210,7 +210,8 @@ def cmd_context(args: argparse.Namespace) -> int:
         if "packed" in ans:
             print(f"\npacked context: {len(ans['packed'])} spans, {ans['packedTokens']} of {args.budget_tokens} tokens")
             for p in ans["packed"]:
-                print(f"\n--- {p['path']} L{p['startLine']}-{p['endLine']}{' (whole file)' if p['whole'] else ''}")
+                why = f" — {p['why']}" if p.get("why") and not p["whole"] else ""
+                print(f"\n--- {p['path']} L{p['startLine']}-{p['endLine']}{' (whole file)' if p['whole'] else ''}{why}")
                 print(p["text"].rstrip("\n"))
         print(f"({ans['timingsMs']['total']:.0f} ms)")
     return 0

@@ -30,6 +30,15 @@ APP = ("class App:\n    \"\"\"The application object.\"\"\"\n\n"
        ) for ln in part.splitlines()))
 
 
+SCAFFOLD = """class Scaffold:
+    def iter_blueprints(self):
+        return iter(self._blueprints)
+
+    def register_blueprint(self, blueprint, url_prefix=None):
+        self._blueprints.append((blueprint, url_prefix))
+"""
+
+
 @pytest.fixture
 def ws(tmp_path: Path) -> Path:
     root = tmp_path / "ws"
@@ -37,6 +46,7 @@ def ws(tmp_path: Path) -> Path:
     (root / "shapes" / "area_test.go").write_text(GO_TEST)
     (root / "shapes" / "area.go").write_text("package shapes\n\n// Area of a square.\nfunc Area(s int) int {\n\treturn s * s\n}\n")
     (root / "app.py").write_text(APP)
+    (root / "scaffold.py").write_text(SCAFFOLD)
     (root / "util.py").write_text("".join(_body(f"util_{i}", f"utility number {i} for strings") for i in range(6)))
     return root
 
@@ -90,6 +100,17 @@ def test_first_span_is_the_function_the_question_names(eng: Engine) -> None:
     assert [r["path"] for r in old["results"]] == [r["path"] for r in ans["results"]]  # spans only, same files
 
 
+def test_preview_points_at_the_named_definition_inside_a_chunk(eng: Engine) -> None:
+    # Small neighbours share one chunk; the preview line is the definition the question names, not
+    # the chunk's first line (the report was `iter_blueprints` shown for a `register_blueprint` question).
+    ans = eng.context("Scaffold register_blueprint drops url_prefix", limit=5)
+    sc = next(r for r in ans["results"] if r["path"] == "scaffold.py")
+    first = sc["spans"][0]
+    assert (first["startLine"], first["symbol"]) == (1, "register_blueprint")
+    assert first["preview"] == "def register_blueprint(self, blueprint, url_prefix=None):"
+    assert first["previewLine"] == 5
+
+
 @pytest.mark.parametrize("budget", [1, 7, 40, 120, 250, 400, 700, 1000, 1500, 2500, 6000])
 def test_budget_never_exceeded_and_every_span_says_why(eng: Engine, budget: int) -> None:
     ans = eng.context("blueprint options utility strings area", budget_tokens=budget, limit=10)
@@ -101,8 +122,8 @@ def test_budget_never_exceeded_and_every_span_says_why(eng: Engine, budget: int)
 
 
 def test_budget_prefers_the_best_part_of_each_top_file(eng: Engine) -> None:
-    # 300 tokens cannot hold app.py (about 1,100): it gets its best chunk, not its head.
-    ans = eng.context("register_blueprint url prefix options", budget_tokens=300, limit=5)
+    # 400 tokens cannot hold app.py (about 1,100): it gets its best chunk, not its head.
+    ans = eng.context("register_blueprint url prefix options", budget_tokens=400, limit=5)
     spans = [p for p in ans["packed"] if p["path"] == "app.py"]
     assert spans and any("def register_blueprint" in p["text"] for p in spans)
     assert not any("def iter_blueprints" in p["text"] for p in spans)

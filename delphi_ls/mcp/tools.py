@@ -236,7 +236,8 @@ def render_context(ans: dict[str, Any], req: ContextRequest, notes: list[str] | 
         lines.append("")
         lines.append(f"Code ({ans.get('packedTokens', 0)} tokens):")
         for p in packed:
-            lines.append(f"--- {p['path']} lines {p['startLine']}-{p['endLine']} ---")
+            why = f" ({p['why']})" if p.get("why") else ""
+            lines.append(f"--- {p['path']} lines {p['startLine']}-{p['endLine']}{why} ---")
             lines.append(p["text"].rstrip("\n"))
     text = _cap("\n".join(lines))
     data = {"results": [{"path": r["path"], "rank": r["rank"], "kind": r["kind"], "why": r["why"],

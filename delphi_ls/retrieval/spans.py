@@ -249,6 +249,10 @@ def _preview(c: ChunkRow) -> str:
 
 def _symbol(c: ChunkRow, asked: set[str], matched: list[str] | None = None) -> str | None:
     named = [s for s in c.symbols if s.lower() in asked]
+    if named and matched:
+        # The most telling name first (`register_blueprint` before its class `Scaffold`).
+        rank = {w: i for i, w in enumerate(matched)}
+        named.sort(key=lambda s: rank.get(s.lower(), len(rank)))
     if named:
         return named[0]
     if matched:
@@ -258,10 +262,37 @@ def _symbol(c: ChunkRow, asked: set[str], matched: list[str] | None = None) -> s
     return next((s for s in c.symbols if s != "<module>"), None)
 
 
+def _best_line(sc: ScoredChunk, symbol: str | None) -> tuple[int, str]:
+    """The line a preview should show: where the chosen symbol is defined, else the line naming the most
+    of the question's heaviest words (a chunk of small neighbours starts with whichever came first)."""
+    c = sc.chunk
+    lines = c.text.split("\n")
+    top = sc.matched[:5]
+    best, best_v = None, 0.0
+    sym = symbol.lower() if symbol else None
+    mods = r"^\s*(?:(?:pub|export|default|async|static|public|private|protected|get|set|const|let|var)\s+)*"
+    defn = re.compile(rf"{mods}(?:def|func|function|fn|class|struct|type|interface|trait|impl|enum)\b.*\b{re.escape(sym)}\b"
+                      rf"|{mods}{re.escape(sym)}\s*[(=:<]") if sym and _TOKEN.fullmatch(sym) else None
+    for i, ln in enumerate(lines):
+        low = ln.lower()
+        if not low.strip():
+            continue
+        v = sum(1.0 / (1 + k) for k, w in enumerate(top) if w in low)
+        if defn is not None and defn.search(low):
+            v += 3.0  # where the symbol the span is named by is defined
+        if v > best_v:
+            best, best_v = i, v
+    if best is None:
+        return c.start_line, _preview(c)
+    return c.start_line + best, lines[best].strip()[:160]
+
+
 def span_of(sc: ScoredChunk, asked: set[str]) -> dict[str, Any]:
     c = sc.chunk
-    return {"startLine": c.start_line, "endLine": c.end_line, "symbol": _symbol(c, asked, sc.matched),
-            "preview": _preview(c), "why": why_of(sc), "score": round(sc.score, 3)}
+    sym = _symbol(c, asked, sc.matched)
+    line, preview = _best_line(sc, sym)
+    return {"startLine": c.start_line, "endLine": c.end_line, "symbol": sym, "preview": preview,
+            "previewLine": line, "why": why_of(sc), "score": round(sc.score, 3)}
 
 
 def ranked(scored: list[ScoredChunk]) -> list[ScoredChunk]:
