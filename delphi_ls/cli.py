@@ -178,6 +178,8 @@ def cmd_index(args: argparse.Namespace) -> int:
                   f"{rep.files_skipped} skipped) in {el:.1f}s: {counts['files']} files, {counts['chunks']} chunks, "
                   f"{counts['vectors']} vectors; embedded {rep.chunks_embedded} ({rep.vectors_from_cache} from cache)")
             print(f"index: {eng.index_dir}")
+            for what in rep.repaired:  # damaged stores found and rebuilt before this run
+                print(f"repaired: {what}")
     return 0
 
 
