@@ -24,6 +24,7 @@ WHOLE_SHARE = 4  # a whole file may take at most a quarter of the budget
 RANK_DECAY = 0.5  # file weight 1 / (1 + RANK_DECAY * (rank - 1))
 MIN_VALUE = 0.02  # below this a chunk is not worth its tokens even with budget left
 BREADTH = 0.25  # share of the budget first spent on each top file's best chunk (or whole small file)
+BREADTH_CHUNKS = 1  # how many of each file's best chunks the breadth share takes, file by file
 BREADTH_BONUS = 10.0  # lifts those candidates above every depth candidate
 MERGE_GAP = 2  # chosen chunks separated by at most this many blank lines read as one span
 
@@ -116,7 +117,7 @@ def pack(results: list[dict[str, Any]], meta: MetaStore, budget: int, root: Path
             rel = s.score / best if s.score > 0 else 0.0
             # The file's best chunk always stands for the file, even with no word matched; while the
             # breadth share lasts, every top file's best chunk comes before any file's second.
-            v = fw * (1.0 if j == 0 else rel) + (BREADTH_BONUS if j == 0 else 0.0)
+            v = fw * (1.0 - 0.01 * j) + BREADTH_BONUS if j < BREADTH_CHUNKS else fw * rel
             items.append((v, -rank, j, "chunk", path, s))
     items.sort(key=lambda t: (-t[0], -t[1], t[2]))
     used = 0
@@ -161,6 +162,10 @@ def pack(results: list[dict[str, Any]], meta: MetaStore, budget: int, root: Path
     return out, used
 
 
+def _cost(sc: ScoredChunk) -> int:
+    return tokens_of(sc.chunk.text + "\n" * (1 + MERGE_GAP))  # its blank separator, if merged
+
+
 def _take(it: tuple[float, int, int, str, str, Any], used: int, budget: int, root: Path | None,
           per_file: dict[str, tuple[int, list[ChunkRow]]], whole: dict[str, str],
           chosen: dict[str, list[ScoredChunk]]) -> int:
@@ -173,7 +178,7 @@ def _take(it: tuple[float, int, int, str, str, Any], used: int, budget: int, roo
             whole[path] = text
             used += cost
         return used
-    cost = tokens_of(payload.chunk.text + "\n" * (1 + MERGE_GAP))  # its blank separator, if merged
+    cost = _cost(payload)
     if used + cost <= budget:
         chosen.setdefault(path, []).append(payload)
         used += cost
