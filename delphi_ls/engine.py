@@ -225,6 +225,8 @@ class Engine:
             self.problems.pop("lexical_store", None)
         if self.vectors is not None:
             vec = self.vectors.check(counts["vectors"])
+            if vec and vec.startswith("it holds") and self.writer_holder() is not None:
+                vec = None  # another process is adding vectors this view has not loaded: not damage
             if vec:
                 self.problems["vector_store_damaged"] = (
                     f"vector store (Chroma, {self.vectors.where}) is damaged: {vec}; "
@@ -433,7 +435,7 @@ class Engine:
         p = self.probe()
         if p.get("cosine") is not None and p["cosine"] < 0.99:
             holder = self.writer_holder()
-            if holder is not None and "missing" in p.get("status", ""):
+            if holder is not None and p.get("status", "").startswith(("failed: chunk marked", "failed: vector store error")):
                 # Not damage: another process is adding vectors this view has not loaded yet.
                 return True, f"partial: {holder.describe()}; what it adds shows when it is done"
             return False, f"disabled: self-consistency probe failed (cosine {p['cosine']:.4f} < 0.99 for chunk {p['chunk']}); run `delphi index` to re-embed"

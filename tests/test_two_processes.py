@@ -27,15 +27,16 @@ HOLDER = textwrap.dedent("""
     from pathlib import Path
     from delphi_ls import Engine
     ws, idx, marker, go = sys.argv[1:5]
+    pause_in = sys.argv[5] if len(sys.argv) > 5 else "lexical"
 
     def progress(phase, done, total, chunks):
-        if not Path(marker).exists():
+        if phase == pause_in and not Path(marker).exists():
             Path(marker).write_text("in")
             t0 = time.time()
             while not Path(go).exists() and time.time() - t0 < 60:
                 time.sleep(0.05)
 
-    with Engine(ws, index_dir=idx, vectors=False, reranker="off") as eng:
+    with Engine(ws, index_dir=idx, vectors=pause_in == "vectors", reranker="off") as eng:
         rep = eng.index(progress=progress)
         print("holder done", rep.files_indexed, eng.meta.counts()["files"])
 """)
@@ -215,3 +216,32 @@ def test_an_open_reader_sees_what_another_process_wrote(tmp_path: Path):
         assert "more/extra000.py" in eng.view().files
         for _ in range(5):  # the probe samples a random chunk: half of them are the other process's
             assert eng.health(check_staleness=False)["ok"]
+
+
+def test_health_of_an_open_reader_while_another_process_embeds(tmp_path: Path):
+    """While another process adds vectors, a reader's Chroma view holds fewer than the manifest counts:
+    that is not damage (no error, nothing wiped), and once the writer is done the reader sees them all."""
+    ws = _ws(tmp_path / "ws", 60)
+    idx = tmp_path / "idx"
+    with Engine(ws, index_dir=str(idx), reranker="off") as reader:
+        reader.index()
+        for i in range(60):
+            (ws / "more" / f"extra{i:03}.py").parent.mkdir(exist_ok=True)
+            (ws / "more" / f"extra{i:03}.py").write_text(f"def checksum_block_{i}(data):\n    return {i}\n")
+        marker, go = tmp_path / "marker", tmp_path / "go"
+        proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(ws), str(idx), str(marker), str(go), "vectors"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            _wait_for(marker.exists, "the writer to embed its first batch")
+            assert reader.meta.counts()["vectors"] == 120
+            for _ in range(5):  # the probe samples a random chunk: half are ones this view has not loaded
+                h = reader.health(check_staleness=False)
+                assert h["ok"], h["problems"]
+                assert "vector_store_damaged" not in reader.problems and h["writer"]["pid"] == proc.pid
+        finally:
+            go.write_text("go")
+            out, err = proc.communicate(timeout=120)
+        _no_traceback(err)
+        assert proc.returncode == 0
+        assert reader.health(check_staleness=False)["ok"]
+        assert reader.vectors.count() == reader.meta.counts()["vectors"] == 120
