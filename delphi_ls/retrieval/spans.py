@@ -262,23 +262,47 @@ def _symbol(c: ChunkRow, asked: set[str], matched: list[str] | None = None) -> s
     return next((s for s in c.symbols if s != "<module>"), None)
 
 
+_DEF_WORDS = ("def ", "func ", "function ", "fn ", "class ", "struct ", "type ", "interface ", "trait ", "impl ",
+              "enum ", "async def ", "async function ")
+_MODIFIERS = ("pub ", "export ", "default ", "async ", "static ", "public ", "private ", "protected ", "get ",
+              "set ", "const ", "let ", "var ")
+
+
+def _defines(low: str, sym: str) -> bool:
+    """Whether a lower-cased line defines ``sym`` (``def sym(``, ``func (r *T) sym(``, ``sym (a, b) {``,
+    ``const sym = ``), by plain string tests: this runs for every line of every listed span."""
+    t = low.lstrip()
+    changed = True
+    while changed:
+        changed = False
+        for m in _MODIFIERS:
+            if t.startswith(m):
+                t, changed = t[len(m):].lstrip(), True
+    if t.startswith(_DEF_WORDS):
+        return sym in t
+    if t.startswith(sym):
+        rest = t[len(sym):].lstrip()
+        return rest[:1] in ("(", "=", ":", "<")
+    return False
+
+
 def _best_line(sc: ScoredChunk, symbol: str | None) -> tuple[int, str]:
     """The line a preview should show: where the chosen symbol is defined, else the line naming the most
     of the question's heaviest words (a chunk of small neighbours starts with whichever came first)."""
     c = sc.chunk
     lines = c.text.split("\n")
-    top = sc.matched[:5]
+    top = [w for w in sc.matched[:5] if w in _lower(c)]
     best, best_v = None, 0.0
     sym = symbol.lower() if symbol else None
-    mods = r"^\s*(?:(?:pub|export|default|async|static|public|private|protected|get|set|const|let|var)\s+)*"
-    defn = re.compile(rf"{mods}(?:def|func|function|fn|class|struct|type|interface|trait|impl|enum)\b.*\b{re.escape(sym)}\b"
-                      rf"|{mods}{re.escape(sym)}\s*[(=:<]") if sym and _TOKEN.fullmatch(sym) else None
+    if sym and not _TOKEN.fullmatch(sym):
+        sym = None
     for i, ln in enumerate(lines):
         low = ln.lower()
-        if not low.strip():
-            continue
-        v = sum(1.0 / (1 + k) for k, w in enumerate(top) if w in low)
-        if defn is not None and defn.search(low):
+        v = 0.0
+        for k, w in enumerate(top):
+            if w in low:
+                v += 1.0 / (1 + k)
+        if sym is not None and sym in low and _defines(low, sym):
             v += 3.0  # where the symbol the span is named by is defined
         if v > best_v:
             best, best_v = i, v
@@ -287,10 +311,11 @@ def _best_line(sc: ScoredChunk, symbol: str | None) -> tuple[int, str]:
     return c.start_line + best, lines[best].strip()[:160]
 
 
-def span_of(sc: ScoredChunk, asked: set[str]) -> dict[str, Any]:
+def span_of(sc: ScoredChunk, asked: set[str], first: bool = True) -> dict[str, Any]:
+    """A listed span; only the ``first`` (the one every front shows) looks for its best preview line."""
     c = sc.chunk
     sym = _symbol(c, asked, sc.matched)
-    line, preview = _best_line(sc, sym)
+    line, preview = _best_line(sc, sym) if first else (c.start_line, _preview(c))
     return {"startLine": c.start_line, "endLine": c.end_line, "symbol": sym, "preview": preview,
             "previewLine": line, "why": why_of(sc), "score": round(sc.score, 3)}
 
