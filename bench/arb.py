@@ -21,8 +21,7 @@ from typing import Any
 from delphi_ls import Engine
 from delphi_ls.evaluation.baselines import Baselines, Corpus
 from delphi_ls.evaluation.scoring import ask, corpus_dir, gold_of, metrics, p95, summarise
-
-ABLATE_BRANCHES = ("vector", "bm25", "symbol", "path", "trigram", "anchor", "anchor_tests", "anchor_refs", "graph", "cochange")
+from delphi_ls.retrieval.branches.registry import branch_names
 
 
 # ---------------------------------------------------------------- run
@@ -55,7 +54,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         name, _, js = spec.partition("=")
         variants[name] = json.loads(js)
     if args.ablate:
-        for b in (args.ablate.split(",") if args.ablate != "all" else ABLATE_BRANCHES):
+        for b in (args.ablate.split(",") if args.ablate != "all" else branch_names()):
             variants[f"engine-no-{b}"] = {"branch_weights": {b: 0.0}}
         if args.ablate == "all":
             variants["engine-no-vectors-index"] = {"vectors": False}

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 from urllib.parse import unquote, urlparse
 
-KINDS = ("code", "test", "doc", "config", "other")
+from .core import KINDS
+
 MAX_LIMIT = 500
 
 

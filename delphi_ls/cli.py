@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from .core import KINDS  # standard library only, like this module's other imports
+
 if TYPE_CHECKING:
     from .engine import Engine
 
@@ -352,7 +354,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=10, help="how many files (default 10)")
     p.add_argument("--budget-tokens", type=int, metavar="N",
                    help="also print the best spans that fit in N tokens (with --json: 'packed')")
-    p.add_argument("--kind", action="append", choices=["code", "test", "doc", "config", "other"],
+    p.add_argument("--kind", action="append", choices=KINDS,
                    help="only files of this kind (repeatable)")
     p.add_argument("--trace", metavar="FILE", help="append this query's trace (JSONL) to a file")
     p.set_defaults(fn=cmd_context)

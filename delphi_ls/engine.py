@@ -22,6 +22,7 @@ from urllib.parse import unquote, urlparse
 
 from . import health as health_mod
 from .api import ContextAnswer, ContextRequest, RequestError
+from .core import Need, SymbolRecord
 from .indexing.cochange import COCHANGE_VERSION, cochange_pairs, git_head
 from .indexing.pipeline import Indexer, IndexReport, Progress
 from .models.cross_encoder import SHIPPED_CROSS_ENCODER, CrossEncoder
@@ -29,16 +30,10 @@ from .models.embedders import Embedder, ModelIdentity, load_embedder
 from .models.ltr import SHIPPED_LTR, LearnedRanker
 from .retrieval import related
 from .retrieval import spans as spans_mod
-from .retrieval.branches.anchors import AnchorBranch, AnchorRefsBranch, AnchorTestsBranch
 from .retrieval.branches.base import Branch, Hit
-from .retrieval.branches.lexical import Bm25Branch
-from .retrieval.branches.path import PathBranch
-from .retrieval.branches.structure import CochangeBranch, GraphBranch
-from .retrieval.branches.symbol import SymbolBranch
-from .retrieval.branches.trigram import TrigramBranch
-from .retrieval.branches.vector import VectorBranch
+from .retrieval.branches.registry import BranchSpec, registered
 from .retrieval.context import IndexView, SearchContext
-from .retrieval.features import candidate_features
+from .retrieval.features import candidate_features, feature_names
 from .retrieval.fusion import Fused, rrf
 from .retrieval.packing import legacy_pack, pack
 from .retrieval.query import QueryInfo, analyse
@@ -127,9 +122,8 @@ class Engine:
         self.ltr: LearnedRanker | None = None
         self.reranker: CrossEncoder | None = None
         self.reranker_status = self._load_rerankers()
-        self.branches: list[Branch] = [Bm25Branch(), VectorBranch(), SymbolBranch(), PathBranch(), TrigramBranch(),
-                                       AnchorBranch(), AnchorTestsBranch(), AnchorRefsBranch(), GraphBranch(),
-                                       CochangeBranch()]
+        # The registry's branches, in its order: the list that runs is the list that exists.
+        self.branches: list[tuple[BranchSpec, Branch]] = [(spec, spec.make()) for spec in registered()]
         self._view: IndexView | None = None
         stored_cc = self.meta.get_state("cochange")
         self.cochange_status = (f"ready: {stored_cc['commits']} commits up to {stored_cc['head'][:12]}, "
@@ -145,8 +139,14 @@ class Engine:
         custom_ltr = spec not in RERANKERS and (Path(spec).expanduser() / "ltr.json").is_file()
         if spec in ("ltr", "ltr+cross-encoder") or custom_ltr:
             try:
-                self.ltr = LearnedRanker(Path(spec).expanduser() if custom_ltr else SHIPPED_LTR)
-                parts.append(f"learned ranker {self.ltr.identity.name} (warm, window {self.ltr.window})")
+                ltr = LearnedRanker(Path(spec).expanduser() if custom_ltr else SHIPPED_LTR)
+                names = feature_names()
+                ltr.columns(names)  # a trained column the engine no longer computes refuses here
+                self.ltr = ltr
+                parts.append(f"learned ranker {ltr.identity.name} (warm, window {ltr.window})")
+                unused = ltr.unused_columns(names)
+                if unused:  # a branch registered after training: its columns are ignored, and we say so
+                    parts.append(f"it ignores the columns it was not trained on: {', '.join(unused)}")
             except Exception as e:
                 self.problems["reranker"] = f"learned ranker failed to load: {e}"
                 parts.append(f"error: learned ranker failed to load: {e}")
@@ -488,7 +488,9 @@ class Engine:
         if self.ltr is not None and fused and q.shape in self.ltr.shapes:
             t0 = time.perf_counter()
             head = fused[: self.ltr.window]
-            fused = learned_rerank(fused, self.ltr.score(candidate_features(head, q, ctx)), set(anchor_paths))
+            names = feature_names()
+            scores = self.ltr.score(candidate_features(head, q, ctx, names), names)
+            fused = learned_rerank(fused, scores, set(anchor_paths))
             timings["ltr"] = round((time.perf_counter() - t0) * 1000, 2)
         if self.reranker is not None and fused:
             t0 = time.perf_counter()
@@ -542,8 +544,8 @@ class Engine:
         r = Retrieval(q, ctx, weights_for(q, self.settings), counts, vec_status, ready_vec,
                       lexical_ready=self.is_indexed() or bool(ctx.files),
                       partial=not self.is_indexed() or (indexing is not None and indexing["phase"] == "lexical"))
-        stage1 = [b for b in self.branches if getattr(b, "stage", 1) == 1]
-        stage2 = [b for b in self.branches if getattr(b, "stage", 1) == 2]
+        stage1 = [(spec, b) for spec, b in self.branches if spec.stage == 1]
+        stage2 = [(spec, b) for spec, b in self.branches if spec.stage == 2]
         self._run_branches(stage1, r)
         if stage2:
             first = rrf(r.lists, r.weights, ctx.files, self.settings.rrf_k, q.prefer, q.avoid)
@@ -566,14 +568,14 @@ class Engine:
         return [{"path": f.path, "features": [round(float(v), 5) for v in x[i]],
                  **({"passage": self._passage(f)} if i < passages else {})} for i, f in enumerate(head)]
 
-    def _run_branches(self, branches: list[Branch], r: Retrieval) -> None:
+    def _run_branches(self, branches: list[tuple[BranchSpec, Branch]], r: Retrieval) -> None:
         q, ctx, weights, lists, ready, timings = r.q, r.ctx, r.weights, r.lists, r.ready, r.timings
         ready_vec, vec_status, lexical_ready, partial = r.ready_vec, r.vec_status, r.lexical_ready, r.partial
-        for b in branches:
-            if b.name == "vector" and not ready_vec:
+        for spec, b in branches:
+            if Need.VECTORS in spec.needs and not ready_vec:
                 ready[b.name] = vec_status
                 continue
-            if b.name != "vector" and not lexical_ready:
+            if Need.INDEX in spec.needs and not lexical_ready:
                 ready[b.name] = "not ready: lexical index not written yet"
                 continue
             if weights.get(b.name, 0) <= 0:
@@ -582,9 +584,9 @@ class Engine:
             t0 = time.perf_counter()
             try:
                 lists[b.name] = b.search(q, ctx)
-                if b.name == "vector":
+                if Need.VECTORS in spec.needs:
                     ready[b.name] = vec_status
-                elif b.name == "cochange" and not self.cochange_status.startswith("ready"):
+                elif Need.HISTORY in spec.needs and not self.cochange_status.startswith("ready"):
                     ready[b.name] = self.cochange_status  # off outside git, or not computed: not "ready"
                 elif partial:
                     ready[b.name] = f"partial: indexing in progress ({len(ctx.files)} files so far)"
@@ -594,7 +596,7 @@ class Engine:
                 lists[b.name] = []
                 ready[b.name] = f"error: {type(e).__name__}: {e}"
                 self.branch_errors[b.name] = f"{type(e).__name__}: {e}"
-                if b.name == "bm25" and "lexical_store" not in self.problems:
+                if Need.LEXICAL in spec.needs and "lexical_store" not in self.problems:
                     lex = self.lexical.check()  # a damaged segment shows first as a failing search
                     if lex:
                         self.problems["lexical_store"] = (
@@ -635,16 +637,16 @@ class Engine:
         if not isinstance(query, str):
             raise RequestError("query", "must be a string")
         ql = query.lower().strip()
-        out: list[tuple[float, tuple]] = []
+        out: list[tuple[float, SymbolRecord]] = []
         for name, defs in self.view().symbols.items():
             score = _fuzzy(ql, name)
             if score is None:
                 continue
             for d in defs:
-                out.append((score + (0.1 if d[1] in ("class", "struct", "interface", "trait") else 0), d))
-        out.sort(key=lambda x: (-x[0], len(x[1][0]), x[1][2], x[1][3]))
-        return [{"name": d[0], "kind": d[1], "path": d[2], "line": d[3], "endLine": d[4], "container": d[5],
-                 "uri": (self.root / d[2]).as_uri()} for _s, d in out[:limit]]
+                out.append((score + (0.1 if d.kind in ("class", "struct", "interface", "trait") else 0), d))
+        out.sort(key=lambda x: (-x[0], len(x[1].name), x[1].path, x[1].line))
+        return [{"name": d.name, "kind": d.kind, "path": d.path, "line": d.line, "endLine": d.end_line,
+                 "container": d.container, "uri": (self.root / d.path).as_uri()} for _s, d in out[:limit]]
 
     def related_tests(self, path: str, symbol: str | None = None, limit: int = 10) -> list[dict[str, Any]]:
         """Tests for a source file (named after it, importing it, in a folder named after it, or using

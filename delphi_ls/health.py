@@ -1,21 +1,50 @@
-"""The health report: model identity and probe, branch readiness, counts, skips, staleness."""
+"""The health report: model identity and probe, branch readiness, counts, skips, staleness.
+
+It reads an engine through :class:`EngineState` (what it looks at, no more) and imports no engine,
+so the engine sits above it (tests/test_layers.py).
+"""
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 
+from .core import Need
 from .indexing.languages import grammar_status
 from .indexing.pipeline import embed_text
-from .models.embedders import Embedder
+from .models.embedders import Embedder, ModelIdentity
+from .retrieval.branches.registry import registered
+from .settings import Settings
 from .stores.meta import MetaStore
 from .stores.vectors import VectorStore
+from .stores.writer_lock import Holder
 from .workspace.scan import scan
 
-if TYPE_CHECKING:
-    from .engine import Engine
+
+class EngineState(Protocol):
+    """What the health report reads of an engine (``delphi_ls.engine.Engine`` is one)."""
+
+    root: Path
+    index_dir: Path
+    settings: Settings
+    meta: MetaStore
+    vectors: VectorStore | None
+    embedder: Embedder | None
+    problems: dict[str, str]
+    branch_errors: dict[str, str]
+    reranker_status: str
+    cochange_status: str
+    indexing: dict[str, Any] | None
+
+    def vector_status(self, counts: dict[str, int] | None = None) -> tuple[bool, str]: ...
+    def is_indexed(self) -> bool: ...
+    def stored_identity(self) -> ModelIdentity | None: ...
+    def model_matches(self) -> bool: ...
+    def probe(self) -> dict[str, Any]: ...
+    def writer_holder(self) -> Holder | None: ...
 
 
 def probe(meta: MetaStore, vectors: VectorStore | None, embedder: Embedder | None) -> dict[str, Any]:
@@ -38,7 +67,7 @@ def probe(meta: MetaStore, vectors: VectorStore | None, embedder: Embedder | Non
             "status": "ok" if cos >= 0.99 else "failed: stored vector differs from a fresh embedding"}
 
 
-def staleness(engine: Engine) -> dict[str, Any]:
+def staleness(engine: EngineState) -> dict[str, Any]:
     stored = engine.meta.file_hashes()
     res = scan(engine.root, engine.settings.max_file_bytes, engine.settings.extra_ignores)
     skipped = engine.meta.skipped()
@@ -50,7 +79,24 @@ def staleness(engine: Engine) -> dict[str, Any]:
             "examples": (changed + new + deleted)[:10], "stale": bool(changed or new or deleted)}
 
 
-def report(engine: Engine, check_staleness: bool = True) -> dict[str, Any]:
+def branch_readiness(engine: EngineState, lexical_ready: bool, vec_status: str) -> dict[str, str]:
+    """Every registered branch's readiness, from what it needs (then the rerankers')."""
+    lex_damage = engine.problems.get("lexical_store")
+    out: dict[str, str] = {}
+    for spec in registered():
+        if Need.VECTORS in spec.needs:
+            out[spec.name] = vec_status
+        elif Need.HISTORY in spec.needs:
+            out[spec.name] = engine.cochange_status
+        elif Need.LEXICAL in spec.needs and lex_damage:
+            out[spec.name] = "error: " + lex_damage
+        else:
+            out[spec.name] = "ready" if lexical_ready else "not ready"
+    out["rerank"] = engine.reranker_status
+    return out
+
+
+def report(engine: EngineState, check_staleness: bool = True) -> dict[str, Any]:
     counts = engine.meta.counts()
     vec_ok, vec_status = engine.vector_status()
     lexical_ready = engine.is_indexed()
@@ -104,19 +150,7 @@ def report(engine: Engine, check_staleness: bool = True) -> dict[str, Any]:
                          "message": f"index is stale: {stale['changed']} changed, {stale['new']} new, "
                                     f"{stale['deleted']} deleted files since the last index"})
     indexed_at = engine.meta.get_state("indexed_at")
-    lex_damage = engine.problems.get("lexical_store")
-    branches = {
-        "bm25": ("error: " + lex_damage) if lex_damage else "ready" if lexical_ready else "not ready",
-        "symbol": "ready" if lexical_ready else "not ready",
-        "path": "ready" if lexical_ready else "not ready",
-        "trigram": "ready" if lexical_ready else "not ready",
-        "anchor": "ready" if lexical_ready else "not ready",
-        "anchor_tests": "ready" if lexical_ready else "not ready",
-        "graph": "ready" if lexical_ready else "not ready",
-        "cochange": engine.cochange_status,
-        "vector": vec_status,
-        "rerank": engine.reranker_status,
-    }
+    branches = branch_readiness(engine, lexical_ready, vec_status)
     return {
         "ok": not any(p["severity"] == "error" for p in problems),
         "root": str(engine.root),

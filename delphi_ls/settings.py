@@ -43,7 +43,6 @@ log = logging.getLogger("delphi_ls.settings")
 USER_ONLY = ("chroma_url", "index_dir", "trace_file")
 USER_ONLY_AS_FOLDER = {"embedder": EMBEDDERS, "reranker": RERANKERS}
 TRUSTED_SOURCES = "user config, environment, editor settings or command line"
-BRANCHES = ("vector", "bm25", "symbol", "path", "trigram", "anchor", "anchor_tests", "anchor_refs", "graph", "cochange")
 
 
 class SettingsError(ValueError):
@@ -139,11 +138,15 @@ class Settings:
                                 "holding an ONNX cross-encoder (model.onnx + tokenizer.json) or a learned ranker (ltr.json)")
         if not 0.0 <= self.reranker_weight <= 1.0:
             raise SettingsError("reranker_weight", "must be between 0 and 1")
-        for b, w in self.branch_weights.items():
-            if b not in BRANCHES:
-                raise SettingsError("branch_weights", f"unknown branch {b!r} (known: {', '.join(BRANCHES)})")
-            if not isinstance(w, (int, float)) or w < 0:
-                raise SettingsError("branch_weights", f"weight of {b!r} must be a number >= 0")
+        if self.branch_weights:
+            # The names are the registry's (retrieval/branches/registry.py), imported only when the key is set.
+            from .retrieval.branches.registry import branch_names
+            known = branch_names()
+            for b, w in self.branch_weights.items():
+                if b not in known:
+                    raise SettingsError("branch_weights", f"unknown branch {b!r} (known: {', '.join(known)})")
+                if not isinstance(w, (int, float)) or w < 0:
+                    raise SettingsError("branch_weights", f"weight of {b!r} must be a number >= 0")
         if self.chroma_url is not None and not re.match(r"^https?://[^/\s]+", self.chroma_url):
             raise SettingsError("chroma_url", f"{self.chroma_url!r} is not an http(s) URL")
 

@@ -12,6 +12,7 @@ import pytest
 from delphi_ls import Engine
 from delphi_ls.models.cross_encoder import SHIPPED_CROSS_ENCODER, CrossEncoder
 from delphi_ls.models.ltr import SHIPPED_LTR, LearnedRanker
+from delphi_ls.retrieval.features import feature_names
 
 TEST_QUESTION = "Which tests cover this change?\nGive up on uploads after the last retry attempt"
 
@@ -55,10 +56,12 @@ def test_corrupted_learned_ranker_refuses_to_load(tmp_path: Path) -> None:
     (folder / "ltr.json").write_text(json.dumps(doc))
     with pytest.raises(ValueError, match="probe score"):
         LearnedRanker(folder)
-    doc["features"] = doc["features"][::-1]
+    # Columns are read by name (issue 15): only a trained column the engine does not compute refuses.
+    doc["members"][0]["b2"] -= 0.5
+    doc["features"][0] = "rr_retired_branch"
     (folder / "ltr.json").write_text(json.dumps(doc))
-    with pytest.raises(ValueError, match="other features"):
-        LearnedRanker(folder)
+    with pytest.raises(ValueError, match="does not compute: rr_retired_branch"):
+        LearnedRanker(folder).columns(feature_names())
 
 
 def test_shipped_cross_encoder_scores_the_relevant_passage_higher() -> None:

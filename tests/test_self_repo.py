@@ -18,7 +18,7 @@ def own(tmp_path_factory):
 
 
 @pytest.mark.parametrize("question,answer", [
-    ("where is the function split_identifier?", "delphi_ls/indexing/tokens.py"),
+    ("where is the function split_identifier?", "delphi_ls/core/tokens.py"),
     ("what does content_skip_reason check?", "delphi_ls/workspace/scan.py"),
     ("how does rrf combine the branches?", "delphi_ls/retrieval/fusion.py"),
 ])
@@ -30,7 +30,7 @@ def test_named_function_in_top3(own: Engine, question, answer):
 @pytest.mark.parametrize("question,answer", [
     ("where are gitignore rules applied when walking the workspace folder?", "delphi_ls/workspace/scan.py"),
     ("how is a stored vector compared with a fresh embedding to catch a model mismatch?", "delphi_ls/health.py"),
-    ("code that turns camelCase identifiers into separate lower-case words", "delphi_ls/indexing/tokens.py"),
+    ("code that turns camelCase identifiers into separate lower-case words", "delphi_ls/core/tokens.py"),
 ])
 def test_plain_english_in_top10(own: Engine, question, answer):
     top = [r["path"] for r in own.context(question)["results"][:10]]

@@ -18,7 +18,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from delphi_ls.indexing.tokens import code_tokens, is_identifier_like
+from delphi_ls.core.tokens import code_tokens, is_identifier_like
 from delphi_ls.workspace.kinds import file_kind, is_test_path, stem_of
 
 # ARB corpus.py candidate rules (see ../shared/bench/ARB_SCORING.md §1).

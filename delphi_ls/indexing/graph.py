@@ -13,7 +13,7 @@ import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from ..indexing.tokens import stripped
+from ..core.tokens import stripped
 from ..workspace.kinds import stem_of
 from .imports import Resolver
 

@@ -12,7 +12,7 @@ import json
 from dataclasses import MISSING, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from ..api import ContextRequest, RelatedRequest, RequestError, SymbolsRequest
+from ..api import KINDS, ContextRequest, RelatedRequest, RequestError, SymbolsRequest
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -77,7 +77,7 @@ def schema_of(cls: type, drop: tuple[str, ...] = (), defaults: dict[str, Any] | 
         if default is not MISSING and default is not None:
             prop["default"] = default
         if f.name == "kinds":
-            prop["items"] = {"type": "string", "enum": ["code", "test", "doc", "config", "other"]}
+            prop["items"] = {"type": "string", "enum": list(KINDS)}
         props[f.name] = prop
         if f.default is MISSING and f.default_factory is MISSING:  # type: ignore[misc]
             required.append(f.name)

@@ -2,18 +2,19 @@
 
 Weights live in one JSON file (``ltr.json``) written by ``python -m bench.train``;
 scoring is two small matrix products in numpy (microseconds for a 50-file window).
-The file records the feature names it was trained on: a model trained on other
-features refuses to load instead of scoring garbage.
+The file records the feature names it was trained on, and the ranker reads its columns by those
+names: a column the engine computes that it was not trained on (a new branch's ranks) is ignored,
+and only a trained column the engine no longer computes refuses, instead of scoring garbage.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from ..retrieval.features import FEATURE_NAMES
 from .embedders import ModelIdentity, file_sha256
 
 SHIPPED_LTR = Path(__file__).parent / "data" / "ltr"
@@ -25,9 +26,8 @@ class LearnedRanker:
         if not path.is_file():
             raise FileNotFoundError(f"{path} not found")
         data = json.loads(path.read_text())
-        if tuple(data["features"]) != FEATURE_NAMES:
-            missing = sorted(set(FEATURE_NAMES) ^ set(data["features"]))
-            raise ValueError(f"{path} was trained on other features (differs in: {', '.join(missing[:6]) or 'order'})")
+        self.path = path
+        self.features: tuple[str, ...] = tuple(data["features"])  # the columns it was trained on, in order
         self.mean = np.asarray(data["mean"], dtype=np.float32)
         self.std = np.asarray(data["std"], dtype=np.float32)
         # A bag of small networks trained with different seeds; the score is their mean.
@@ -43,6 +43,25 @@ class LearnedRanker:
             if abs(got - probe["score"]) > 1e-3:
                 raise ValueError(f"{path}: probe score {got:.5f} != recorded {probe['score']:.5f} (corrupted weights)")
 
-    def score(self, x: np.ndarray) -> np.ndarray:
+    def columns(self, names: Sequence[str]) -> list[int]:
+        """Where each trained column sits among ``names`` (the engine's features); a trained column
+        missing from them is an error naming it, since scoring without it would be garbage."""
+        at = {n: i for i, n in enumerate(names)}
+        missing = [f for f in self.features if f not in at]
+        if missing:
+            raise ValueError(f"{self.path} was trained on features the engine does not compute: "
+                             f"{', '.join(missing[:6])}{' ...' if len(missing) > 6 else ''}")
+        return [at[f] for f in self.features]
+
+    def unused_columns(self, names: Sequence[str]) -> list[str]:
+        """The engine's columns it was not trained on: ignored when scoring (health says which)."""
+        trained = set(self.features)
+        return [n for n in names if n not in trained]
+
+    def score(self, x: np.ndarray, names: Sequence[str] | None = None) -> np.ndarray:
+        """Scores of the rows of ``x``; with ``names``, x's columns are picked by name, else they are
+        the trained columns in their trained order."""
+        if names is not None:
+            x = x[:, self.columns(names)]
         z = (x - self.mean) / self.std
         return np.mean([np.maximum(z @ w1 + b1, 0.0) @ w2 + b2 for w1, b1, w2, b2 in self.members], axis=0)

@@ -6,8 +6,9 @@ import bisect
 import os
 from dataclasses import dataclass, field
 
+from ..core import SymbolRecord
+from ..core.tokens import stripped
 from ..indexing.graph import FileGraph
-from ..indexing.tokens import stripped
 from ..models.embedders import Embedder
 from ..settings import Settings
 from ..stores.lexical import LexicalStore
@@ -20,7 +21,7 @@ class IndexView:
     """In-memory tables derived from the manifest, rebuilt when the index changes."""
 
     files: dict[str, str]  # path -> kind
-    symbols: dict[str, list[tuple[str, str, str, int, int, str]]]  # lower name -> defs
+    symbols: dict[str, list[SymbolRecord]]  # lower name -> definitions
     stripped_paths: list[tuple[str, str, str]]  # (path, stripped path, stripped basename)
     chunk_lines: dict[str, tuple[list[int], list[str]]]  # path -> (start lines, chunk ids)
     by_basename: dict[str, list[str]] = field(default_factory=dict)
@@ -29,9 +30,9 @@ class IndexView:
     @classmethod
     def build(cls, meta: MetaStore) -> IndexView:
         files = {p: k for p, k, _n in meta.files()}
-        symbols: dict[str, list[tuple[str, str, str, int, int, str]]] = {}
-        for row in meta.all_symbols():
-            symbols.setdefault(row[0].lower(), []).append(row)
+        symbols: dict[str, list[SymbolRecord]] = {}
+        for rec in meta.all_symbols():
+            symbols.setdefault(rec.name.lower(), []).append(rec)
         sp = [(p, stripped(p), stripped(os.path.basename(p))) for p in files]
         lines: dict[str, tuple[list[int], list[str]]] = {}
         for cid, path, start in meta.chunk_starts():
@@ -63,7 +64,7 @@ class SearchContext:
         return self.view.files
 
     @property
-    def symbols(self) -> dict[str, list[tuple[str, str, str, int, int, str]]]:
+    def symbols(self) -> dict[str, list[SymbolRecord]]:
         return self.view.symbols
 
     @property

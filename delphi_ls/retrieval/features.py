@@ -17,30 +17,38 @@ import re
 
 import numpy as np
 
-from ..indexing.tokens import stripped
-from ..settings import BRANCHES
+from ..core import KINDS, SHAPES
+from ..core.tokens import stripped
 from ..workspace.kinds import stem_of
+from .branches.registry import branch_names
 from .context import SearchContext
 from .fusion import Fused
 from .query import QueryInfo
 
-KIND_NAMES = ("code", "test", "doc", "config", "other")
-SHAPES = ("english", "identifier", "trace", "test")
 _WORD = re.compile(r"[a-z0-9]+")
 
-FEATURE_NAMES: tuple[str, ...] = (
-    *(f"rr_{b}" for b in BRANCHES),
-    *(f"top5_{b}" for b in BRANCHES),
-    "n_branches", "fused_rr", "fused_rel",
-    *(f"kind_{k}" for k in KIND_NAMES),
-    *(f"shape_{s}" for s in SHAPES),
-    "kind_preferred", "kind_avoided", "test_when_test_wanted", "code_when_test_wanted",
-    "path_term_frac", "stem_in_query", "basename_in_query",
-    "has_anchor", "is_anchor", "same_dir_anchor", "name_linked_anchor", "mirror_linked_anchor",
-    "imports_anchor", "imported_by_anchor",
-    "log_in_degree", "log_out_degree", "has_named_tests",
-    "log_chunks", "path_depth",
-)
+
+def feature_names() -> tuple[str, ...]:
+    """The columns, by name: two per registered branch, then the rest. The learned ranker picks the
+    columns it was trained on by these names, so a newly registered branch adds columns it ignores."""
+    branches = branch_names()
+    return (
+        *(f"rr_{b}" for b in branches),
+        *(f"top5_{b}" for b in branches),
+        "n_branches", "fused_rr", "fused_rel",
+        *(f"kind_{k}" for k in KINDS),
+        *(f"shape_{s}" for s in SHAPES),
+        "kind_preferred", "kind_avoided", "test_when_test_wanted", "code_when_test_wanted",
+        "path_term_frac", "stem_in_query", "basename_in_query",
+        "has_anchor", "is_anchor", "same_dir_anchor", "name_linked_anchor", "mirror_linked_anchor",
+        "imports_anchor", "imported_by_anchor",
+        "log_in_degree", "log_out_degree", "has_named_tests",
+        "log_chunks", "path_depth",
+    )
+
+
+# The columns of the built-in branches (what the training tool records and trains on).
+FEATURE_NAMES: tuple[str, ...] = feature_names()
 
 
 def _path_words(path: str) -> set[str]:
@@ -48,12 +56,16 @@ def _path_words(path: str) -> set[str]:
         _WORD.findall(re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", path).lower()))
 
 
-def candidate_features(fused: list[Fused], q: QueryInfo, ctx: SearchContext) -> np.ndarray:
+def candidate_features(fused: list[Fused], q: QueryInfo, ctx: SearchContext,
+                       names: tuple[str, ...] | None = None) -> np.ndarray:
+    """One row per candidate, one column per name of ``names`` (default: :func:`feature_names`)."""
+    names = names or feature_names()
     n = len(fused)
-    x = np.zeros((n, len(FEATURE_NAMES)), dtype=np.float32)
+    x = np.zeros((n, len(names)), dtype=np.float32)
     if not n:
         return x
-    col = {name: i for i, name in enumerate(FEATURE_NAMES)}
+    col = {name: i for i, name in enumerate(names)}
+    n_registered = sum(1 for name in names if name.startswith("rr_"))
     terms = {t.lower() for t in q.terms if len(t) >= 3} | {i.lower() for i in q.identifiers}
     text_low = q.text.lower()
     anchors = [a for a in ctx.anchors if a in ctx.files]
@@ -66,11 +78,11 @@ def candidate_features(fused: list[Fused], q: QueryInfo, ctx: SearchContext) -> 
             if f"rr_{b}" in col:
                 row[col[f"rr_{b}"]] = 1.0 / r
                 row[col[f"top5_{b}"]] = 1.0 if r <= 5 else 0.0
-        row[col["n_branches"]] = len(f.branches) / len(BRANCHES)
+        row[col["n_branches"]] = len(f.branches) / n_registered
         row[col["fused_rr"]] = 1.0 / (i + 1)
         row[col["fused_rel"]] = f.score / top
         kind = ctx.files.get(f.path, "other")
-        row[col[f"kind_{kind if kind in KIND_NAMES else 'other'}"]] = 1.0
+        row[col[f"kind_{kind if kind in KINDS else 'other'}"]] = 1.0
         row[col[f"shape_{q.shape if q.shape in SHAPES else 'english'}"]] = 1.0
         row[col["kind_preferred"]] = 1.0 if kind in q.prefer else 0.0
         row[col["kind_avoided"]] = 1.0 if kind in q.avoid else 0.0

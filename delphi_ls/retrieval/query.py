@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..indexing.tokens import STOPWORDS, is_identifier_like, query_terms
+from ..core import Kind, Shape
+from ..core.tokens import STOPWORDS, is_identifier_like, query_terms
 
 _QUOTED = re.compile(r"`([^`\n]{3,200})`|\"([^\"\n]{4,200})\"|'([^'\n]{4,200})'")
 _PATHLIKE = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.[A-Za-z][A-Za-z0-9]{0,9})(?::(\d+))?")
@@ -63,9 +64,9 @@ class QueryInfo:
     literals: list[str]
     paths: list[str]  # path-like strings mentioned, frames first
     frames: list[tuple[str, int]]
-    shape: str  # english | identifier | trace | test
-    prefer: set[str] = field(default_factory=set)  # file kinds the question asks for
-    avoid: set[str] = field(default_factory=set)
+    shape: Shape
+    prefer: set[Kind] = field(default_factory=set)  # file kinds the question asks for
+    avoid: set[Kind] = field(default_factory=set)
 
 
 def _question_part(text: str) -> str:
@@ -94,8 +95,8 @@ def analyse(text: str) -> QueryInfo:
     literals = list(dict.fromkeys(lit for lit in literals if len(lit.strip()) >= 4))
 
     question = _question_part(text)
-    prefer: set[str] = set()
-    avoid: set[str] = set()
+    prefer: set[Kind] = set()
+    avoid: set[Kind] = set()
     wants_docs = bool(_DOC_Q.search(question))
     if _CODE_FROM_TEST.search(question):
         shape_hint = "code"
@@ -110,22 +111,22 @@ def analyse(text: str) -> QueryInfo:
 
     content_words = [w for w in words if w.lower() not in STOPWORDS]
     if shape_hint == "test":
-        shape = "test"
-        prefer = {"test"}
+        shape = Shape.TEST
+        prefer = {Kind.TEST}
         if not wants_docs:
-            avoid = {"doc"}
+            avoid = {Kind.DOC}
     elif is_trace:
-        shape = "trace"
-        prefer = {"code"}
+        shape = Shape.TRACE
+        prefer = {Kind.CODE}
     elif identifiers and (len(identifiers) >= 3 or len(identifiers) / max(1, len(content_words)) >= 0.3):
-        shape = "identifier"
+        shape = Shape.IDENTIFIER
     else:
-        shape = "english"
-    if shape_hint == "code" and shape != "test":
-        prefer = {"code"}
+        shape = Shape.ENGLISH
+    if shape_hint == "code" and shape != Shape.TEST:
+        prefer = {Kind.CODE}
         if not wants_docs:
-            avoid = {"doc"}
-    if wants_docs and shape != "test":
-        prefer = prefer | {"doc"}
-        avoid.discard("doc")
+            avoid = {Kind.DOC}
+    if wants_docs and shape != Shape.TEST:
+        prefer = prefer | {Kind.DOC}
+        avoid.discard(Kind.DOC)
     return QueryInfo(text, terms, identifiers, literals, paths, frames, shape, prefer, avoid)

@@ -12,7 +12,7 @@ import os
 import re
 from typing import Any
 
-from ..indexing.tokens import stripped
+from ..core.tokens import stripped
 from ..stores.lexical import LexicalStore
 from ..workspace.kinds import stem_of
 from .branches.anchors import AnchorRefsBranch, AnchorTestsBranch
@@ -193,7 +193,7 @@ def related_code(ctx: SearchContext, test: str, limit: int) -> list[dict[str, An
         used.update(m.lower() for m in _IDENT.findall(c.text))
     per_file: dict[str, int] = {}
     for name in used:
-        defs = {d[2] for d in ctx.view.symbols.get(name, ()) if files.get(d[2]) == "code"}
+        defs = {d.path for d in ctx.view.symbols.get(name, ()) if files.get(d.path) == "code"}
         if 0 < len(defs) <= 3:
             for p in defs:
                 per_file[p] = per_file.get(p, 0) + 1

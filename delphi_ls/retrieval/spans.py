@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..indexing.tokens import query_terms
+from ..core.tokens import query_terms
 from ..stores.meta import ChunkRow, MetaStore
 from .branches.base import Hit
 from .query import QueryInfo

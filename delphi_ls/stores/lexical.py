@@ -16,7 +16,7 @@ from whoosh.analysis import Token, Tokenizer
 from whoosh.fields import ID, TEXT, Schema
 from whoosh.filedb.filestore import RamStorage
 
-from ..indexing.tokens import code_tokens
+from ..core.tokens import code_tokens
 
 
 class CodeTokenizer(Tokenizer):

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from ..core import SymbolRecord
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS files (
   path TEXT PRIMARY KEY, hash TEXT NOT NULL, size INTEGER, mtime_ns INTEGER, kind TEXT,
@@ -328,15 +330,17 @@ class MetaStore:
                                    (path, limit)).fetchall()
 
     # --- symbols -----------------------------------------------------------
-    def all_symbols(self) -> list[tuple[str, str, str, int, int, str]]:
+    def all_symbols(self) -> list[SymbolRecord]:
         with self._lock:
-            return self.db.execute("SELECT name, kind, path, line, end_line, container FROM symbols").fetchall()
+            rows = self.db.execute("SELECT name, kind, path, line, end_line, container FROM symbols").fetchall()
+        return [SymbolRecord(*r) for r in rows]
 
-    def symbols_of(self, path: str) -> list[tuple[str, str, str, int, int, str]]:
+    def symbols_of(self, path: str) -> list[SymbolRecord]:
         with self._lock:
-            return self.db.execute(
+            rows = self.db.execute(
                 "SELECT name, kind, path, line, end_line, container FROM symbols WHERE path=? ORDER BY line",
                 (path,)).fetchall()
+        return [SymbolRecord(*r) for r in rows]
 
     # --- embedding cache (content-addressed: identical chunks embed once) ---
     def cached_vectors(self, model: str, hashes: list[str]) -> dict[str, np.ndarray]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
+from ...core.tokens import stripped
 from ...indexing.graph import dir_distance
-from ...indexing.tokens import stripped
 from ...workspace.kinds import stem_of
 from ..context import SearchContext
 from ..query import QueryInfo
@@ -56,7 +56,7 @@ class AnchorRefsBranch:
             if ctx.files.get(anchor) == "test":
                 continue
             stem = stripped(stem_of(anchor))
-            names = [s[0] for s in ctx.meta.symbols_of(anchor) if len(s[0]) >= 4 and not s[5]]
+            names = [s.name for s in ctx.meta.symbols_of(anchor) if len(s.name) >= 4 and not s.container]
             names = sorted(set(names), key=lambda n: (-len(n), n))[:24]  # ties by name: set order varies by process
             terms = [n.lower() for n in names] + ([stem] if len(stem) >= 4 else [])
             if not terms:

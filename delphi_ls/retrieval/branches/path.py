@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from ...indexing.tokens import stripped
+from ...core.tokens import stripped
 from ..context import SearchContext
 from ..query import QueryInfo
 from .base import Hit

@@ -18,8 +18,7 @@ def _wanted(scores: dict[str, float], q: QueryInfo, ctx: SearchContext) -> dict[
 class GraphBranch:
     """One step on the file graph from the seeds (measured: a second step spread noise)."""
 
-    name = "graph"
-    stage = 2  # runs after the first fusion, which supplies seeds
+    name = "graph"  # stage 2 in the registry: it runs after the first fusion, which supplies seeds
 
     def search(self, q: QueryInfo, ctx: SearchContext) -> list[Hit]:
         g = ctx.view.graph

@@ -30,17 +30,17 @@ class SymbolBranch:
             defs = table.get(name)
             if not defs:
                 continue
-            paths = {d[2] for d in defs}
+            paths = {d.path for d in defs}
             if len(paths) > 50:
                 continue  # `new`, `init`, `get`: defined everywhere, says nothing
             idf = math.log(1 + n_files / len(paths))
             for d in defs:
-                p = d[2]
+                p = d.path
                 scores[p] = scores.get(p, 0.0) + weight * idf / (1 + 0.1 * (len(paths) - 1))
                 notes.setdefault(p, [])
-                if d[0] not in notes[p]:
-                    notes[p].append(d[0])
-                lines.setdefault(p, d[3])
+                if d.name not in notes[p]:
+                    notes[p].append(d.name)
+                lines.setdefault(p, d.line)
         ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[: ctx.depth]
         out = []
         for p, s in ranked:
