@@ -80,9 +80,6 @@ class Settings:
         # Not a dataclass field: not a setting anyone can set, only what load() refused and why.
         self.refused: list[str] = []
 
-    def weight(self, branch: str, default: float) -> float:
-        return self.branch_weights.get(branch, default)
-
     @classmethod
     def load(cls, workspace: Path | None = None, overrides: dict[str, Any] | None = None,
              env: dict[str, str] | None = None, user_config: Path | None = None) -> Settings:

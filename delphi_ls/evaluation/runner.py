@@ -8,7 +8,6 @@ baselines the same questions, and scores them the ARB way.
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 import time
@@ -140,7 +139,3 @@ def render(result: dict[str, Any]) -> str:
         lines.append("Baselines, measured in the same run on the same trees: "
                      + "; ".join(f"{b}: {BASELINE_NOTES[b]}" for b in names) + ".")
     return "\n".join(lines)
-
-
-def write(result: dict[str, Any], out: Path) -> None:
-    out.write_text(json.dumps(result, indent=1))

@@ -161,7 +161,3 @@ def dir_distance(a: str, b: str) -> int:
             break
         common += 1
     return (len(pa) - common) + (len(pb) - common)
-
-
-def same_dir(a: str, b: str) -> bool:
-    return os.path.dirname(a) == os.path.dirname(b)
