@@ -146,6 +146,7 @@ def related_tests(ctx: SearchContext, lexical: LexicalStore, rel: str, symbol: s
     for _cid, p, score in lexical.search_terms([symbol.lower()], limit=200, fields=("content",), kinds={"test"}):
         if p not in out and p != rel:
             out[p] = {"path": p, "why": f"mentions `{symbol}`", "score": round(score, 4)}
+    mentioning = set(out)  # tests that spell the symbol out (ordered before those that only share the name)
     # The tests named after the file are the module's own: offered for every symbol in it, first, whether
     # or not they spell the symbol out (flask's tests/test_testing.py drives FlaskClient via app.test_client()).
     by_name = {h.path: h.note for h in named}
@@ -155,7 +156,7 @@ def related_tests(ctx: SearchContext, lexical: LexicalStore, rel: str, symbol: s
             out[p]["why"] += f"; {note}"
         elif stripped(stem_of(p)) == own_stem:  # exactly its name; `res.*.js` stay per symbol
             out[p] = {"path": p, "why": note, "score": 0.0}
-    ranked = sorted(out.values(), key=lambda r: (r["path"] not in by_name, "mentions" not in r["why"], -r["score"]))
+    ranked = sorted(out.values(), key=lambda r: (r["path"] not in by_name, r["path"] not in mentioning, -r["score"]))
     return (own + [r for r in ranked if r["path"] not in {o["path"] for o in own}])[:limit]
 
 
