@@ -279,12 +279,23 @@ class Session:
             what = "files" if phase == "lexical" else "chunks embedded"
             self.events.progress_report(token, f"{phase}: {done}/{total} {what}, {chunks} chunks", min(pct, 100))
 
+        def waiting(holder: Any) -> None:
+            # Another process (a terminal's `delphi index`, a second editor) writes this index: say so
+            # and wait; answers keep coming from what it has committed meanwhile.
+            what = holder.describe() if holder is not None else "another Delphi process is indexing this workspace"
+            self.events.message("info", f"Delphi: {what}; waiting for it to finish ({eng.root.name})")
+
         try:
-            rep = eng.index(progress=progress, only=only, buffers=self._buffers_of(eng), reembed=paths is None)
+            rep = eng.index(progress=progress, only=only, buffers=self._buffers_of(eng), reembed=paths is None,
+                            on_wait=waiting)
         finally:
             if token is not None:
                 c = eng.meta.counts() if not self._stopping else {"files": 0, "chunks": 0, "vectors": 0}
                 self.events.progress_end(token, f"{c['files']} files, {c['chunks']} chunks, {c['vectors']} vectors")
+        for path, reason in rep.buffers_dropped.items():
+            # An unsaved buffer of a file the ignore rules exclude (a .env opened in the editor): never
+            # indexed, nothing of it written to disk; logged once so the user can tell why it is not found.
+            log.info("not indexing the unsaved buffer of %s: %s", path, reason)
         if rep.errors and not self._stopping:
             self.events.message("warning", f"Delphi: indexing {eng.root.name}: {'; '.join(rep.errors)}")
 

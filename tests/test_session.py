@@ -99,3 +99,25 @@ def test_query_before_first_run_says_queued(tmp_path: Path):
         assert ans["indexing"]["phase"] == "queued"
     finally:
         s.shutdown()
+
+
+def test_ignored_buffer_never_reaches_a_store(tmp_path: Path):
+    """A gitignored secret opened in the editor: the session passes it on, the engine drops it."""
+    ws = build_workspace(tmp_path / "ws")
+    (ws / ".gitignore").write_text(".env\n")
+    secret = "DELPHI_SESSION_SECRET_7f3a9c"
+    (ws / ".env").write_text(f"API_KEY={secret}\n")
+    index = tmp_path / "index"
+    s = Session(None, {"indexDir": str(index), "vectors": False})
+    try:
+        s.start([ws])
+        assert s.wait_idle(120)
+        s.buffer_changed((ws / ".env").as_uri(), f"API_KEY={secret}\nOTHER={secret}\n")
+        assert s.wait_idle(60)
+        ans = s.context(ContextRequest(query=secret))
+        assert all(r["path"] != ".env" for r in ans["results"])
+    finally:
+        s.shutdown()
+    for f in index.rglob("*"):
+        if f.is_file():
+            assert secret.encode() not in f.read_bytes(), f"the secret reached {f}"
