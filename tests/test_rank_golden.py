@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from delphi_ls import Engine
-from tests.conftest import build_workspace
+from tests.conftest import build_workspace, copy_fixture
 
 GOLDEN = Path(__file__).parent / "golden"
 TOP = 10
@@ -61,6 +62,13 @@ TRACE = ('Traceback (most recent call last):\n  File "/home/ci/shipyard/shipyard
          '    raise RuntimeError("upload failed after all retry attempts")\n'
          'RuntimeError: upload failed after all retry attempts')
 
+LEDGER_TRACE = (
+    'Traceback (most recent call last):\n  File "/srv/ledger/ledger/cli.py", line 19, in main\n'
+    '    posted, problems = read_statement(args.file, account)\n'
+    '  File "/srv/ledger/ledger/importers/csv_import.py", line 28, in read_statement\n'
+    '    raise ImportProblem(1, f"missing columns: {\', \'.join(missing)}")\n'
+    'ledger.importers.csv_import.ImportProblem: line 1: missing columns: amount')
+
 # Every query shape (english, identifier, trace, test), anchored and not, code, tests, docs and config.
 QUESTIONS: dict[str, tuple[Q, ...]] = {
     "shipyard": (
@@ -83,6 +91,26 @@ QUESTIONS: dict[str, tuple[Q, ...]] = {
         Q("what changed in 1.2.0", "CHANGELOG.md"),
         Q("retry", "docs/retry.md", kinds=("doc",), slug="retry-kinds-doc"),
     ),
+    "ledger": (
+        Q("how are amounts rounded to the currency's minor unit?", "ledger/money.py"),
+        Q("Money.parse", "ledger/money.py"),
+        Q("which tests cover csv_import.py?", "tests/test_csv_import.py"),
+        Q("what happens when a transaction does not balance", "ledger/accounts.py"),
+        Q("tests for fetchBalances", "web/src/api/client.test.ts"),
+        Q("which tests cover this?", "tests/test_money.py", anchors=("ledger/money.py",)),
+        Q(LEDGER_TRACE, "ledger/importers/csv_import.py", slug="traceback-importproblem-missing-columns-amount"),
+        Q("where is the balance chart drawn", "web/src/components/BalanceChart.tsx"),
+        Q("how do I import a bank statement? docs", "docs/importing.md"),
+        Q("duplicate rows in a statement are skipped", "ledger/importers/csv_import.py"),
+        Q("UnbalancedTransaction", "ledger/accounts.py"),
+        Q("unknown account 404", "web/src/api/client.ts"),
+    ),
+}
+
+# How each fixture becomes a workspace: shipyard with the hostile extras every other test indexes too.
+BUILD: dict[str, Callable[[Path], Path]] = {
+    "shipyard": build_workspace,
+    "ledger": lambda root: copy_fixture("ledger", root),
 }
 
 
@@ -143,7 +171,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
     out: dict[str, Run] = {}
     for fixture, qs in QUESTIONS.items():
         base = tmp_path_factory.mktemp(fixture)
-        ws = build_workspace(base / "ws")
+        ws = BUILD[fixture](base / "ws")
         answers: dict[str, dict[str, dict]] = {q.name(): {} for q in qs}
         for _label, mode in MODES:
             eng = Engine(ws, index_dir=str(base / "index"), vectors=False, reranker=mode)
