@@ -137,9 +137,11 @@ def related_tests(ctx: SearchContext, lexical: LexicalStore, rel: str, symbol: s
     mirrored = [Hit(p, 0.8, [], f"in a test folder named after {os.path.basename(rel)}")
                 for p in sorted(g.mirrors_of.get(rel, set()) if g else set()) if p not in seen]
     seen |= {h.path for h in mirrored}
-    refs = [h for h in AnchorRefsBranch().search(q, ctx) if h.path not in seen]
-    file_level = named + imported + mirrored + refs
     if not symbol:
+        # Tests naming what the file defines: one lexical search per file (a quarter second on a big
+        # module), so not run for per-symbol requests, which search for the symbol itself below.
+        refs = [h for h in AnchorRefsBranch().search(q, ctx) if h.path not in seen]
+        file_level = named + imported + mirrored + refs
         rows = [{"path": h.path, "why": h.note, "score": round(h.score, 4)} for h in file_level]
         return (own + [r for r in rows if r["path"] not in {o["path"] for o in own}])[:limit]
     out: dict[str, dict[str, Any]] = {}
