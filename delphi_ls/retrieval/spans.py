@@ -148,15 +148,13 @@ def _counts(chunks: list[ChunkRow], sq: SpanQuery) -> list[dict[str, int]]:
     lows = [_lower(c) for c in chunks]
     whole = "\n".join(lows)
     long_ = [w for w in sq.words if len(w) >= SHORT and w not in sq.exact and w in whole]
-    short = [w for w in sq.words if len(w) < SHORT or w in sq.exact]
+    short = {w for w in sq.words if len(w) < SHORT or w in sq.exact}
     out = [{w: n for w in long_ if (n := t.count(w))} for t in lows]
     if short:
         for c, t, cs in zip(chunks, lows, out, strict=True):
             toks = _tokens(c, t)
-            for w in short:
-                n = toks.get(w)
-                if n:
-                    cs[w] = n
+            for w in toks.keys() & short:  # a set intersection: an anchor brings hundreds of names
+                cs[w] = toks[w]
     return out
 
 
