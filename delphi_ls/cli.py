@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from .core import KINDS  # standard library only, like this module's other imports
+from .core import KINDS, State, state_of  # standard library only, like this module's other imports
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -209,7 +209,7 @@ def cmd_context(args: argparse.Namespace) -> int:
         if not ans["results"]:
             print("no files match")
         for b, s in ans["branchesReady"].items():
-            if not s.startswith(("ready", "off")):
+            if state_of(s) not in (State.READY, State.OFF):
                 print(f"note: branch {b}: {s}")
         if "packed" in ans:
             print(f"\npacked context: {len(ans['packed'])} spans, {ans['packedTokens']} of {args.budget_tokens} tokens")

@@ -22,7 +22,7 @@ from urllib.parse import unquote, urlparse
 
 from . import health as health_mod
 from .api import ContextAnswer, ContextRequest, RequestError
-from .core import Need, SymbolRecord
+from .core import Need, State, SymbolRecord, state_of
 from .indexing.cochange import COCHANGE_VERSION, cochange_pairs, git_head
 from .indexing.pipeline import Indexer, IndexReport, Progress
 from .models.cross_encoder import SHIPPED_CROSS_ENCODER, CrossEncoder
@@ -586,7 +586,7 @@ class Engine:
                 lists[b.name] = b.search(q, ctx)
                 if Need.VECTORS in spec.needs:
                     ready[b.name] = vec_status
-                elif Need.HISTORY in spec.needs and not self.cochange_status.startswith("ready"):
+                elif Need.HISTORY in spec.needs and state_of(self.cochange_status) != State.READY:
                     ready[b.name] = self.cochange_status  # off outside git, or not computed: not "ready"
                 elif partial:
                     ready[b.name] = f"partial: indexing in progress ({len(ctx.files)} files so far)"
@@ -665,7 +665,7 @@ class Engine:
     # ------------------------------------------------------------------ health
     def health_summary(self, vec_status: str, counts: dict[str, int]) -> dict[str, Any]:
         """The short health block every answer carries, from figures the query already has."""
-        out: dict[str, Any] = {"ok": not self.problems and vec_status.startswith(("ready", "off")),
+        out: dict[str, Any] = {"ok": not self.problems and state_of(vec_status) in (State.READY, State.OFF),
                                "vector": vec_status, "reranker": self.reranker_status,
                                "files": counts["files"], "chunks": counts["chunks"], "vectors": counts["vectors"]}
         if self.problems:

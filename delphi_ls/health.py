@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .core import Need
+from .core import Need, State, state_of
 from .indexing.languages import grammar_status
 from .indexing.pipeline import embed_text
 from .models.embedders import Embedder, ModelIdentity
@@ -138,7 +138,7 @@ def report(engine: EngineState, check_staleness: bool = True) -> dict[str, Any]:
                          "message": holder.describe() + "; answers come from the committed index meanwhile"})
     if engine.settings.reranker == "off":
         problems.append({"severity": "info", "code": "reranker_off", "message": "reranker " + engine.reranker_status})
-    if engine.cochange_status.startswith("error"):
+    if state_of(engine.cochange_status) == State.ERROR:
         problems.append({"severity": "warning", "code": "cochange", "message": "co-change branch " + engine.cochange_status})
     grammars = grammar_status()
     for lang, st in grammars.items():

@@ -46,6 +46,29 @@ class Need(StrEnum):
     HISTORY = "history"  # co-change computed from git history
 
 
+class State(StrEnum):
+    """The state a status line opens with: ``ready``, ``partial: 3/5 chunks embedded``, ``error: ...``.
+
+    Status lines stay human text on the wire (health, ``branchesReady``); code that acts on one
+    reads its state through :func:`state_of`, never by matching the wording itself.
+    """
+
+    READY = "ready"
+    PARTIAL = "partial"
+    OFF = "off"
+    NOT_READY = "not ready"
+    DISABLED = "disabled"
+    ERROR = "error"
+
+
+def state_of(status: str) -> State | None:
+    """The :class:`State` a status line opens with (the word, then nothing, ':' or ' '), or None."""
+    for s in State:
+        if status == s.value or status.startswith((s.value + ":", s.value + " ")):
+            return s
+    return None
+
+
 class SymbolRecord(NamedTuple):
     """One definition from the manifest's symbol table."""
 

@@ -13,6 +13,7 @@ from dataclasses import MISSING, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from ..api import KINDS, ContextRequest, RelatedRequest, RequestError, SymbolsRequest
+from ..core import State, state_of
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -228,7 +229,7 @@ def render_context(ans: dict[str, Any], req: ContextRequest, notes: list[str] | 
         lines.append(f"note: indexing in progress ({running['phase']} {running['done']}/{running['total']}); "
                      "this answer comes from what is indexed so far")
     for b, s in ans["branchesReady"].items():
-        if not s.startswith("ready") and not s.startswith("off"):
+        if state_of(s) not in (State.READY, State.OFF):
             lines.append(f"note: branch {b}: {s}")
     lines += [f"note: {n}" for n in notes or []]
     packed = ans.get("packed") or []

@@ -1,0 +1,36 @@
+"""The shared vocabulary: enums read as their strings, status lines read by state."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from delphi_ls.core import KINDS, Kind, Shape, State, SymbolRecord, state_of
+
+
+def test_enum_members_are_their_strings_on_the_wire() -> None:
+    assert json.dumps({"kind": Kind.TEST, "shape": Shape.TRACE}) == '{"kind": "test", "shape": "trace"}'
+    assert f"{Kind.DOC}" == "doc" and Kind.CODE == "code" and "test" in {Kind.TEST}
+    assert KINDS == ("code", "test", "doc", "config", "other")
+
+
+@pytest.mark.parametrize("line,state", [
+    ("ready", State.READY),
+    ("ready (not used for this query shape)", State.READY),
+    ("ready: learned ranker delphi-ltr-2 (warm, window 50)", State.READY),
+    ("partial: 3/5 chunks embedded", State.PARTIAL),
+    ("off: vectors disabled by settings (vectors = false)", State.OFF),
+    ("not ready: no vectors yet", State.NOT_READY),
+    ("disabled: model mismatch: ...", State.DISABLED),
+    ("error: git log failed: boom", State.ERROR),
+    ("not computed yet (runs with indexing)", None),
+    ("readying", None),
+])
+def test_state_of_a_status_line(line: str, state: State | None) -> None:
+    assert state_of(line) == state
+
+
+def test_symbol_record_reads_by_name_and_as_the_old_tuple() -> None:
+    s = SymbolRecord("RetryPolicy", "class", "shipyard/retry.py", 5, 20, "")
+    assert (s.name, s.path, s.line) == ("RetryPolicy", "shipyard/retry.py", 5) and s[2] == s.path
