@@ -233,6 +233,7 @@ def cmd_health(args: argparse.Namespace) -> int:
             m = h["model"]
             print(f"model:     serving {m['serving']['name'] if m['serving'] else '-'}; index built with "
                   f"{m['stored']['name'] if m['stored'] else '-'}; match={m['match']}; probe={m['probe'] and m['probe']['status']}")
+            print(f"search:    {h['vectorSearch']}")  # which search answers the vector branch
             for b, s in h["branches"].items():
                 print(f"branch {b:12} {s}")
             for p in h["problems"]:

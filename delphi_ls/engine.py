@@ -40,9 +40,10 @@ from .retrieval.query import QueryInfo, analyse
 from .retrieval.rerank import learned_rerank, rerank
 from .retrieval.router import SEED_ANCHOR_WEIGHT, SEED_TOP, SEED_TOP_WEIGHT, weights_for
 from .settings import RERANKERS, Settings
+from .stores.exact import ExactVectors, exact_bound
 from .stores.lexical import LexicalStore
 from .stores.meta import MetaStore, is_corruption
-from .stores.vectors import VectorStore
+from .stores.vectors import LazyVectorStore, VectorStore
 from .stores.writer_lock import Holder, IndexBusy, WriterLock  # noqa: F401  (IndexBusy: for callers of index())
 from .traces import write_trace
 from .workspace.kinds import file_kind
@@ -107,17 +108,18 @@ class Engine:
         self._generation = self.meta.get_state("generation", 0)
         self.lexical = LexicalStore(self.index_dir / "whoosh")
         self.embedder: Embedder | None = None
-        self.vectors: VectorStore | None = None
+        # Chroma is opened on first need (the `vectors` property): a one-shot query answered by the
+        # exact search never imports chromadb (0.65-0.8 s CPU of a 1.7 s `delphi context`, issue 13).
+        self._vectors: VectorStore | None = None
+        self._vectors_opened = False
+        self._exact: ExactVectors | None = None  # the exact search's matrix, per index generation
+        self._exact_key: tuple[Any, ...] | None = None
         self._probe: dict[str, Any] | None = None
         if self.settings.vectors:
             try:
                 self.embedder = load_embedder(self.settings.embedder)
             except Exception as e:
                 self.problems["embedder"] = f"embedder {self.settings.embedder!r} failed to load: {e}"
-            try:
-                self.vectors = VectorStore(self.index_dir / "chroma", self._collection_name(), self.settings.chroma_url)
-            except Exception as e:
-                self.problems["vector_store"] = f"Chroma unavailable ({self.settings.chroma_url or 'embedded'}): {e}"
         self.check_stores()
         self.ltr: LearnedRanker | None = None
         self.reranker: CrossEncoder | None = None
@@ -162,6 +164,62 @@ class Engine:
         if any(p.startswith("error") for p in parts):
             return "error: " + "; ".join(p.removeprefix("error: ") for p in parts)
         return "ready: " + "; ".join(parts)
+
+    # ------------------------------------------------------------------ the vector stores
+    @property
+    def vectors(self) -> VectorStore | None:
+        """Chroma, opened here on first use: by indexing that writes or deletes vectors, by index()'s
+        and health()'s damage checks, and by a query when HNSW answers (above the exact bound or
+        ``vector_search = "hnsw"``). A failure to open goes into ``problems`` (health shows it)."""
+        if not self._vectors_opened and self.settings.vectors:
+            with self._lock:
+                if not self._vectors_opened:
+                    self._vectors_opened = True
+                    try:
+                        self._vectors = VectorStore(self.index_dir / "chroma", self._collection_name(),
+                                                    self.settings.chroma_url)
+                    except Exception as e:
+                        self.problems["vector_store"] = (f"Chroma unavailable ({self.settings.chroma_url or 'embedded'}): "
+                                                         f"{e}")
+        return self._vectors
+
+    @vectors.setter
+    def vectors(self, store: VectorStore | None) -> None:
+        self._vectors = store
+        self._vectors_opened = True
+
+    def _hnsw_answers(self, n_vectors: int) -> bool:
+        """Whether Chroma's HNSW answers the vector branch (else the exact search over the cache)."""
+        mode = self.settings.vector_search
+        if mode != "auto":
+            return mode == "hnsw"
+        dim = self.embedder.identity.dim if self.embedder is not None else 256
+        return n_vectors > exact_bound(dim)
+
+    def _exact_vectors(self) -> ExactVectors | None:
+        """The exact search's matrix, loaded once per index state: reloaded when another process
+        committed (SQLite's data_version), this one indexed (generation; invalidate() drops it) or
+        the number of embedded chunks moved (vectors added while a run is under way)."""
+        if self.embedder is None:
+            return None
+        ident = self.embedder.identity
+        key = (self.meta.data_version(), self._generation, self.meta.counts()["vectors"], ident.weights_sha256)
+        with self._lock:
+            if self._exact is None or self._exact_key != key:
+                self._exact = ExactVectors.load(self.meta, ident.weights_sha256, ident.dim)
+                self._exact_key = key
+            return self._exact
+
+    def vector_search(self, counts: dict[str, int] | None = None) -> str:
+        """Which search answers the vector branch, for health."""
+        if not self.settings.vectors:
+            return "off"
+        n = (counts or self.meta.counts())["vectors"]
+        if self._hnsw_answers(n):
+            why = "vector_search = hnsw" if self.settings.vector_search == "hnsw" else \
+                f"{n} vectors, above the exact bound of {exact_bound(self.embedder.identity.dim if self.embedder else 256)}"
+            return f"Chroma HNSW ({why})"
+        return f"exact, {n} vectors (from the embedding cache in meta.sqlite)"
 
     # ------------------------------------------------------------------ store damage and repair
     def _checked_meta(self, path: Path) -> MetaStore:
@@ -223,13 +281,16 @@ class Engine:
                                               "BM25 finds nothing until `delphi index` rebuilds it from the manifest")
         else:
             self.problems.pop("lexical_store", None)
-        if self.vectors is not None:
-            vec = self.vectors.check(counts["vectors"])
+        # Chroma only when open: index() and health() open it first; a one-shot query does not, as
+        # importing and opening it cost 0.85-1.0 s CPU against a 0.05 s query (issue 13; the exact
+        # search over the embedding cache answers such a query without it).
+        if self._vectors is not None:
+            vec = self._vectors.check(counts["vectors"])
             if vec and vec.startswith("it holds") and self.writer_holder() is not None:
                 vec = None  # another process is adding vectors this view has not loaded: not damage
             if vec:
                 self.problems["vector_store_damaged"] = (
-                    f"vector store (Chroma, {self.vectors.where}) is damaged: {vec}; "
+                    f"vector store (Chroma, {self._vectors.where}) is damaged: {vec}; "
                     "`delphi index` refills it from the embedding cache")
             else:
                 self.problems.pop("vector_store_damaged", None)
@@ -279,8 +340,8 @@ class Engine:
         """Embedded Chroma keeps its index in memory; after another process wrote, reopen before writing
         so this one does not write back its older picture."""
         gen = self.meta.get_state("generation", 0)
-        if gen != self._generation and self.vectors is not None and not self.settings.chroma_url:
-            self.vectors.close()
+        if gen != self._generation and self._vectors is not None and not self.settings.chroma_url:
+            self._vectors.close()
             try:
                 self.vectors = VectorStore(self.index_dir / "chroma", self._collection_name(), None)
             except Exception as e:
@@ -314,7 +375,8 @@ class Engine:
 
     # ------------------------------------------------------------------ indexing
     def _indexer(self) -> Indexer:
-        usable = self.vectors if self.embedder is not None else None
+        # Chroma opens when the run first deletes a vector (or below, before it writes one).
+        usable = (self._vectors or LazyVectorStore(lambda: self.vectors)) if self.embedder is not None else None
         return Indexer(self.root, self.settings, self.meta, self.lexical, usable, self.embedder)
 
     def index(self, progress: Progress | None = None, vectors: bool = True, reembed: bool = True,
@@ -340,6 +402,10 @@ class Engine:
 
             try:
                 self._reopen_vectors_if_written_elsewhere()
+                if reembed or rebuild:
+                    # A full run (`delphi index`, the language server's) checks Chroma for damage; a
+                    # query's catch-up (reembed=False) opens it only to write or delete vectors.
+                    _ = self.vectors
                 indexer = self._indexer()
                 repaired = self._repair(indexer, rebuild, vectors)
                 if repaired:
@@ -350,8 +416,11 @@ class Engine:
                 rep.repaired = repaired
                 self.invalidate()
                 self.refresh_cochange()
-                if vectors and self.vectors is not None and self.embedder is not None:
-                    if reembed or self.model_matches():
+                if vectors and self.settings.vectors and self.embedder is not None and (reembed or self.model_matches()):
+                    c = self.meta.counts()
+                    to_embed = c["vectors"] < c["chunks"] or not self.model_matches()
+                    if (to_embed or self._vectors is not None) and self.vectors is not None:
+                        indexer.vectors = self.vectors
                         indexer.index_vectors(track, rep, should_stop=self._stop.is_set)
                         self._probe = None
                 if self.meta.get_state("recovered") is not None and not rep.errors and only is None:
@@ -390,6 +459,7 @@ class Engine:
     def invalidate(self) -> None:
         with self._lock:
             self._view = None
+            self._exact = None
 
     def is_indexed(self) -> bool:
         return bool(self.meta.get_state("lexical_ready", False))
@@ -413,12 +483,20 @@ class Engine:
     def probe(self) -> dict[str, Any]:
         """Re-embed a stored chunk and compare with its stored vector (docs/DESIGN.md, lesson 1)."""
         if self._probe is None:
-            self._probe = health_mod.probe(self.meta, self.vectors, self.embedder)
+            n = self.meta.counts()["vectors"]
+            exact = not self._hnsw_answers(n)
+            # What answers queries is probed: the cache vector when exact, Chroma's when HNSW; and
+            # Chroma's too whenever it is open (health opens it), as HNSW would answer from it.
+            self._probe = health_mod.probe(self.meta, self.vectors if not exact else self._vectors, self.embedder,
+                                           self.embedder.identity.weights_sha256 if exact and self.embedder else None)
         return self._probe
 
     def vector_status(self, counts: dict[str, int] | None = None) -> tuple[bool, str]:
         if not self.settings.vectors:
             return False, "off: vectors disabled by settings (vectors = false)"
+        counts = counts or self.meta.counts()
+        if self._hnsw_answers(counts["vectors"]):
+            _ = self.vectors  # opens Chroma; a failure to open lands in problems, read next
         for key in ("embedder", "vector_store", "vector_store_damaged"):
             if key in self.problems:
                 return False, "disabled: " + self.problems[key]
@@ -539,7 +617,8 @@ class Engine:
         indexing = self.indexing  # one read: the indexing thread sets it to None when it ends
         counts = self.meta.counts()
         ready_vec, vec_status = self.vector_status(counts)
-        ctx = SearchContext(self.settings, self.meta, self.lexical, self.vectors if ready_vec else None,
+        searcher = (self.vectors if self._hnsw_answers(counts["vectors"]) else self._exact_vectors()) if ready_vec else None
+        ctx = SearchContext(self.settings, self.meta, self.lexical, searcher,  # type: ignore[arg-type]
                             self.embedder if ready_vec else None, self.view(), anchor_paths, draft)
         r = Retrieval(q, ctx, weights_for(q, self.settings), counts, vec_status, ready_vec,
                       lexical_ready=self.is_indexed() or bool(ctx.files),
@@ -679,6 +758,7 @@ class Engine:
         self._catch_up()
         with self._lock:
             self._probe = None  # a health request always re-probes
+            _ = self.vectors  # health checks Chroma too (queries may not have opened it)
             self.check_stores()
             return health_mod.report(self, check_staleness)
 
@@ -689,8 +769,8 @@ class Engine:
         try:
             with self._lock:
                 self.lexical.close()
-                if self.vectors is not None:
-                    self.vectors.close()
+                if self._vectors is not None:
+                    self._vectors.close()
                 self.meta.close()
                 self.writer.release()
         finally:

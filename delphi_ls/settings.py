@@ -34,6 +34,7 @@ import platformdirs
 
 EMBEDDERS = ("potion-base-8M", "minilm-l6-int8")
 RERANKERS = ("off", "ltr", "cross-encoder", "ltr+cross-encoder")
+VECTOR_SEARCHES = ("auto", "exact", "hnsw")
 log = logging.getLogger("delphi_ls.settings")
 
 # Keys only the user's own configuration may set: each reaches outside the workspace or the machine
@@ -62,6 +63,9 @@ class Settings:
     embedder: str = "potion-base-8M"
     # Vectors off means lexical branches only (health says so).
     vectors: bool = True
+    # Which search answers the vector branch: "exact" (the embedding cache in memory), "hnsw" (Chroma),
+    # "auto": exact up to stores/exact.py's bound (200 MiB of vectors), HNSW above it.
+    vector_search: str = "auto"
     max_file_bytes: int = 1_000_000
     chunk_chars: int = 1500
     extra_ignores: list[str] = field(default_factory=list)
@@ -133,6 +137,8 @@ class Settings:
         if self.reranker not in RERANKERS and not ((folder / "model.onnx").is_file() or (folder / "ltr.json").is_file()):
             raise SettingsError("reranker", f"{self.reranker!r} is not one of {', '.join(RERANKERS)} nor a folder "
                                 "holding an ONNX cross-encoder (model.onnx + tokenizer.json) or a learned ranker (ltr.json)")
+        if self.vector_search not in VECTOR_SEARCHES:
+            raise SettingsError("vector_search", f"{self.vector_search!r} is not one of {', '.join(VECTOR_SEARCHES)}")
         if not 0.0 <= self.reranker_weight <= 1.0:
             raise SettingsError("reranker_weight", "must be between 0 and 1")
         if self.branch_weights:

@@ -359,3 +359,18 @@ class MetaStore:
             self.db.executemany("INSERT OR REPLACE INTO embed_cache VALUES (?,?,?)",
                                 [(model, h, v.astype(np.float32).tobytes()) for h, v in items])
             self.db.execute("COMMIT")
+
+    def embedded_vectors(self, model: str) -> list[tuple[str, str, bytes]]:
+        """(chunk id, path, float32 blob) of every embedded chunk whose vector ``model`` (weights sha)
+        cached: the exact vector search's matrix, in one join. Unordered (an ORDER BY id cost 0.6 s of
+        1.7 s at 200,000 vectors); the search breaks ties by id itself."""
+        with self._lock:
+            return self.db.execute(
+                "SELECT c.id, c.path, e.vec FROM chunks c JOIN embed_cache e "
+                "ON e.model = ? AND e.content_hash = c.content_hash WHERE c.embedded = 1",
+                (model,)).fetchall()
+
+    def data_version(self) -> int:
+        """Changes whenever another connection (process) commits to the file; not for our own writes."""
+        with self._lock:
+            return int(self.db.execute("PRAGMA data_version").fetchone()[0])

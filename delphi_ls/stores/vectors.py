@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -137,3 +138,19 @@ class VectorStore:
         self.client.delete_collection(self.name)
         self.col = self.client.get_or_create_collection(self.name, embedding_function=None,
                                                         metadata={"hnsw:space": "cosine"})
+
+
+class LazyVectorStore:
+    """What the indexer writes vectors through when Chroma is not open yet: it opens Chroma (through
+    ``open_``, which records a failure in the engine's problems and returns None) only when a vector
+    is to be deleted or written, so a catch-up run with nothing to change never imports chromadb."""
+
+    def __init__(self, open_: Callable[[], VectorStore | None]) -> None:
+        self._open = open_
+
+    def delete_ids(self, ids: list[str]) -> None:
+        if not ids:
+            return
+        store = self._open()
+        if store is not None:  # else: Chroma failed to open; the next index re-creates and refills it
+            store.delete_ids(ids)

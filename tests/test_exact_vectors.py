@@ -1,0 +1,129 @@
+"""The exact vector search over the embedding cache, and Chroma opened only when something needs it (issue 13)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from delphi_ls import Engine
+from delphi_ls.settings import Settings, SettingsError
+from delphi_ls.stores import exact
+
+from .conftest import copy_fixture
+
+QUESTION = "exponential backoff between upload attempts"
+
+
+@pytest.fixture
+def indexed(tmp_path: Path) -> tuple[Path, Path]:
+    ws = copy_fixture("shipyard", tmp_path / "ws")
+    idx = tmp_path / "index"
+    with Engine(ws, index_dir=str(idx), reranker="off") as eng:
+        eng.index()
+    return ws, idx
+
+
+def _brute_force(eng: Engine, v: np.ndarray, k: int) -> list[tuple[str, float]]:
+    """Cosine over every embedded chunk's cached vector, read row by row (no shared code with the search)."""
+    sha = eng.embedder.identity.weights_sha256
+    out = []
+    for cid, h in eng.meta.db.execute("SELECT id, content_hash FROM chunks WHERE embedded=1"):
+        (blob,) = eng.meta.db.execute("SELECT vec FROM embed_cache WHERE model=? AND content_hash=?", (sha, h)).fetchone()
+        u = np.frombuffer(blob, dtype=np.float32).astype(np.float64)
+        out.append((cid, float(u @ v / (np.linalg.norm(u) * np.linalg.norm(v)))))
+    out.sort(key=lambda r: (-r[1], r[0]))
+    return out[:k]
+
+
+def test_exact_answers_equal_a_brute_force_cosine_over_the_cache(indexed):
+    ws, idx = indexed
+    with Engine(ws, index_dir=str(idx), reranker="off") as eng:
+        ex = eng._exact_vectors()
+        n = eng.meta.counts()["vectors"]
+        assert ex is not None and len(ex) == n > 20
+        for text in (QUESTION, "parse the TOML settings file", "class BuildScheduler"):
+            v = eng.embedder.embed([text])[0].astype(np.float64)
+            got = ex.query(v, k=15)
+            want = _brute_force(eng, v, 15)
+            assert [g[0] for g in got] == [w[0] for w in want], text
+            assert np.allclose([g[2] for g in got], [w[1] for w in want], atol=1e-5)
+            paths = dict(eng.meta.db.execute("SELECT id, path FROM chunks").fetchall())
+            assert all(paths[cid] == p for cid, p, _s in got)
+        assert len(ex.query(v, k=10 * n)) == n  # k above the count: every vector, once
+
+
+def test_exact_and_hnsw_agree_on_the_top_files(indexed):
+    ws, idx = indexed
+    answers = {}
+    for mode in ("exact", "hnsw"):
+        with Engine(ws, index_dir=str(idx), reranker="off", vector_search=mode) as eng:
+            res = eng.context(QUESTION)
+            assert res["branchesReady"]["vector"] == "ready"
+            answers[mode] = [r["path"] for r in res["results"][:3]]
+            search = eng.health(check_staleness=False)["vectorSearch"]
+            assert search.startswith("exact," if mode == "exact" else "Chroma HNSW"), search
+    assert answers["exact"] == answers["hnsw"]
+
+
+def test_the_bound_switches_to_hnsw(indexed, monkeypatch):
+    ws, idx = indexed
+    with Engine(ws, index_dir=str(idx), reranker="off") as eng:
+        n = eng.meta.counts()["vectors"]
+        assert eng.vector_search().startswith(f"exact, {n} vectors")
+        eng.context(QUESTION)
+        assert eng._vectors is None and eng._exact is not None  # answered without opening Chroma
+    # 256 dims: a bound of one vector below the count.
+    monkeypatch.setattr(exact, "EXACT_MAX_BYTES", 4 * 256 * (n - 1))
+    with Engine(ws, index_dir=str(idx), reranker="off") as eng:
+        assert eng.vector_search().startswith("Chroma HNSW") and "above the exact bound" in eng.vector_search()
+        res = eng.context(QUESTION)
+        assert "vector" in {b for r in res["results"] for b in r["branches"]}
+        assert eng._vectors is not None and eng._exact is None  # Chroma answered
+
+
+def test_exact_probe_covers_the_cache_vector(indexed):
+    """The identity probe compares with what answers: a drifted cache vector disables the exact search."""
+    ws, idx = indexed
+    with Engine(ws, index_dir=str(idx), reranker="off") as eng:
+        assert eng.probe()["status"] == "ok" and eng.probe()["compared"] == "embedding cache"
+        rng = np.random.default_rng(2)
+        sha = eng.embedder.identity.weights_sha256
+        hashes = [h for (h,) in eng.meta.db.execute("SELECT content_hash FROM embed_cache WHERE model=?", (sha,))]
+        eng.meta.cache_vectors(sha, [(h, rng.normal(size=256).astype(np.float32)) for h in hashes])
+        eng._probe = None
+        ok, status = eng.vector_status()
+        assert not ok and "probe failed" in status
+
+
+def test_vector_search_setting_is_validated():
+    assert Settings.from_dict({"vector_search": "exact"}).vector_search == "exact"
+    with pytest.raises(SettingsError, match="vector_search"):
+        Settings.from_dict({"vector_search": "annoy"})
+
+
+def _cli(ws: Path, idx: Path, *args: str) -> str:
+    """Run the real CLI in a fresh interpreter and report whether chromadb got imported."""
+    code = ("import sys\nfrom delphi_ls.cli import main\nrc = main(sys.argv[1:])\n"
+            "print('CHROMADB_IMPORTED=' + str('chromadb' in sys.modules), 'RC=' + str(rc))")
+    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120, cwd=ws)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_a_warm_context_does_not_import_chroma_and_indexing_new_text_does(indexed):
+    ws, idx = indexed
+    out = _cli(ws, idx, "context", str(ws), QUESTION, "--index-dir", str(idx))
+    assert "shipyard/retry.py" in out and "CHROMADB_IMPORTED=False RC=0" in out, out
+    assert "CHROMADB_IMPORTED=False" in _cli(ws, idx, "symbols", str(ws), "RetryPolicy", "--index-dir", str(idx))
+    # A new file: the catch-up before the query has something to embed, so it opens Chroma.
+    (ws / "shipyard" / "anchors.py").write_text("def drop_anchor(depth):\n    return depth * 2\n", encoding="utf-8")
+    out = _cli(ws, idx, "context", str(ws), "drop the anchor", "--index-dir", str(idx))
+    assert "CHROMADB_IMPORTED=True RC=0" in out, out
+    with Engine(ws, index_dir=str(idx), reranker="off", vector_search="hnsw") as eng:
+        assert eng.vectors.count() == eng.meta.counts()["vectors"] == eng.meta.counts()["chunks"]
+    # Health checks Chroma even when nothing else needed it.
+    assert "CHROMADB_IMPORTED=True" in _cli(ws, idx, "health", str(ws), "--index-dir", str(idx))
