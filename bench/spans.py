@@ -153,6 +153,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                 first = {r["path"]: ((r["spans"][0]["startLine"], r["spans"][0]["endLine"]) if r["spans"] else None)
                          for r in ans4["results"][:20]}
                 row["first_hits"] = first_hits(first, regs)
+                row["first_lines"] = [sp[1] - sp[0] + 1 for p, sp in first.items() if p in regs and sp]
                 rec["systems"][name] = row
             for name, order_of in (("heads(engine order)", order), ("heads(heuristic order)", heur.get(s["id"]))):
                 if order_of is None:
@@ -164,6 +165,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                     row[f"hunk_cov@{b}"], row[f"file_cov@{b}"], row[f"tokens@{b}"] = sc["hunk_cov"], sc["file_cov"], used
                 h4 = {p["path"]: (p["startLine"], p["endLine"]) for p in heads(order_of, cdir, 4000)[0]}
                 row["first_hits"] = first_hits({p: h4.get(p) for p in order_of[:20]}, regs)
+                row["first_lines"] = [h4[p][1] - h4[p][0] + 1 for p in order_of[:20] if p in regs and p in h4]
                 rec["systems"][name] = row
             e = rec["systems"]["engine"]
             rec["regions"] = {g: r for g, r in regs.items()}
@@ -185,8 +187,8 @@ def render(records: list[dict[str, Any]], args: argparse.Namespace) -> str:
              f"{len(records)} samples with changed regions; budgets {', '.join(map(str, BUDGETS))} tokens (chars/4); "
              f"slack {SLACK} lines.", "",
              "| task | system | n | MRR | R@20 | hunk_cov@2000 | hunk_cov@4000 | hunk_cov@8000 | file_cov@2000 | "
-             "file_cov@4000 | file_cov@8000 | first_span_hit (files) | tokens@4000 (mean) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "file_cov@4000 | file_cov@8000 | first_span_hit (files) | first span lines (median) | tokens@4000 (mean) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for t in ["overall"] + sorted({r["task"] for r in records}):
         rs = [r for r in records if t == "overall" or r["task"] == t]
         for s in SYSTEMS:
@@ -194,11 +196,13 @@ def render(records: list[dict[str, Any]], args: argparse.Namespace) -> str:
             if not vals:
                 continue
             fh = [h for v in vals for h in v["first_hits"]]
+            fl = [n for v in vals for n in v.get("first_lines", [])]
             cells = [f"{mean([v[f'hunk_cov@{b}'] for v in vals]):.3f}" for b in BUDGETS]
             cells += [f"{mean([v[f'file_cov@{b}'] for v in vals]):.3f}" for b in BUDGETS]
             lines.append(f"| {t} | {s} | {len(vals)} | {mean([v['mrr'] for v in vals]):.3f} | "
                          f"{mean([v['r@20'] for v in vals]):.3f} | " + " | ".join(cells) +
-                         f" | {mean(fh):.3f} ({sum(fh)}/{len(fh)}) | {mean([v['tokens@4000'] for v in vals]):.0f} |")
+                         f" | {mean(fh):.3f} ({sum(fh)}/{len(fh)}) | {statistics.median(fl) if fl else 0:.0f} "
+                         f"| {mean([v['tokens@4000'] for v in vals]):.0f} |")
     lines += ["", "Paired differences, engine − engine-legacy (95% bootstrap CI over samples):", "",
               "| task | ΔMRR | ΔR@20 | Δhunk_cov@4000 | Δfirst_span_hit (per sample) | same file order | "
               "p50 latency engine / legacy (s) | ratio |", "|---|---|---|---|---|---|---|---|"]

@@ -88,8 +88,8 @@ def evaluate(data: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
                 row["file_cov@4000"].append(sc["file_cov"])
         first = {}
         for p in d["order"]:
-            rk = S.ranked(scored[p])
-            first[p] = (rk[0].chunk.start_line, rk[0].chunk.end_line) if rk else None
+            ls = S.listed_spans(scored[p], set())
+            first[p] = (ls[0]["startLine"], ls[0]["endLine"]) if ls else None
         row["first_span_hit"] += first_hits(first, d["regs"])
     return {t: {k: round(mean(v), 3) for k, v in row.items()} for t, row in sorted(res.items())}
 

@@ -699,7 +699,7 @@ class Engine:
             sc = spans_mod.score_chunks(f.path, self.meta.chunks_of(f.path), sq)
             if scored is not None:
                 scored[f.path] = sc  # the packer reuses them
-            spans = [spans_mod.span_of(s, asked, i == 0) for i, s in enumerate(spans_mod.ranked(sc)[: spans_mod.LISTED_SPANS])]
+            spans = spans_mod.listed_spans(sc, asked)
         return {
             "path": f.path,
             "uri": (self.root / f.path).as_uri(),

@@ -111,6 +111,18 @@ def test_preview_points_at_the_named_definition_inside_a_chunk(eng: Engine) -> N
     assert first["previewLine"] == 5
 
 
+def test_adjacent_strong_chunks_are_listed_as_one_span(eng: Engine) -> None:
+    # register_blueprint and handle_error are neighbours in app.py, both named by the question: one
+    # listed span covers both; a neighbour the question does not name stays out of it.
+    ans = eng.context("register_blueprint then handle_error with the url prefix options", limit=5)
+    app = next(r for r in ans["results"] if r["path"] == "app.py")
+    chunks = {c.symbols[0] if c.symbols else "": c for c in eng.meta.chunks_of("app.py")}
+    reg, err = chunks["register_blueprint"], chunks["handle_error"]
+    first = app["spans"][0]
+    assert (first["startLine"], first["endLine"]) == (reg.start_line, err.end_line)
+    assert all(not (s["startLine"] <= reg.start_line <= s["endLine"]) for s in app["spans"][1:])
+
+
 @pytest.mark.parametrize("budget", [1, 7, 40, 120, 250, 400, 700, 1000, 1500, 2500, 6000])
 def test_budget_never_exceeded_and_every_span_says_why(eng: Engine, budget: int) -> None:
     ans = eng.context("blueprint options utility strings area", budget_tokens=budget, limit=10)

@@ -30,6 +30,9 @@ from ..stores.meta import ChunkRow, MetaStore
 from .branches.base import Hit
 from .query import QueryInfo
 
+GROUP_SHARE = 0.5  # a neighbour joins the listed span of a better chunk at this share of its score
+GROUP_MAX = 2  # chunks in one listed span
+GROUP_GAP = 2  # blank lines allowed between them (a chunk ends where its definition ends)
 SCORED_FILES = 20  # results below this rank keep the cheap evidence order (nobody reads that far)
 LISTED_SPANS = 3
 # Weights of a question word by what it is: an identifier or literal names a place in code.
@@ -316,6 +319,37 @@ def span_of(sc: ScoredChunk, asked: set[str], first: bool = True) -> dict[str, A
     line, preview = _best_line(sc, sym) if first else (c.start_line, _preview(c))
     return {"startLine": c.start_line, "endLine": c.end_line, "symbol": sym, "preview": preview,
             "previewLine": line, "why": why_of(sc), "score": round(sc.score, 3)}
+
+
+def listed_spans(scored: list[ScoredChunk], asked: set[str], n: int = LISTED_SPANS) -> list[dict[str, Any]]:
+    """A result's spans, best first. A strong chunk right next to a better one (only blank lines between,
+    at least GROUP_SHARE of its score) joins it, up to GROUP_MAX chunks: a function and the helper
+    beside it read as one block, and the first span is then that block."""
+    order = ranked(scored)
+    taken: set[int] = set()
+    out: list[dict[str, Any]] = []
+    for s in order:
+        if id(s) in taken:
+            continue
+        taken.add(id(s))
+        lo, hi, size = s.chunk.start_line, s.chunk.end_line, 1
+        grew = True
+        while grew and size < GROUP_MAX:
+            grew = False
+            for o in order:
+                if id(o) in taken or o.score < GROUP_SHARE * s.score or o.score <= 0:
+                    continue
+                c = o.chunk
+                if c.start_line <= hi + 1 + GROUP_GAP and c.end_line >= lo - 1 - GROUP_GAP:
+                    lo, hi, size, grew = min(lo, c.start_line), max(hi, c.end_line), size + 1, True
+                    taken.add(id(o))
+                    break
+        span = span_of(s, asked, first=not out)
+        span["startLine"], span["endLine"] = lo, hi
+        out.append(span)
+        if len(out) >= n:
+            break
+    return out
 
 
 def ranked(scored: list[ScoredChunk]) -> list[ScoredChunk]:
