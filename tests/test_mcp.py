@@ -130,6 +130,8 @@ async def test_http_daemon_token_two_clients_and_an_edit(ws: Path, tmp_path: Pat
         async with http_a, http_b, Client(streamable_http_client(url, http_client=http_a)) as a, \
                 Client(streamable_http_client(url, http_client=http_b), mode="legacy") as b:
             await _ready(a)
+            # Both protocol revisions the SDK speaks, on one daemon: stateless 2026-07-28 and the handshake.
+            assert (a.protocol_version, b.protocol_version) == ("2026-07-28", "2025-11-25")
             target = ws / "billing" / "invoices.py"
             target.parent.mkdir(exist_ok=True)
             target.write_text("def reconcile_ledger_quarterly(entries):\n    return sum(entries)\n")
