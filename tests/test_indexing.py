@@ -110,3 +110,24 @@ def test_killed_mid_run_resumes_to_the_same_counts(tmp_path: Path):
     assert resumed == full, (partial, resumed, full)
     assert full["files"] > 400 and full["chroma"] == full["vectors"] == full["chunks"]
     assert partial["vectors"] < full["vectors"]  # the kill really interrupted the run
+
+
+def test_a_stopped_first_run_resumes_instead_of_starting_over(tmp_path: Path):
+    """Ctrl-C during the first index: the next run redoes only what was not committed."""
+    ws = tmp_path / "ws"
+    for i in range(120):
+        d = ws / f"pkg{i % 6}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"mod{i}.py").write_text(f"def f{i}(x):\n    return x + {i}\n")
+    with Engine(ws, index_dir=str(tmp_path / "index"), vectors=False) as eng:
+        batches = []
+
+        def stop_after_first_batch(phase: str, done: int, total: int, chunks: int) -> None:
+            batches.append(done)
+            eng.stop_indexing()
+
+        first = eng.index(progress=stop_after_first_batch)
+        assert first.errors and 0 < first.files_indexed < 120
+        second = eng.index()
+    assert second.files_unchanged == first.files_indexed
+    assert second.files_indexed == 120 - first.files_indexed

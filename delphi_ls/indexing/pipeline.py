@@ -100,6 +100,11 @@ class Indexer:
         # An index written by an older parser is re-parsed once (chunks, symbols, imports); vectors
         # of unchanged chunks are reused, so this costs parsing, not embedding.
         reparse = only is None and self.meta.get_state("parser_version", 1) != PARSER_VERSION
+        if not stored:
+            # A new index: all it will hold is this parser's output, so say so now. Set only at the end,
+            # a first run stopped by Ctrl-C was re-parsed whole by the next one instead of resuming.
+            self.meta.set_state("parser_version", PARSER_VERSION)
+            reparse = False
 
         deleted = sorted(set(stored) - set(current))
         if only is not None:

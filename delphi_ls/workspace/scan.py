@@ -36,6 +36,22 @@ BINARY_EXTENSIONS = {
     ".mp4", ".mov", ".avi", ".wav", ".ogg", ".flac", ".svg", ".db", ".sqlite", ".parquet", ".npy",
     ".onnx", ".safetensors", ".pt", ".pkl",
 }
+# Files that hold credentials by convention: never indexed, even when git tracks them or no ignore
+# rule names them (a newcomer's untracked `.env` with an AWS key came back from `delphi context`).
+# Templates meant to be shared (`.env.example`) are ordinary text.
+SECRET_NAMES = {".env", ".netrc", ".pgpass", ".npmrc", ".pypirc", "credentials", ".git-credentials",
+                "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519"}
+SECRET_SUFFIXES = (".pem", ".key", ".p12", ".pfx", ".jks", ".keystore", ".kdbx", ".gpg")
+SECRET_TEMPLATE_SUFFIXES = (".example", ".sample", ".template", ".dist", ".defaults")
+
+
+def is_secret_file(name: str) -> bool:
+    low = name.lower()
+    if low.startswith(".env"):
+        return low == ".env" or (low.startswith(".env.") and not low.endswith(SECRET_TEMPLATE_SUFFIXES))
+    return low in SECRET_NAMES or low.endswith(SECRET_SUFFIXES)
+
+
 ALWAYS_SKIPPED_DIRS = {".git", ".hg", ".svn"}
 # Only a marker in a comment at the start of a line counts: code that *mentions* it is not generated.
 GENERATED_MARK = re.compile(
@@ -298,6 +314,8 @@ def read_no_follow(root: Path, rel: str, max_bytes: int) -> bytes:
 def _static_skip_reason(name: str, rel: str, size: int, max_bytes: int) -> str | None:
     if name in LOCKFILES or name.endswith(".lock"):
         return "lockfile"
+    if is_secret_file(name):
+        return "secret file (keys and credentials are never indexed, ignored or not)"
     low = name.lower()
     if low.endswith(GENERATED_SUFFIXES):
         return "generated or minified file"
