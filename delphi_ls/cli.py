@@ -8,6 +8,7 @@ and `delphi --help` or a bad flag never loads it.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import sys
@@ -15,6 +16,7 @@ import time
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from . import __version__  # the package's __init__ is light: its heavy names load on first use
 from .core import KINDS, State, state_of  # standard library only, like this module's other imports
 
 if TYPE_CHECKING:
@@ -23,6 +25,9 @@ if TYPE_CHECKING:
 # Exit statuses: 0 answered, 1 nothing found (like grep) or health has errors, 2 a usage or input error.
 NOT_FOUND = 1
 USAGE = 2
+# What `delphi eval --baselines` accepts (evaluation/runner.py's BASELINE_NOTES describes each);
+# the default runs the first three, `lexical` only when asked.
+EVAL_BASELINES = ("bm25", "grep", "heuristic", "lexical")
 
 
 class ProgressBar:
@@ -186,11 +191,19 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def cmd_context(args: argparse.Namespace) -> int:
+    draft = None
+    if args.draft:  # checked before the engine opens: a typo costs no indexing, and the message names the flag
+        if not Path(args.draft).exists():
+            print(f"delphi: error: --draft: no such file: {args.draft}", file=sys.stderr)
+            return USAGE
+        if not Path(args.draft).is_file():
+            print(f"delphi: error: --draft: not a file: {args.draft}", file=sys.stderr)
+            return USAGE
+        draft = Path(args.draft).read_text(encoding="utf-8", errors="replace")
     with _engine(args) as eng:
         anchors = [workspace_path(a, eng.root) for a in args.anchor or []]
         for a in anchors:  # a mistyped anchor fails before any indexing work
             eng.normalise_anchor(a)
-        draft = Path(args.draft).read_text(encoding="utf-8", errors="replace") if args.draft else None
         _index_quietly(eng, args, reembed=False)
         ans = eng.context(args.question, anchors=anchors or None, draft=draft, limit=args.limit,
                           budget_tokens=args.budget_tokens, kinds=args.kind or None, trace_file=args.trace)
@@ -248,6 +261,11 @@ def cmd_health(args: argparse.Namespace) -> int:
 
 
 def cmd_symbols(args: argparse.Namespace) -> int:
+    if not args.query.strip():
+        # Like `context ''`. (The editor's workspace/symbol with an empty query lists symbols: that is
+        # the LSP's convention, not a command line's.)
+        print("delphi: error: query: must not be empty", file=sys.stderr)
+        return USAGE
     with _engine(args, ranks=False) as eng:
         _index_quietly(eng, args, reembed=False, vectors=False)
         found = eng.symbols(args.query, args.limit)
@@ -267,7 +285,14 @@ def _print_related(args: argparse.Namespace, which: str) -> int:
         target = workspace_path(args.file, eng.root)
         rel = eng.normalise_anchor(target)  # a missing file is an error naming it, before any indexing
         _index_quietly(eng, args, reembed=False, vectors=False)
-        found = eng.related_tests(target) if which == "tests" else eng.related_code(target)
+        try:
+            found = eng.related_tests(target) if which == "tests" else eng.related_code(target)
+        except Exception as e:  # related-code on a source file: say so with the path as the user typed it
+            field = getattr(e, "field", None)
+            if field != "path" or not str(e).startswith(f"path: {rel} "):
+                raise
+            print(f"delphi: error: {args.file}{str(e)[len(f'path: {rel}'):]}", file=sys.stderr)
+            return USAGE
         if args.json:
             _dump(found)
         else:
@@ -294,9 +319,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from .evaluation.runner import evaluate_history, render
 
     baselines = tuple(b for b in args.baselines.split(",") if b)
-    unknown = [b for b in baselines if b not in ("bm25", "grep", "heuristic", "lexical")]
+    unknown = [b for b in baselines if b not in EVAL_BASELINES]
     if unknown:
-        raise RequestError("baselines", f"unknown baseline(s) {', '.join(unknown)} (known: bm25, grep, heuristic, lexical)")
+        raise RequestError("baselines", f"unknown baseline(s) {', '.join(unknown)} (known: {', '.join(EVAL_BASELINES)})")
     try:
         result = evaluate_history(args.history, args.changes, baselines, args.work,
                                   log=lambda m: print(m, file=sys.stderr), **_overrides(args))
@@ -325,6 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="delphi", description="Delphi: a local context engine for code",
                                  epilog="FILE arguments (--anchor, related-tests, related-code) may be relative "
                                         "to the current folder or to the workspace root.")
+    ap.add_argument("--version", action="version", version=f"delphi {__version__}")
     sub = ap.add_subparsers(dest="cmd", required=True)
 
     def engine_options(p: argparse.ArgumentParser) -> None:
@@ -381,7 +407,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_related_code)
 
     p = sub.add_parser("mcp", help="MCP server over stdio for coding agents (forwards to a running daemon)")
-    p.add_argument("path", nargs="?", default=".", help="the workspace folder (default: the current folder)")
+    p.add_argument("path", nargs="?", default=None,
+                   help="the workspace folder (default: the project around the current folder: the nearest "
+                        "folder above it with .git or delphi.toml, else the current folder)")
     p.add_argument("--index-dir", help="where the index lives (default: the user cache dir)")
     p.add_argument("--no-daemon", action="store_true", help="open the index here even when a daemon serves it")
     engine_options(p)
@@ -397,13 +425,53 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("eval", help="score Delphi and baselines on a git repository's own merged changes")
     p.add_argument("--history", required=True, metavar="PATH", help="a git repository (only read)")
-    p.add_argument("-n", "--changes", type=int, default=50, help="how many recent merged changes to mine")
-    p.add_argument("--baselines", default="bm25,grep,heuristic", help="comma-separated; empty for none")
+    p.add_argument("-n", "--changes", type=_at_least_one, default=50,
+                   help="how many recent merged changes to mine (default 50)")
+    p.add_argument("--baselines", default="bm25,grep,heuristic",
+                   help=f"comma-separated, from {', '.join(EVAL_BASELINES)} (default: bm25,grep,heuristic); "
+                        "empty for none")
     p.add_argument("--work", help="scratch folder for trees and the index (default: a temporary one, removed)")
     p.add_argument("--out", help="write every question's record and the summary as JSON here")
     engine_options(p)
     p.set_defaults(fn=cmd_eval)
     return ap
+
+
+def _at_least_one(text: str) -> int:
+    """-n: a count of changes; 0 would silently mean 1 (the miner's floor), so refuse it."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
+def _parse(ap: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """Parse, with an unknown option reported by the subcommand it was given to (its usage, not the
+    top-level one) and the closest option it has suggested (`--ancor` -> `--anchor`)."""
+    args, extras = ap.parse_known_args(argv)
+    if extras:
+        subs = next(a for a in ap._actions if isinstance(a, argparse._SubParsersAction))
+        p = subs.choices[args.cmd]
+        options = [o for a in p._actions for o in a.option_strings]
+        msg = f"unrecognized arguments: {' '.join(extras)}"
+        for x in extras:
+            close = difflib.get_close_matches(x.split("=", 1)[0], options, n=1) if x.startswith("-") else []
+            if close:
+                msg += f" (did you mean {close[0]}?)"
+                break
+        p.error(msg)  # prints the subcommand's usage, exits 2
+    return args
+
+
+def _not_a_folder(path: str | None) -> str | None:
+    """The workspace argument names a file (`delphi context chi/mux.go q`): say what the argument is."""
+    if path and Path(path).is_file():
+        return (f"{path} is a file, not a folder: the first argument is the workspace folder "
+                '(e.g. `delphi context . "question"`)')
+    return None
 
 
 def _user_error(e: BaseException) -> bool:
@@ -421,7 +489,11 @@ def _user_error(e: BaseException) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = _parse(build_parser(), argv)
+    wrong = _not_a_folder(getattr(args, "path", None))
+    if wrong:  # before the engine opens (and before its imports)
+        print(f"delphi: error: {wrong}", file=sys.stderr)
+        return USAGE
     try:
         code = int(args.fn(args) or 0)
         sys.stdout.flush()  # inside the try: a closed pipe shows up here, not as a traceback at exit

@@ -331,7 +331,7 @@ class Session:
     def context(self, req: ContextRequest) -> ContextAnswer:
         eng = self.engine_for(req.workspace, req.anchors)
         ans = eng.answer(req)
-        if "indexing" not in ans and eng.root in self.queued_at:
+        if "indexing" not in ans and eng.root in self.queued_at and not eng.is_indexed():
             # Asked before the first run began: the empty answer is "not yet", not "nothing".
             ans["indexing"] = {"phase": "queued", "done": 0, "total": 0, "chunks": 0}
         return ans
@@ -364,7 +364,7 @@ class Session:
         for root, eng in list(self.engines.items()):
             h = eng.health(check_staleness=True)
             running = eng.indexing
-            state = ("queued" if root in self.queued_at else
+            state = ("queued" if root in self.queued_at and not eng.is_indexed() else
                      f"indexing ({running['phase']}: {running['done']}/{running['total']})" if running else
                      "ready" if h["ok"] and not (h.get("staleness") or {}).get("stale") else
                      "stale" if (h.get("staleness") or {}).get("stale") else "degraded")

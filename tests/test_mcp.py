@@ -200,3 +200,30 @@ async def test_language_server_serves_mcp_over_loopback(ws: Path, tmp_path: Path
     finally:
         lsp.close()
     assert not (index / "daemon.json").exists()  # removed at shutdown
+
+
+def test_a_second_daemon_refuses_and_leaves_the_first_alone(ws: Path, tmp_path: Path):
+    proc, url, token = _start_daemon(ws, tmp_path / "index")
+    try:
+        second = subprocess.run([*CLI, "serve", str(ws), "--index-dir", str(tmp_path / "index"), "--no-vectors"],
+                                capture_output=True, text=True, timeout=60)
+        assert second.returncode == 1 and "already serves" in second.stderr and url in second.stderr
+        # The first daemon's discovery files are intact: agents still find it and authenticate.
+        assert (tmp_path / "index" / "daemon.token").read_text().strip() == token
+        assert url in (tmp_path / "index" / "daemon.json").read_text()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+async def test_mcp_without_a_folder_serves_the_project_around_the_current_one(ws: Path, tmp_path: Path):
+    """Started from a sub-folder (as agents often are), `delphi mcp` serves the whole project."""
+    (ws / ".git").mkdir()
+    params = StdioServerParameters(command=CLI[0], args=[*CLI[1:], "mcp", "--index-dir", str(tmp_path / "index"),
+                                                         "--no-vectors"], env=dict(os.environ),
+                                   cwd=str(ws / "engine" / "src"))
+    async with Client(params) as client:
+        await _ready(client)
+        st = (await client.call_tool("index_status", {})).structured_content
+        assert Path(st["workspaces"][0]["root"]) == ws.resolve()
+        assert st["workspaces"][0]["state"] != "queued"

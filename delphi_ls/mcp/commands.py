@@ -37,17 +37,28 @@ def _session(overrides: dict[str, Any], root: Path) -> Session:
     return session
 
 
+def project_root(start: Path) -> Path:
+    """`delphi mcp` with no folder: the project the agent was started in — the nearest folder at or
+    above ``start`` holding `.git` or `delphi.toml` (as the Neovim recipe finds it), else ``start``.
+    Started from a sub-folder it must not build a second, partial index of just that folder."""
+    start = start.resolve()
+    for folder in (start, *start.parents):
+        if (folder / ".git").exists() or (folder / "delphi.toml").is_file():
+            return folder
+    return start
+
+
 def index_dir_of(root: Path, overrides: dict[str, Any]) -> Path:
     return Settings.load(root, overrides).index_path(root)
 
 
-def run_mcp(path: str, overrides: dict[str, Any], connect: bool = True) -> int:
+def run_mcp(path: str | None, overrides: dict[str, Any], connect: bool = True) -> int:
     import anyio
 
     from .daemon import find_daemon
     from .server import build_server, local_call, serve_stdio
 
-    root = Path(path).expanduser().resolve()
+    root = Path(path).expanduser().resolve() if path is not None else project_root(Path.cwd())
     if not root.is_dir():
         raise FileNotFoundError(f"workspace folder not found: {path}")
     found = find_daemon(index_dir_of(root, overrides)) if connect else None
@@ -83,7 +94,7 @@ async def _proxy(url: str, token: str) -> None:
 
 
 def run_serve(path: str, overrides: dict[str, Any], host: str = "127.0.0.1", port: int = 0) -> int:
-    from .daemon import LOOPBACK, start_in_thread
+    from .daemon import LOOPBACK, DaemonRunning, find_daemon, start_in_thread
 
     root = Path(path).expanduser().resolve()
     if not root.is_dir():
@@ -91,11 +102,21 @@ def run_serve(path: str, overrides: dict[str, Any], host: str = "127.0.0.1", por
     if host not in LOOPBACK:
         print(f"delphi serve: warning: listening on {host}, beyond this machine; every call still needs the "
               "token", file=sys.stderr, flush=True)
+    running = find_daemon(index_dir_of(root, overrides))
+    if running is not None:  # checked before opening anything: a second daemon would only compete
+        print(f"delphi serve: a daemon already serves {root} at {running[0]}; `delphi mcp {root}` forwards to it",
+              file=sys.stderr, flush=True)
+        return 1
     session = _session(overrides, root)
     if not session.engines:
         return 2
     session.watch(WATCH_INTERVAL_S)
-    daemon = start_in_thread(session, host=host, port=port)
+    try:
+        daemon = start_in_thread(session, host=host, port=port)
+    except DaemonRunning as e:
+        session.shutdown()
+        print(f"delphi serve: {e}", file=sys.stderr, flush=True)
+        return 1
     eng = next(iter(session.engines.values()))
     print(f"delphi serve: MCP (streamable HTTP) at {daemon.url}", flush=True)
     print(f"delphi serve: bearer token in {eng.index_dir / 'daemon.token'} (0600)", flush=True)

@@ -68,7 +68,28 @@ class Daemon:
         self._server.should_exit = True
         self._thread.join(timeout=10)
         for f in self.files:
-            f.unlink(missing_ok=True)
+            # Only our own: another daemon may have taken the folder over since (it refuses while we
+            # live, but not after a kill -9 of ours); its files must survive our exit.
+            if _ours(f, self.url, self.token):
+                f.unlink(missing_ok=True)
+
+
+def _ours(f: Path, url: str, token: str) -> bool:
+    try:
+        text = f.read_text()
+    except OSError:
+        return False
+    if f.name == TOKEN_FILE:
+        return text.strip() == token
+    try:
+        info = json.loads(text)
+    except ValueError:
+        return False
+    return info.get("url") == url and info.get("pid") == os.getpid()
+
+
+class DaemonRunning(RuntimeError):
+    """Another live daemon already serves this index."""
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -103,6 +124,11 @@ def start_in_thread(session: Session, host: str = "127.0.0.1", port: int = 0) ->
 
     if not isinstance(host, str) or not host:
         raise ValueError("mcpHost must be a host name or address")
+    for eng in list(session.engines.values()):
+        running = find_daemon(eng.index_dir)
+        if running is not None:
+            raise DaemonRunning(f"a Delphi daemon already serves {eng.root} at {running[0]}; agents can use it "
+                                f"(`delphi mcp {eng.root}` forwards to it)")
     server = build_server(local_call(session))
     app = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
     token = secrets.token_urlsafe(32)
