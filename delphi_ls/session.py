@@ -290,7 +290,7 @@ class Session:
                             on_wait=waiting)
         finally:
             if token is not None:
-                c = eng.meta.counts() if not self._stopping else {"files": 0, "chunks": 0, "vectors": 0}
+                c = eng.counts() if not self._stopping else {"files": 0, "chunks": 0, "vectors": 0}
                 self.events.progress_end(token, f"{c['files']} files, {c['chunks']} chunks, {c['vectors']} vectors")
         for path, reason in rep.buffers_dropped.items():
             # An unsaved buffer of a file the ignore rules exclude (a .env opened in the editor): never
@@ -390,8 +390,8 @@ class Session:
         if found is None:
             return []
         eng, rel = found
-        return [{"name": s[0], "kind": s[1], "path": s[2], "line": s[3], "endLine": s[4], "container": s[5],
-                 "uri": (eng.root / rel).as_uri()} for s in eng.meta.symbols_of(rel)]
+        return [{"name": s.name, "kind": s.kind, "path": s.path, "line": s.line, "endLine": s.end_line,
+                 "container": s.container, "uri": (eng.root / rel).as_uri()} for s in eng.definitions(rel)]
 
     def related_tests_by_symbol(self, path_or_uri: str) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
         """For a source file: each definition with its related tests (definitions without any are left out)."""
@@ -402,12 +402,12 @@ class Session:
         if eng.view().files.get(rel) == "test":
             return []
         out = []
-        for s in eng.meta.symbols_of(rel):
-            if s[1] not in DEFINITION_KINDS:
+        for s in eng.definitions(rel):
+            if s.kind not in DEFINITION_KINDS:
                 continue
-            tests = self._with_uris(eng, eng.related_tests(rel, symbol=s[0], limit=20))
+            tests = self._with_uris(eng, eng.related_tests(rel, symbol=s.name, limit=20))
             if tests:
-                out.append(({"name": s[0], "line": s[3]}, tests))
+                out.append(({"name": s.name, "line": s.line}, tests))
         return out
 
     def related_code_of(self, path_or_uri: str) -> list[dict[str, Any]] | None:
@@ -425,10 +425,10 @@ class Session:
         if found is None:
             return None
         eng, rel = found
-        syms = [s for s in eng.meta.symbols_of(rel) if s[3] <= line <= s[4]]
+        syms = [s for s in eng.definitions(rel) if s.line <= line <= s.end_line]
         if not syms:
             return None
-        name = max(syms, key=lambda s: s[3])[0]  # the innermost definition around the line
+        name = max(syms, key=lambda s: s.line).name  # the innermost definition around the line
         return name, self._with_uris(eng, eng.related_tests(rel, symbol=name, limit=10))
 
     # ------------------------------------------------------------------ problems

@@ -121,3 +121,17 @@ def test_ignored_buffer_never_reaches_a_store(tmp_path: Path):
     for f in index.rglob("*"):
         if f.is_file():
             assert secret.encode() not in f.read_bytes(), f"the secret reached {f}"
+
+
+def test_fronts_do_not_reach_into_the_stores():
+    """The fronts (and the session) talk to the engine's API, never to its stores: a store can change
+    without touching a front."""
+    import re
+
+    root = Path(__file__).parent.parent / "delphi_ls"
+    fronts = [root / "cli.py", root / "server.py", root / "session.py", root / "lsp_protocol.py",
+              *sorted((root / "mcp").glob("*.py"))]
+    reach = re.compile(r"\.(meta|lexical|vectors|writer)\.\w+")
+    offenders = [f"{f.name}:{n}: {line.strip()}" for f in fronts if f.exists()
+                 for n, line in enumerate(f.read_text().splitlines(), 1) if reach.search(line)]
+    assert not offenders, "fronts reading stores directly:\n" + "\n".join(offenders)
