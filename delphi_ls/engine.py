@@ -711,6 +711,14 @@ class Engine:
             "why": _why(f),
         }
 
+    def definitions(self, path: str) -> list[SymbolRecord]:
+        """The definitions in one indexed file, in line order (an editor's outline, lenses, hover)."""
+        return self.meta.symbols_of(path)
+
+    def counts(self) -> dict[str, int]:
+        """Files, chunks, vectors and symbols in the committed index."""
+        return self.meta.counts()
+
     def symbols(self, query: str, limit: int = 100) -> list[dict[str, Any]]:
         """Fuzzy workspace symbol search: exact, prefix, substring, then subsequence matches."""
         if not isinstance(query, str):
