@@ -176,7 +176,7 @@ def cmd_index(args: argparse.Namespace) -> int:
             if bar:
                 bar.close()
         el = time.perf_counter() - t0
-        counts = eng.meta.counts()
+        counts = eng.counts()
         summary = {"seconds": round(el, 2), **rep.__dict__, "counts": counts, "indexDir": str(eng.index_dir)}
         if args.json:
             _dump(summary)
