@@ -74,7 +74,8 @@ class Engine:
     def __init__(self, root: str | Path, settings: Settings | None = None, **overrides: Any) -> None:
         self.root = Path(root).resolve()
         if not self.root.is_dir():
-            raise FileNotFoundError(f"workspace folder not found: {root}")
+            what = "is a file, not a folder" if self.root.exists() else "not found"
+            raise FileNotFoundError(f"workspace folder {what}: {root}")
         self.settings = settings or Settings.load(self.root, overrides)
         self.index_dir = self.settings.index_path(self.root)
         self.index_dir.mkdir(parents=True, exist_ok=True)
@@ -746,7 +747,12 @@ class Engine:
         """Source files a test exercises: named by it, imported by it (or through its helpers), in the
         folder it mirrors, defining names it uses, or changing together with it."""
         rel = self.normalise_anchor(test_path)
-        ctx = SearchContext(self.settings, self.meta, self.lexical, None, None, self.view(), [rel])
+        view = self.view()
+        kind = view.files.get(rel, file_kind(rel))
+        if kind != "test":  # a source file's answer would be its neighbours, not what it exercises
+            raise RequestError("path", f"{rel} is not a test file (kind: {kind}); related-code takes a test "
+                                       "— for the tests of a source file use related-tests")
+        ctx = SearchContext(self.settings, self.meta, self.lexical, None, None, view, [rel])
         return related.related_code(ctx, rel, limit)
 
     # ------------------------------------------------------------------ health

@@ -118,6 +118,8 @@ def report(engine: EngineState, check_staleness: bool = True) -> dict[str, Any]:
     serving = engine.embedder.identity if engine.embedder else None
     problems: list[dict[str, str]] = []
     problems += [{"severity": "warning", "code": "repo_setting_refused", "message": m} for m in engine.settings.refused]
+    problems += [{"severity": "warning", "code": "repo_setting_unknown", "message": m}
+                 for m in getattr(engine.settings, "unknown", [])]
     for key, msg in engine.problems.items():
         problems.append({"severity": "error", "code": key, "message": msg})
     if not vec_ok and engine.settings.vectors and not vec_status.startswith("not ready: no vectors yet"):

@@ -21,6 +21,7 @@ back silently.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import hashlib
 import logging
 import os
@@ -49,9 +50,11 @@ TRUSTED_SOURCES = "user config, environment, editor settings or command line"
 class SettingsError(ValueError):
     """A setting has a bad value; ``key`` names it."""
 
-    def __init__(self, key: str, message: str) -> None:
-        super().__init__(f"setting '{key}': {message}")
-        self.key = key
+    def __init__(self, key: str, message: str, source: str | None = None) -> None:
+        # source: where the value came from ("the environment variable DELPHI_RRF_K", a file's path),
+        # so a user with several config sources knows which one to fix.
+        super().__init__(f"setting '{key}'" + (f" (from {source})" if source else "") + f": {message}")
+        self.key, self.message, self.source = key, message, source
 
 
 @dataclass
@@ -83,6 +86,8 @@ class Settings:
     def __post_init__(self) -> None:
         # Not a dataclass field: not a setting anyone can set, only what load() refused and why.
         self.refused: list[str] = []
+        # Keys a repository's file sets that Delphi does not know (a typo): warned, defaults kept.
+        self.unknown: list[str] = []
 
     @classmethod
     def load(cls, workspace: Path | None = None, overrides: dict[str, Any] | None = None,
@@ -91,21 +96,46 @@ class Settings:
         env = os.environ if env is None else env
         raw: dict[str, Any] = {}
         refused: list[str] = []
+        unknown: list[str] = []
+        origin: dict[str, str] = {}  # setting name -> the source its value came from (for error messages)
+        known = [f.name for f in fields(cls)]
         if workspace is not None:
             repo, where = _file_settings(workspace)
+            repo_file = workspace / where.split(" ")[0]  # where: "delphi.toml" or "pyproject.toml [tool.delphi]"
             for key, value in repo.items():
+                if _snake(key) not in known:
+                    # A cloned repository's typo must not lock its user out of every command: warn, keep
+                    # the default for that key. (The user's own sources still fail on an unknown key.)
+                    close = difflib.get_close_matches(_snake(key), known, n=1)
+                    unknown.append(f"{repo_file}{where[len(repo_file.name):]} sets unknown setting '{key}'"
+                                   + (f" (did you mean {close[0]}?)" if close else "") + "; ignored")
+                    continue
                 why = _repo_refusal(key, value)
                 if why is None:
                     raw[key] = value
+                    origin[_snake(key)] = str(repo_file)
                 else:
                     refused.append(f"{where} sets {why}, which only your own configuration may set "
                                    f"({TRUSTED_SOURCES}); ignored")
-        raw.update(_user_file_settings(user_config if user_config is not None else user_config_path(env)))
-        raw.update(_env_settings(env))
+        user_path = user_config if user_config is not None else user_config_path(env)
+        user = _user_file_settings(user_path)
+        raw.update(user)
+        origin.update({_snake(k): _shown(user_path) for k in user})
+        from_env = _env_settings(env)
+        raw.update(from_env)
+        origin.update({k: f"the environment variable DELPHI_{k.upper()}" for k in from_env})
         raw.update(overrides or {})
-        s = cls.from_dict(raw)
-        s.refused = refused
-        for msg in refused:
+        for k in overrides or {}:
+            origin.pop(_snake(k), None)  # an explicit override: the caller knows where it came from
+        try:
+            s = cls.from_dict(raw)
+        except SettingsError as e:
+            source = origin.get(_snake(e.key))
+            if source is None or e.source is not None:
+                raise
+            raise SettingsError(e.key, e.message, source) from None
+        s.refused, s.unknown = refused, unknown
+        for msg in refused + unknown:
             log.warning("%s", msg)
         return s
 
@@ -116,7 +146,9 @@ class Settings:
         for key, value in raw.items():
             name = _snake(key)
             if name not in known:
-                raise SettingsError(key, f"unknown setting (known: {', '.join(sorted(known))})")
+                close = difflib.get_close_matches(name, list(known), n=1)
+                hint = f"did you mean {close[0]}? " if close else ""
+                raise SettingsError(key, f"unknown setting ({hint}known: {', '.join(sorted(known))})")
             if value is None and name in ("index_dir", "chroma_url", "trace_file"):
                 setattr(s, name, None)
                 continue
@@ -267,6 +299,14 @@ def _file_settings(workspace: Path) -> tuple[dict[str, Any], str]:
             raise SettingsError(str(pyproject), "[tool.delphi] must be a table")
         return dict(table), "pyproject.toml [tool.delphi]"
     return {}, ""
+
+
+def _shown(path: Path) -> str:
+    """A path as a message shows it: under the home folder as ``~/...``."""
+    try:
+        return "~/" + str(Path(path).expanduser().resolve().relative_to(Path.home().resolve()))
+    except (ValueError, RuntimeError):
+        return str(path)
 
 
 def _user_file_settings(path: Path) -> dict[str, Any]:

@@ -336,3 +336,156 @@ def test_readme_moved_benchmark_history_to_results() -> None:
     assert "Session 2 scored" not in README  # history lives in RESULTS, not in the user's guide
     results = (REPO / "bench" / "RESULTS.md").read_text(encoding="utf-8")
     assert "Session 2 scored" in results
+
+
+# ---------------------------------------------------------------------------------------------- 13: second pass
+def _run(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """`delphi` with extra environment variables (the user's config pinned to a file in tmp_path by the caller)."""
+    return subprocess.run([*DELPHI, *args], cwd=cwd, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **(env or {})})
+
+
+def _tiny(root: Path) -> Path:
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "retry.py").write_text("def backoff(attempt):\n    return 2 ** attempt\n")
+    (root / "tests").mkdir()
+    (root / "tests" / "test_retry.py").write_text("from pkg.retry import backoff\n\n"
+                                                  "def test_backoff():\n    assert backoff(1) == 2\n")
+    return root
+
+
+def test_a_mistyped_option_shows_the_subcommands_usage_and_the_close_option(ws: Path) -> None:
+    out = delphi("context", str(ws), "q", "--ancor", "x")
+    assert out.returncode == 2
+    assert "usage: delphi context" in out.stderr and "usage: delphi [-h]" not in out.stderr, out.stderr
+    assert "--ancor" in out.stderr and "did you mean --anchor?" in out.stderr
+    out = delphi("symbols", str(ws), "Retry", "--limt=3")
+    assert out.returncode == 2 and "usage: delphi symbols" in out.stderr and "did you mean --limit?" in out.stderr
+    out = delphi("health", str(ws), "--zzzzzz")  # nothing close: no guess
+    assert out.returncode == 2 and "usage: delphi health" in out.stderr and "did you mean" not in out.stderr
+
+
+def test_a_missing_draft_is_named_before_anything_is_indexed(ws: Path, tmp_path: Path) -> None:
+    index = tmp_path / "never"
+    out = delphi("context", str(ws), "q", "--draft", "nodraft.go", "--index-dir", str(index), "--no-vectors",
+                 cwd=tmp_path)
+    assert out.returncode == 2
+    assert out.stderr.strip() == "delphi: error: --draft: no such file: nodraft.go", out.stderr
+    assert not index.exists()  # checked before the engine opened the index
+
+
+def test_a_file_given_as_the_workspace_says_it_is_a_file(ws: Path, tmp_path: Path) -> None:
+    index = tmp_path / "never"
+    for args in (["index", str(ws / "shipyard/retry.py")], ["context", str(ws / "shipyard/retry.py"), "q"]):
+        out = delphi(*args, "--index-dir", str(index), "--no-vectors")
+        assert out.returncode == 2, out.stderr
+        assert "retry.py is a file, not a folder: the first argument is the workspace folder" in out.stderr
+        assert "not found" not in out.stderr
+    assert not index.exists()
+    assert "not found" in delphi("index", str(tmp_path / "nothere"), "--index-dir", str(index)).stderr
+    from delphi_ls import Engine
+
+    with pytest.raises(FileNotFoundError, match="is a file, not a folder"):
+        Engine(ws / "shipyard/retry.py", index_dir=str(index))
+
+
+def test_a_bad_setting_names_where_it_came_from(tmp_path: Path) -> None:
+    root = _tiny(tmp_path / "w")
+    opts = ["--index-dir", str(tmp_path / "i"), "--no-vectors"]
+    user = tmp_path / "user.toml"
+    env = {"DELPHI_CONFIG": str(user)}  # the developer's own config stays out of it
+    out = _run("health", str(root), *opts, env={**env, "DELPHI_RRF_K": "abc"})
+    assert out.returncode == 2
+    assert "setting 'rrf_k' (from the environment variable DELPHI_RRF_K): must be an integer" in out.stderr
+    user.write_text("rrf_k = 0\n")
+    out = _run("health", str(root), *opts, env=env)
+    assert out.returncode == 2 and f"setting 'rrf_k' (from {user}): must be a positive integer" in out.stderr
+    user.write_text("")
+    (root / "delphi.toml").write_text('chunk_chars = "big"\n')
+    out = _run("health", str(root), *opts, env=env)
+    assert out.returncode == 2 and f"(from {root.resolve() / 'delphi.toml'}): must be an integer" in out.stderr
+
+
+def test_an_unknown_key_in_a_repository_file_warns_and_an_unknown_key_of_yours_is_an_error(tmp_path: Path) -> None:
+    root = _tiny(tmp_path / "w")
+    (root / "delphi.toml").write_text("chunck_chars = 900\n")
+    opts = ["--index-dir", str(tmp_path / "i"), "--no-vectors"]
+    user = tmp_path / "user.toml"
+    env = {"DELPHI_CONFIG": str(user)}
+    out = _run("context", str(root), "exponential backoff", *opts, env=env)
+    assert out.returncode == 0, out.stderr  # a cloned repository's typo does not lock its user out
+    assert "pkg/retry.py" in out.stdout
+    assert "'chunck_chars'" in out.stderr and "did you mean chunk_chars?" in out.stderr
+    assert str(root.resolve() / "delphi.toml") in out.stderr
+    h = json.loads(_run("health", str(root), "--json", *opts, env=env).stdout)
+    warned = [p for p in h["problems"] if p["code"] == "repo_setting_unknown"]
+    assert len(warned) == 1 and warned[0]["severity"] == "warning" and "chunck_chars" in warned[0]["message"]
+    assert Settings.load(root, env={}, user_config=user).chunk_chars == 1500  # the default, not 900
+    user.write_text("chunck_chars = 900\n")  # the user's own file: still an error, with the same hint
+    out = _run("health", str(root), *opts, env=env)
+    assert out.returncode == 2 and "unknown setting" in out.stderr and "did you mean chunk_chars?" in out.stderr
+
+
+def test_version_is_printed_without_loading_the_engine() -> None:
+    import delphi_ls
+
+    out = subprocess.run([sys.executable, "-X", "importtime", "-m", "delphi_ls.cli", "--version"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == f"delphi {delphi_ls.__version__}"
+    imported = {ln.split("|")[-1].strip() for ln in out.stderr.splitlines() if ln.startswith("import time:")}
+    assert not imported & {"numpy", "delphi_ls.engine", "delphi_ls.settings"}, imported
+
+
+def test_related_code_on_a_source_file_says_it_takes_a_test(ws: Path, idx: list[str]) -> None:
+    out = delphi("related-code", str(ws), "retry.py", *idx, cwd=ws / "shipyard")
+    assert out.returncode == 2 and out.stdout == ""
+    assert ("delphi: error: retry.py is not a test file (kind: code); related-code takes a test — for the tests "
+            "of a source file use related-tests") in out.stderr, out.stderr
+    from delphi_ls import Engine, RequestError
+
+    with Engine(ws, index_dir=idx[1], vectors=False) as eng:  # the API (and so MCP and LSP) say the same
+        with pytest.raises(RequestError, match="is not a test file") as err:
+            eng.related_code("shipyard/retry.py")
+        assert err.value.field == "path"
+        assert eng.related_code("tests/test_retry.py")[0]["path"] == "shipyard/retry.py"
+
+
+def test_an_empty_symbol_query_is_an_error(ws: Path, idx: list[str]) -> None:
+    for q in ("", "   "):
+        out = delphi("symbols", str(ws), q, *idx)
+        assert out.returncode == 2 and "query: must not be empty" in out.stderr and out.stdout == ""
+
+
+def test_eval_help_readme_and_runner_agree_on_the_baselines() -> None:
+    from delphi_ls.cli import EVAL_BASELINES
+    from delphi_ls.evaluation.baselines import Baselines
+    from delphi_ls.evaluation.runner import BASELINE_NOTES
+
+    help_text = delphi("eval", "--help").stdout
+    section = README.split("### `delphi eval --history`", 1)[1].split("\n## ", 1)[0]
+    for b in EVAL_BASELINES:
+        assert b in help_text and f"`{b}`" in section and b in BASELINE_NOTES and hasattr(Baselines, b), b
+    assert set(BASELINE_NOTES) == set(EVAL_BASELINES)
+    out = delphi("eval", "--history", ".", "-n", "0")
+    assert out.returncode == 2 and "usage: delphi eval" in out.stderr and "must be at least 1" in out.stderr
+
+
+def test_eval_runs_the_lexical_baseline_when_asked_and_counts_in_the_singular(tmp_path: Path) -> None:
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    repo = build_workspace(tmp_path / "repo")
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "initial")
+    (repo / "shipyard/retry.py").write_text((repo / "shipyard/retry.py").read_text() + "\n\ndef jitter(x):\n    return x\n")
+    _git(repo, "commit", "-qam", "Add jitter to the retry backoff")  # source only: one question
+    out_json = tmp_path / "eval.json"
+    out = subprocess.run([*DELPHI, "eval", "--history", str(repo), "-n", "2", "--no-vectors", "--baselines",
+                          "lexical", "--out", str(out_json)], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out_json.read_text())
+    assert result["baselines"] == ["lexical"] and "lexical" in result["records"][0]["systems"]
+    assert "| lexical |" in out.stdout and "lexical: Agent Retrieval Bench" in out.stdout
+    assert ": 1 question from 1 merged change\n" in out.stdout, out.stdout
+    assert "Read the last 2 changes on the first-parent line to find 1 that gives questions" in out.stdout
+    assert ": 1 question\n" in out.stderr  # the progress line

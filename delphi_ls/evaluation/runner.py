@@ -47,7 +47,7 @@ def evaluate_history(path: str | Path, limit: int = 50, baselines: tuple[str, ..
     try:
         for n, base in enumerate(bases, start=1):
             group = [s for s in samples if s["base_commit"] == base]
-            log(f"[{n}/{len(bases)}] {base[:12]}: {len(group)} questions")
+            log(f"[{n}/{len(bases)}] {base[:12]}: {_count(len(group), 'question')}")
             missing = checkout(git_dir, base, tree)
             if missing:
                 skipped.append(f"{base[:12]}: {len(missing)} blobs absent from the object store")
@@ -83,6 +83,11 @@ def evaluate_history(path: str | Path, limit: int = 50, baselines: tuple[str, ..
             "summary": summarise(records, systems), "records": records, "skipped": skipped}
 
 
+def _count(n: int, noun: str) -> str:
+    """``1 question``, ``2 questions``: a report a user reads says it right."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def _reasons(counts: Counter[str] | dict[str, int]) -> str:
     return "; ".join(f"{n} {why}" for why, n in sorted(counts.items(), key=lambda kv: -kv[1]))
 
@@ -108,11 +113,12 @@ BASELINE_NOTES = {
 
 
 def render(result: dict[str, Any]) -> str:
-    lines = [f"Delphi on the history of {result['repository']}: {result['questions']} questions from "
-             f"{result['changes']} merged changes"]
+    lines = [f"Delphi on the history of {result['repository']}: {_count(result['questions'], 'question')} from "
+             f"{_count(result['changes'], 'merged change')}"]
     if result.get("skippedChanges"):
-        lines.append(f"Read the last {result['changesRead']} changes on the first-parent line to find "
-                     f"{result['changes']} that give questions (asked for {result['requested']}); skipped: "
+        gives = "gives" if result["changes"] == 1 else "give"
+        lines.append(f"Read the last {_count(result['changesRead'], 'change')} on the first-parent line to find "
+                     f"{result['changes']} that {gives} questions (asked for {result['requested']}); skipped: "
                      + _reasons(result["skippedChanges"]) + ".")
     if result.get("changes", 0) < result.get("requested", 0):
         window = max(6 * result["requested"], 50)
@@ -120,7 +126,8 @@ def render(result: dict[str, Any]) -> str:
                if result["changesRead"] >= window else "the history has no more changes")
         lines.append(f"Only {result['changes']} of the {result['requested']} asked for: {why}.")
     if result.get("questionsDropped"):
-        lines.append(f"{result['questionsDropped']} questions dropped: their files are missing from the base tree.")
+        lines.append(f"{_count(result['questionsDropped'], 'question')} dropped: their files are missing from the "
+                     "base tree.")
     lines += ["",
              "| task | system | n | MRR | " + " | ".join(f"R@{k}" for k in KS) + " | ΔMRR engine−system [95% CI] | W/T/L |",
              "|---|---|---|---|" + "---|" * len(KS) + "---|---|"]
