@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import logging
 import os
 import sys
 import time
@@ -488,8 +489,20 @@ def _user_error(e: BaseException) -> bool:
     return False
 
 
+def _settings_warnings_on_stderr() -> None:
+    """A repository's refused or unknown setting reaches the user as `delphi: warning: ...`, not as a
+    bare line from logging's last-resort handler."""
+    lg = logging.getLogger("delphi_ls.settings")
+    if not lg.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("delphi: warning: %(message)s"))
+        lg.addHandler(handler)
+        lg.propagate = False
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parse(build_parser(), argv)
+    _settings_warnings_on_stderr()
     wrong = _not_a_folder(getattr(args, "path", None))
     if wrong:  # before the engine opens (and before its imports)
         print(f"delphi: error: {wrong}", file=sys.stderr)

@@ -415,7 +415,8 @@ def test_an_unknown_key_in_a_repository_file_warns_and_an_unknown_key_of_yours_i
     out = _run("context", str(root), "exponential backoff", *opts, env=env)
     assert out.returncode == 0, out.stderr  # a cloned repository's typo does not lock its user out
     assert "pkg/retry.py" in out.stdout
-    assert "'chunck_chars'" in out.stderr and "did you mean chunk_chars?" in out.stderr
+    assert "delphi: warning: " in out.stderr and "did you mean chunk_chars?" in out.stderr
+    assert "'chunck_chars'" in out.stderr
     assert str(root.resolve() / "delphi.toml") in out.stderr
     h = json.loads(_run("health", str(root), "--json", *opts, env=env).stdout)
     warned = [p for p in h["problems"] if p["code"] == "repo_setting_unknown"]
