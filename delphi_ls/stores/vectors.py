@@ -154,3 +154,15 @@ class LazyVectorStore:
         store = self._open()
         if store is not None:  # else: Chroma failed to open; the next index re-creates and refills it
             store.delete_ids(ids)
+
+    def _store(self) -> VectorStore:
+        store = self._open()
+        if store is None:
+            raise RuntimeError("the vector store (Chroma) failed to open; health says why")
+        return store
+
+    def upsert(self, ids: list[str], vectors: np.ndarray, paths: list[str], kinds: list[str]) -> None:
+        self._store().upsert(ids, vectors, paths, kinds)
+
+    def reset(self) -> None:
+        self._store().reset()
