@@ -40,6 +40,9 @@ class Span(TypedDict):
     endLine: int
     symbol: str | None
     preview: str
+    previewLine: NotRequired[int]  # the line the preview shows (the named definition's, when there is one)
+    score: NotRequired[float]
+    why: NotRequired[str]  # why this span of the file (retrieval/spans.py)
 
 
 class Result(TypedDict):
@@ -59,6 +62,7 @@ class PackedSpan(TypedDict):
     endLine: int
     text: str
     whole: bool
+    why: NotRequired[str]
 
 
 class ContextAnswer(TypedDict):
@@ -71,6 +75,7 @@ class ContextAnswer(TypedDict):
     packed: NotRequired[list[PackedSpan]]
     packedTokens: NotRequired[int]
     indexing: NotRequired[dict[str, Any]]  # phase, done, total while a run is under way
+    writer: NotRequired[dict[str, Any]]  # another process indexing now: pid, command, started, message
 
 
 class Related(TypedDict):
