@@ -125,10 +125,6 @@ class _Request:
             raise RequestError(missing[0], "is required")
         return cls(**kwargs)
 
-    def to_wire(self) -> dict[str, Any]:
-        return {_wire(f.name): getattr(self, f.name) for f in fields(self)  # type: ignore[arg-type]
-                if getattr(self, f.name) is not None}
-
 
 @dataclass(frozen=True)
 class ContextRequest(_Request):

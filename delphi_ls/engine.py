@@ -401,6 +401,11 @@ class Engine:
                 if progress:
                     progress(phase, done, total, chunks)
 
+            # Whether this run changed what queries read. A run that changes nothing (the MCP processes'
+            # poll every 2 s, every `delphi context`) must not drop the in-memory view (1 s to rebuild on
+            # 2,500 files) and the exact-search matrix, nor make other processes reopen their stores.
+            changed = True  # until shown otherwise: a run that fails midway may have written
+            cochange_before = self.meta.get_state("cochange")
             try:
                 self._reopen_vectors_if_written_elsewhere()
                 if reembed or rebuild:
@@ -415,7 +420,6 @@ class Engine:
                 rep = indexer.index_lexical(track, only=only, buffers=buffers, should_stop=self._stop.is_set,
                                             on_batch=self.invalidate)
                 rep.repaired = repaired
-                self.invalidate()
                 self.refresh_cochange()
                 if vectors and self.settings.vectors and self.embedder is not None and (reembed or self.model_matches()):
                     c = self.meta.counts()
@@ -426,12 +430,16 @@ class Engine:
                         self._probe = None
                 if self.meta.get_state("recovered") is not None and not rep.errors and only is None:
                     self.meta.set_state("recovered_rebuilt", True)
+                changed = bool(repaired or rep.files_indexed or rep.files_deleted or rep.chunks_embedded
+                               or rep.reembedded_all or self.meta.get_state("cochange") != cochange_before)
                 return rep
             finally:
                 self.indexing = None
                 try:
-                    self._generation = self.meta.get_state("generation", 0) + 1
-                    self.meta.set_state("generation", self._generation)
+                    if changed:
+                        self.invalidate()
+                        self._generation = self.meta.get_state("generation", 0) + 1
+                        self.meta.set_state("generation", self._generation)
                 finally:
                     self.writer.release()
 

@@ -76,6 +76,7 @@ class Session:
         self._stopping = False
         self._stopped = False
         self._busy = False  # the worker holds work taken from `pending`
+        self._polling = False  # watch() looks for changes itself (no editor): see there
         self._worker: threading.Thread | None = None
         self._engines_lock = threading.Lock()
         if options:
@@ -245,6 +246,8 @@ class Session:
 
     def _run_work(self, work: dict[Path, set[str] | None]) -> None:
         for root, paths in work.items():
+            if self._stopping:  # shutdown asked between two folders: start no new run
+                return
             eng = self.engines.get(root)
             if eng is None:
                 continue
@@ -286,8 +289,8 @@ class Session:
             self.events.message("info", f"Delphi: {what}; waiting for it to finish ({eng.root.name})")
 
         try:
-            rep = eng.index(progress=progress, only=only, buffers=self._buffers_of(eng), reembed=paths is None,
-                            on_wait=waiting)
+            rep = eng.index(progress=progress, only=only, buffers=self._buffers_of(eng),
+                            reembed=paths is None and not self._polling, on_wait=waiting)
         finally:
             if token is not None:
                 c = eng.counts() if not self._stopping else {"files": 0, "chunks": 0, "vectors": 0}
@@ -303,6 +306,8 @@ class Session:
         """Without an editor to report changes (``delphi serve``, ``delphi mcp``), look for them: an
         incremental pass every ``interval`` seconds (a scan and a stat per file; unchanged files cost
         nothing more)."""
+        self._polling = True  # the poll's full passes catch up like `delphi context` does (reembed=False)
+
         def loop() -> None:
             while True:
                 with self._cv:

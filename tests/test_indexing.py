@@ -131,3 +131,15 @@ def test_a_stopped_first_run_resumes_instead_of_starting_over(tmp_path: Path):
         second = eng.index()
     assert second.files_unchanged == first.files_indexed
     assert second.files_indexed == 120 - first.files_indexed
+
+
+def test_a_run_that_changes_nothing_keeps_the_warm_view(engine: Engine, workspace: Path):
+    """The MCP processes poll with a full pass every 2 s: one that finds nothing must not drop the view."""
+    view = engine.view()
+    gen = engine.meta.get_state("generation", 0)
+    rep = engine.index()
+    assert rep.files_indexed == 0 and rep.files_deleted == 0
+    assert engine.view() is view and engine.meta.get_state("generation", 0) == gen
+    (workspace / "shipyard" / "retry.py").write_text("def retry_forever():\n    return None\n")
+    engine.index()
+    assert engine.view() is not view and engine.meta.get_state("generation", 0) == gen + 1

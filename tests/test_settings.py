@@ -54,6 +54,9 @@ def test_vscode_settings_map_one_to_one():
     # server.* start the server; agentTools/mcpServer switch the extension's own agent tools and MCP provider.
     own = ("server.", "agentTools.", "mcpServer.")
     assert {k for k in contributed if not k.startswith(own)} == camel
-    for key in camel:  # and every contributed default is one the server accepts
+    server_defaults = Settings().as_dict()
+    for key in camel:  # and every contributed default is the server's own (the settings UI shows it)
         default = pkg["contributes"]["configuration"]["properties"][f"delphi.{key}"]["default"]
         Settings.from_dict({key: default})
+        snake = re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), key)
+        assert default == server_defaults[snake], f"delphi.{key}: the extension says {default!r}, the server {server_defaults[snake]!r}"

@@ -172,7 +172,7 @@ class Indexer:
                 rep.files_indexed += 1
                 rep.chunks_written += len(rows)
             done += len(batch)
-            if on_batch:
+            if on_batch and prepared:  # only a batch that wrote something changes what queries see
                 on_batch()
             if progress:
                 progress("lexical", done, len(todo), rep.chunks_written)
@@ -180,6 +180,7 @@ class Indexer:
         gone = [p for p in skipped if p in stored and p not in deleted and p not in buffers]
         if gone:
             self._remove(gone)
+            rep.files_deleted += len(gone)  # removed from the index (now skipped): what queries read changed
         if only is None and not rep.errors:
             self.meta.set_skipped(skipped)
         else:

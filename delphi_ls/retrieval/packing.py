@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..stores.meta import ChunkRow, MetaStore
+from ..workspace.scan import SkipFile, read_no_follow
 from .spans import ScoredChunk, SpanQuery, ranked, score_chunks, why_of
 
 CHARS_PER_TOKEN = 4  # a coarse, tokenizer-free estimate; callers budget conservatively
@@ -29,6 +30,9 @@ BREADTH_BONUS = 10.0  # lifts those candidates above every depth candidate
 MERGE_GAP = 2  # chosen chunks separated by at most this many blank lines read as one span
 
 
+MAX_READ_BYTES = 4_000_000  # beyond any indexed file (max_file_bytes defaults to 1 MB)
+
+
 def tokens_of(text: str) -> int:
     return (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
 
@@ -39,8 +43,11 @@ def file_lines(root: Path | None, chunks: list[ChunkRow]) -> list[str]:
         return []
     if root is not None:
         try:
-            lines = (root / chunks[0].path).read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)
-        except OSError:
+            # Never through a symlink, a FIFO or a file grown huge since it was indexed: the file may have
+            # changed since (an editor that sends no file events), and the stored chunks are the fallback.
+            data = read_no_follow(root, chunks[0].path, MAX_READ_BYTES)
+            lines = data.decode("utf-8", errors="replace").splitlines(keepends=True)
+        except (SkipFile, OSError):
             lines = None
         if lines is not None and all(_matches(lines, c) for c in chunks):
             return lines

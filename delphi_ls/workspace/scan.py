@@ -47,8 +47,8 @@ SECRET_TEMPLATE_SUFFIXES = (".example", ".sample", ".template", ".dist", ".defau
 
 def is_secret_file(name: str) -> bool:
     low = name.lower()
-    if low.startswith(".env"):
-        return low == ".env" or (low.startswith(".env.") and not low.endswith(SECRET_TEMPLATE_SUFFIXES))
+    if low.startswith(".env"):  # .env, .env.local, .envrc (direnv), .env-prod, .env_prod
+        return not low.endswith(SECRET_TEMPLATE_SUFFIXES)
     return low in SECRET_NAMES or low.endswith(SECRET_SUFFIXES)
 
 

@@ -189,7 +189,9 @@ function indexNote(answer: ContextAnswer & { indexing?: { phase?: string; done?:
     notes.push(`Note: Delphi is still indexing (${phase ?? "indexing"} ${done ?? "?"}/${total ?? "?"}); ` +
       "results may miss files indexed later — search with grep too.");
   }
-  const notReady = Object.entries(answer.branchesReady ?? {}).filter(([, s]) => s !== "ready");
+  // "ready (not used for this query shape)" and "off: ..." (turned off by settings, or no git history) are
+  // not problems to tell the model about; "partial", "not ready", "disabled" and "error" are.
+  const notReady = Object.entries(answer.branchesReady ?? {}).filter(([, s]) => !/^(ready|off)\b/.test(s));
   if (notReady.length > 0) notes.push(`Note: branches not ready: ${notReady.map(([b, s]) => `${b} (${s})`).join("; ")}.`);
   return notes;
 }

@@ -81,6 +81,10 @@ test("context text: a partial index and an empty answer say so", () => {
   const text = tools.formatContext(partial, "q", 6000);
   assert.match(text, /still indexing \(vectors 3\/10\)/);
   assert.match(text, /branches not ready: vector \(partial: indexing in progress\)/);
+  const quiet = tools.formatContext({ ...answer(), branchesReady: { bm25: "ready",
+    anchor_refs: "ready (not used for this query shape)", vector: "off: vectors disabled by settings",
+    cochange: "off: not a git repository" } }, "q", 6000);
+  assert.doesNotMatch(quiet, /not ready/);
   const none = tools.formatContext({ results: [], branchesReady: {} }, "q", 6000);
   assert.match(none, /No files matched.*grep/);
 });
