@@ -776,12 +776,16 @@ class Engine:
             out["writer"] = holder.as_dict()  # answers come from the committed index meanwhile
         return out
 
-    def health(self, check_staleness: bool = True) -> dict[str, Any]:
+    def health(self, check_staleness: bool = True, full: bool = True) -> dict[str, Any]:
+        """The health report. ``full`` (a `delphi health`, an LSP `delphi/health`): re-probe the model and
+        open and check Chroma. Not full (what agents poll as `index_status`, diagnostics after each run):
+        the last probe and what is open, so polling costs a few queries of the manifest."""
         self._catch_up()
         with self._lock:
-            self._probe = None  # a health request always re-probes
-            _ = self.vectors  # health checks Chroma too (queries may not have opened it)
-            self.check_stores()
+            if full:
+                self._probe = None  # a full health request always re-probes
+                _ = self.vectors  # and checks Chroma too (queries may not have opened it)
+                self.check_stores()
             return health_mod.report(self, check_staleness)
 
     def close(self) -> None:

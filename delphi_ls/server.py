@@ -266,9 +266,13 @@ def did_change_watched_files(ls: DelphiServer, params: lsp.DidChangeWatchedFiles
 @server.feature(lsp.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
 def did_change_folders(ls: DelphiServer, params: lsp.DidChangeWorkspaceFoldersParams) -> None:
     for f in params.event.removed:
-        ls.session.remove_folder(f.uri)
+        eng = ls.session.remove_folder(f.uri)
+        if eng is not None and ls.http_daemon is not None:
+            ls.http_daemon.drop_folder(eng.index_dir)
     for f in params.event.added:
-        ls.session.add_folder(f.uri)
+        eng = ls.session.add_folder(f.uri)
+        if eng is not None and ls.http_daemon is not None:
+            ls.http_daemon.serve_folder(eng.index_dir, eng.root)
 
 
 @server.command(CMD_REINDEX)

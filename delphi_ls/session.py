@@ -26,6 +26,7 @@ from .settings import Settings, SettingsError
 log = logging.getLogger("delphi_ls")
 DEBOUNCE_S = 0.3
 MAX_FILE_PROBLEMS = 500
+STALENESS_EVERY_S = 10.0
 DEFINITION_KINDS = ("function", "method", "class", "struct", "interface", "trait", "enum", "type")
 # Skips a user expects (images, lock files, empty files, links, generated and minified code) are
 # not worth a mark in the editor: the probe saw one Information diagnostic per PNG and lock file.
@@ -77,6 +78,8 @@ class Session:
         self._stopped = False
         self._busy = False  # the worker holds work taken from `pending`
         self._polling = False  # watch() looks for changes itself (no editor): see there
+        self._stale_checked: dict[Path, float] = {}
+        self._last_staleness: dict[Path, Any] = {}
         self._worker: threading.Thread | None = None
         self._engines_lock = threading.Lock()
         if options:
@@ -121,13 +124,15 @@ class Session:
         self._schedule(root, None)
         return self.engines[root]
 
-    def remove_folder(self, folder: Path | str) -> None:
+    def remove_folder(self, folder: Path | str) -> Engine | None:
+        """Stop serving a folder; returns its (closed) engine, or None if it was not open."""
         root = uri_to_path(str(folder)).resolve()
         with self._engines_lock:
             eng = self.engines.pop(root, None)
         if eng is not None:
             eng.stop_indexing()
             eng.close()
+        return eng
 
     def shutdown(self) -> None:
         """Stop the indexer at its next batch boundary and close every store (idempotent)."""
@@ -257,6 +262,7 @@ class Session:
             except Exception as e:  # an indexing failure must show, and not kill the worker
                 log.exception("indexing %s failed", root)
                 self.events.message("error", f"Delphi: indexing {root} failed: {type(e).__name__}: {e}")
+            self._stale_checked.pop(root, None)  # a run just brought it up to date: look afresh next time
             if not self._stopping:
                 self.publish_problems(eng)
 
@@ -364,10 +370,16 @@ class Session:
         return {"workspaces": [eng.health() for eng in list(self.engines.values())], "settingsErrors": self.option_errors}
 
     def status(self) -> dict[str, Any]:
-        """Per folder: indexing progress, readiness, staleness and problems (cheap; no re-probe)."""
+        """Per folder: indexing progress, readiness, staleness (scanned at most every 10 s) and problems;
+        no model re-probe, no Chroma check (those are `health()`'s)."""
         out = []
         for root, eng in list(self.engines.items()):
-            h = eng.health(check_staleness=True)
+            due = self._stale_check_due(root)
+            h = eng.health(check_staleness=due, full=False)
+            if due:
+                self._last_staleness[root] = h.get("staleness")
+            else:  # between scans, the last one stands (and says when it was taken)
+                h["staleness"] = self._last_staleness.get(root)
             running = eng.indexing
             state = ("queued" if root in self.queued_at and not eng.is_indexed() else
                      f"indexing ({running['phase']}: {running['done']}/{running['total']})" if running else
@@ -378,6 +390,14 @@ class Session:
                         "problems": h["problems"], "indexAgeSeconds": h.get("indexAgeSeconds")})
         # pid: which process answers (a `delphi mcp` forwarding to a daemon reports the daemon's).
         return {"workspaces": out, "settingsErrors": self.option_errors, "pid": os.getpid()}
+
+    def _stale_check_due(self, root: Path) -> bool:
+        """Staleness scans the folder: polled every 0.2 s by an agent, do it at most every 10 s."""
+        now = time.monotonic()
+        if now - self._stale_checked.get(root, -1e9) < STALENESS_EVERY_S:
+            return False
+        self._stale_checked[root] = now
+        return True
 
     def _rel(self, eng: Engine, path: str) -> str:
         found = self.locate(path)
@@ -441,7 +461,7 @@ class Session:
         self.events.problems(eng.root, self.problems_of(eng))
 
     def problems_of(self, eng: Engine) -> list[Problem]:
-        h = eng.health(check_staleness=False)
+        h = eng.health(check_staleness=False, full=False)
         out: list[Problem] = []
         for path, reason in sorted(h["skipped"].items()):
             if len(out) >= MAX_FILE_PROBLEMS:

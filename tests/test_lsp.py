@@ -91,9 +91,13 @@ async def client(lsp_client: LanguageClient, ws: Path, tmp_path: Path):
 
 async def test_progress_context_and_bad_option_message(client: LanguageClient, ws: Path):
     await indexed(client)
-    # Work-done progress: begin, reports, end.
-    kinds = [[v.kind for v in reports] for reports in client.progress_reports.values()]
-    assert any(k[0] == "begin" and k[-1] == "end" for k in kinds), kinds
+
+    # Work-done progress: begin, reports, end. The counts are ready a moment before `end` is sent (the
+    # session ends the progress after the run returns), so wait for it rather than race it.
+    async def ended():
+        kinds = [[v.kind for v in reports] for reports in client.progress_reports.values()]
+        return any(k[0] == "begin" and k[-1] == "end" for k in kinds)
+    await wait_for(ended, timeout=30, what="work-done progress to end")
     # The bad initialization option was named, and the default used for it alone.
     assert any("chunkChars" in m.message for m in client.messages)
     # File watchers were registered dynamically (the client allows it).

@@ -227,3 +227,23 @@ async def test_mcp_without_a_folder_serves_the_project_around_the_current_one(ws
         st = (await client.call_tool("index_status", {})).structured_content
         assert Path(st["workspaces"][0]["root"]) == ws.resolve()
         assert st["workspaces"][0]["state"] != "queued"
+
+
+async def test_forwarding_survives_a_daemon_restart(ws: Path, tmp_path: Path):
+    """An editor's "restart language server" gives the daemon a new port and token: agents keep working."""
+    proc, url, _ = _start_daemon(ws, tmp_path / "index")
+    try:
+        async with Client(stdio_params(ws, tmp_path / "index")) as client:
+            await _ready(client)
+            assert (await client.call_tool("index_status", {})).structured_content["pid"] == proc.pid
+            proc.terminate()
+            proc.wait(timeout=30)
+            gone = await client.call_tool("context", {"query": "BuildGraph"})
+            assert gone.is_error and "not answering" in _text(gone)  # an answer, not a hang
+            proc, _url2, _ = _start_daemon(ws, tmp_path / "index")
+            res = await client.call_tool("context", {"query": "BuildGraph"})
+            assert not res.is_error and res.structured_content["results"][0]["path"] == "engine/src/lib.rs"
+            assert (await client.call_tool("index_status", {})).structured_content["pid"] == proc.pid
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

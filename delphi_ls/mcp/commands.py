@@ -14,6 +14,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
 from ..settings import Settings
 
 if TYPE_CHECKING:
@@ -53,8 +55,6 @@ def index_dir_of(root: Path, overrides: dict[str, Any]) -> Path:
 
 
 def run_mcp(path: str | None, overrides: dict[str, Any], connect: bool = True) -> int:
-    import anyio
-
     from .daemon import find_daemon
     from .server import build_server, local_call, serve_stdio
 
@@ -65,7 +65,7 @@ def run_mcp(path: str | None, overrides: dict[str, Any], connect: bool = True) -
     if found is not None:
         url, token = found
         print(f"delphi mcp: forwarding to the daemon at {url}", file=sys.stderr, flush=True)
-        anyio.run(_proxy, url, token)
+        anyio.run(_proxy, url, token, root, index_dir_of(root, overrides))
         return 0
     session = _session(overrides, root)
     if not session.engines:
@@ -78,19 +78,52 @@ def run_mcp(path: str | None, overrides: dict[str, Any], connect: bool = True) -
     return 0
 
 
-async def _proxy(url: str, token: str) -> None:
+# Tools whose answer depends on the folder: a forwarded call names this process's folder, since one
+# daemon (an editor's language server) may serve several and would otherwise answer for its first.
+FOLDER_TOOLS = ("context", "related_tests", "related_code", "symbols", "reindex")
+CALL_TIMEOUT_S = 120.0
+
+
+async def _proxy(url: str, token: str, root: Path, index_dir: Path) -> None:
+    """Serve stdio, forwarding each call to the daemon. A client per call (connecting to loopback costs
+    milliseconds): when the daemon restarts (an editor's "restart language server": new port, new token),
+    the next call finds it again through `daemon.json` instead of hanging on the old address."""
+    import mcp_types as types
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
 
+    from .daemon import find_daemon
     from .server import build_server, serve_stdio
 
-    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
-    async with http, Client(streamable_http_client(url, http_client=http)) as upstream:
-        async def call(name: str, args: dict[str, Any]) -> Any:
-            return await upstream.call_tool(name, args)
+    where = [url, token]
 
-        await serve_stdio(build_server(call))
+    async def once(name: str, args: dict[str, Any]) -> Any:
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {where[1]}"})
+        async with http, Client(streamable_http_client(where[0], http_client=http), mode="2026-07-28") as upstream:
+            with anyio.fail_after(CALL_TIMEOUT_S):
+                return await upstream.call_tool(name, args)
+
+    async def call(name: str, args: dict[str, Any]) -> Any:
+        if name in FOLDER_TOOLS and "workspace" not in args:
+            args = {**args, "workspace": str(root)}
+        failure: Exception
+        try:
+            return await once(name, args)
+        except Exception as e:
+            failure = e
+        found = find_daemon(index_dir)
+        if found is not None:
+            where[:] = list(found)
+            try:
+                return await once(name, args)
+            except Exception as e:
+                failure = e
+        msg = (f"Delphi's daemon for {root} is not answering ({type(failure).__name__}: {failure}); "
+               "restart this MCP server to open the index here, or start `delphi serve` again")
+        return types.CallToolResult(content=[types.TextContent(type="text", text=msg)], is_error=True)
+
+    await serve_stdio(build_server(call))
 
 
 def run_serve(path: str, overrides: dict[str, Any], host: str = "127.0.0.1", port: int = 0) -> int:

@@ -64,6 +64,17 @@ class Daemon:
     _server: Any
     _thread: threading.Thread
 
+    def serve_folder(self, index_dir: Path, root: Path) -> None:
+        """A folder added to the session: agents started for it find this daemon too."""
+        self.files += write_discovery(index_dir, self.url, self.token, root)
+
+    def drop_folder(self, index_dir: Path) -> None:
+        """A folder removed from the session: its agents must no longer be sent here."""
+        for f in [f for f in self.files if f.parent == index_dir]:
+            if _ours(f, self.url, self.token):
+                f.unlink(missing_ok=True)
+            self.files.remove(f)
+
     def stop(self) -> None:
         self._server.should_exit = True
         self._thread.join(timeout=10)
