@@ -65,3 +65,30 @@ def test_minilm_onnx_embedder_runs_offline():
     v = e.embed(["retry an upload with exponential backoff", "wait longer after each failed attempt", "parse a TOML file"])
     assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-4)
     assert v[0] @ v[1] > v[0] @ v[2]
+
+
+def test_weights_hash_is_remembered_across_processes_and_redone_when_the_file_changes(tmp_path: Path, monkeypatch):
+    import hashlib
+    import json
+    import os
+
+    from delphi_ls.models import embedders
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(b"A" * 4096)
+    embedders._sha256.cache_clear()
+    first = embedders.file_sha256(weights)
+    assert first == hashlib.sha256(b"A" * 4096).hexdigest()
+    remembered = json.loads(embedders._hash_cache_path().read_text())
+    assert list(remembered.values()) == [first]
+    # A new process (in-process cache cleared) reads the remembered hash instead of hashing...
+    key = next(iter(remembered))
+    embedders._hash_cache_path().write_text(json.dumps({key: "f" * 64}))
+    embedders._sha256.cache_clear()
+    assert embedders.file_sha256(weights) == "f" * 64
+    # ...and a replaced file (new content, new mtime) is hashed again.
+    weights.write_bytes(b"B" * 4096)
+    os.utime(weights, ns=(1, 2))
+    embedders._sha256.cache_clear()
+    assert embedders.file_sha256(weights) == hashlib.sha256(b"B" * 4096).hexdigest()

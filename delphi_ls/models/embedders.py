@@ -46,17 +46,61 @@ class Embedder(Protocol):
 
 
 @cache
-def _sha256(path: Path, size: int, mtime_ns: int) -> str:
+def _sha256(path: Path, size: int, mtime_ns: int, inode: int) -> str:
+    key = f"{path.resolve()}|{size}|{mtime_ns}|{inode}"
+    known = _hash_cache().get(key)
+    if isinstance(known, str) and len(known) == 64:
+        return known
     h = hashlib.sha256()
     with path.open("rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
-    return h.hexdigest()
+    digest = h.hexdigest()
+    _remember(key, digest)
+    return digest
 
 
 def file_sha256(path: Path) -> str:
+    """The weights' sha256 for the model identity. Hashing potion's 30 MB costs ~25 ms in every process
+    (a third of what a warm one-shot `delphi context` spends loading the model), so it is remembered across
+    processes, keyed by the file's path, size, mtime and inode: a replaced file is hashed again. The identity
+    probe (re-embedding a stored chunk) still catches a model that answers differently."""
     st = path.stat()
-    return _sha256(path, st.st_size, st.st_mtime_ns)
+    return _sha256(path, st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def _hash_cache_path() -> Path:
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("delphi")) / "weights-sha256.json"
+
+
+def _hash_cache() -> dict[str, object]:
+    import json
+
+    try:
+        data = json.loads(_hash_cache_path().read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _remember(key: str, digest: str) -> None:
+    """Best effort (a read-only cache folder only costs the hash next time); written whole, then renamed."""
+    import json
+    import tempfile
+
+    path = _hash_cache_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = {k: v for k, v in _hash_cache().items() if k.split("|")[0] != key.split("|")[0]}
+        data[key] = digest
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".weights-sha256.")
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f)
+        os.replace(tmp, path)
+    except OSError:
+        pass
 
 
 def _normalise(m: np.ndarray) -> np.ndarray:
