@@ -270,40 +270,39 @@ def cmd_symbols(args: argparse.Namespace) -> int:
     with _engine(args, ranks=False) as eng:
         _index_quietly(eng, args, reembed=False, vectors=False)
         found = eng.symbols(args.query, args.limit)
-        if args.json:
-            _dump(found)
-        else:
-            for s in found:
-                print(f"{s['name']}  {s['kind']}  {s['path']}:{s['line']}")
-        if not found:
-            print(f"delphi: no symbol matches {args.query!r}", file=sys.stderr)
-            return NOT_FOUND
+    return _emit(args, found, lambda s: f"{s['name']}  {s['kind']}  {s['path']}:{s['line']}",
+                 f"no symbol matches {args.query!r}")
+
+
+def _emit(args: argparse.Namespace, found: list[dict[str, Any]], line: Any, missing: str) -> int:
+    """A list answer: JSON or one line per row; nothing found is said on stderr and exits 1 (like grep)."""
+    if args.json:
+        _dump(found)
+    else:
+        for row in found:
+            print(line(row))
+    if not found:
+        print(f"delphi: {missing}", file=sys.stderr)
+        return NOT_FOUND
     return 0
 
 
 def _print_related(args: argparse.Namespace, which: str) -> int:
+    from .api import RequestError
+
     with _engine(args, ranks=False) as eng:
         target = workspace_path(args.file, eng.root)
-        rel = eng.normalise_anchor(target)  # a missing file is an error naming it, before any indexing
+        rel = eng.normalise_anchor(target, field="path")  # a missing file is an error naming it, before indexing
         _index_quietly(eng, args, reembed=False, vectors=False)
         try:
             found = eng.related_tests(target) if which == "tests" else eng.related_code(target)
-        except Exception as e:  # related-code on a source file: say so with the path as the user typed it
-            field = getattr(e, "field", None)
-            if field != "path" or not str(e).startswith(f"path: {rel} "):
+        except RequestError as e:  # related-code on a source file: say so with the path as the user typed it
+            if e.field != "path" or not str(e).startswith(f"path: {rel} "):
                 raise
             print(f"delphi: error: {args.file}{str(e)[len(f'path: {rel}'):]}", file=sys.stderr)
             return USAGE
-        if args.json:
-            _dump(found)
-        else:
-            for r in found:
-                print(f"{r['path']}  ({r['why']})")
-        if not found:
-            what = "tests" if which == "tests" else "source files"
-            print(f"delphi: no related {what} found for {rel}", file=sys.stderr)
-            return NOT_FOUND
-    return 0
+    what = "tests" if which == "tests" else "source files"
+    return _emit(args, found, lambda r: f"{r['path']}  ({r['why']})", f"no related {what} found for {rel}")
 
 
 def cmd_related_tests(args: argparse.Namespace) -> int:

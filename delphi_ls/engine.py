@@ -78,7 +78,8 @@ class Engine:
             raise FileNotFoundError(f"workspace folder {what}: {root}")
         self.settings = settings or Settings.load(self.root, overrides)
         self.index_dir = self.settings.index_path(self.root)
-        self.index_dir.mkdir(parents=True, exist_ok=True)
+        # 0700: the index holds the workspace's text; other local users need not read it (a new folder only).
+        self.index_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._lock = threading.RLock()  # guards the derived in-memory view
         self._index_lock = threading.Lock()  # one indexing run at a time; queries do not wait for it
         self._stop = threading.Event()
@@ -516,7 +517,6 @@ class Engine:
                            f"(sha256 {stored.weights_sha256[:12]}, dim {stored.dim}) but "  # type: ignore[union-attr]
                            f"{serving.name if serving else 'nothing'} (sha256 {serving.weights_sha256[:12] if serving else '-'}) "
                            "answers queries; run `delphi index` to re-embed")
-        counts = counts or self.meta.counts()
         if counts["vectors"] == 0:
             return False, "not ready: no vectors yet"
         p = self.probe()
@@ -531,9 +531,11 @@ class Engine:
         return True, "ready"
 
     # ------------------------------------------------------------------ queries
-    def normalise_anchor(self, anchor: str) -> str:
+    def normalise_anchor(self, anchor: str, field: str = "anchors") -> str:
+        """A workspace-relative path for an existing file; errors name ``field`` (the caller's parameter)."""
         if not isinstance(anchor, str) or not anchor:
-            raise RequestError("anchors", "each anchor must be a non-empty string")
+            raise RequestError(field, "each anchor must be a non-empty string" if field == "anchors"
+                               else "must be a non-empty path")
         raw = anchor
         if anchor.startswith("file:"):
             anchor = unquote(urlparse(anchor).path)
@@ -543,16 +545,16 @@ class Engine:
         try:
             rel = Path(os.path.normpath(p)).relative_to(self.root)
         except ValueError:
-            raise RequestError("anchors", f"{raw!r} is outside the workspace {self.root}") from None
+            raise RequestError(field, f"{raw!r} is outside the workspace {self.root}") from None
         if str(rel) == ".":
-            raise RequestError("anchors", f"{raw!r} is the workspace itself, not a file")
+            raise RequestError(field, f"{raw!r} is the workspace itself, not a file")
         # A mistyped path must not quietly answer as if there were no anchor. An editor's unsaved
         # buffer is not on disk but is in the index (buffers are indexed), so it counts as existing.
         full = self.root / rel
         if full.is_dir():
-            raise RequestError("anchors", f"{raw!r} is a folder, not a file")
+            raise RequestError(field, f"{raw!r} is a folder, not a file")
         if not full.is_file() and self.meta.file_info(rel.as_posix()) is None:
-            raise RequestError("anchors", f"{raw!r} does not exist in the workspace {self.root}")
+            raise RequestError(field, f"{raw!r} does not exist in the workspace {self.root}")
         return rel.as_posix()
 
     def context(self, query: str, anchors: list[str] | None = None, draft: str | None = None, limit: int = 20,
@@ -629,9 +631,10 @@ class Engine:
         searcher = (self.vectors if self._hnsw_answers(counts["vectors"]) else self._exact_vectors()) if ready_vec else None
         ctx = SearchContext(self.settings, self.meta, self.lexical, searcher,  # type: ignore[arg-type]
                             self.embedder if ready_vec else None, self.view(), anchor_paths, draft)
+        indexed = self.is_indexed()
         r = Retrieval(q, ctx, weights_for(q, self.settings), counts, vec_status, ready_vec,
-                      lexical_ready=self.is_indexed() or bool(ctx.files),
-                      partial=not self.is_indexed() or (indexing is not None and indexing["phase"] == "lexical"))
+                      lexical_ready=indexed or bool(ctx.files),
+                      partial=not indexed or (indexing is not None and indexing["phase"] == "lexical"))
         stage1 = [(spec, b) for spec, b in self.branches if spec.stage == 1]
         stage2 = [(spec, b) for spec, b in self.branches if spec.stage == 2]
         self._run_branches(stage1, r)
@@ -747,14 +750,14 @@ class Engine:
     def related_tests(self, path: str, symbol: str | None = None, limit: int = 10) -> list[dict[str, Any]]:
         """Tests for a source file (named after it, importing it, in a folder named after it, or using
         what it defines), or for one symbol in it (tests that name the symbol, the file's own first)."""
-        rel = self.normalise_anchor(path)
+        rel = self.normalise_anchor(path, field="path")
         ctx = SearchContext(self.settings, self.meta, self.lexical, None, None, self.view(), [rel])
         return related.related_tests(ctx, self.lexical, rel, symbol, limit)
 
     def related_code(self, test_path: str, limit: int = 10) -> list[dict[str, Any]]:
         """Source files a test exercises: named by it, imported by it (or through its helpers), in the
         folder it mirrors, defining names it uses, or changing together with it."""
-        rel = self.normalise_anchor(test_path)
+        rel = self.normalise_anchor(test_path, field="path")
         view = self.view()
         kind = view.files.get(rel, file_kind(rel))
         if kind != "test":  # a source file's answer would be its neighbours, not what it exercises

@@ -13,8 +13,6 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,15 +69,14 @@ class Session:
         self.engines: dict[Path, Engine] = {}
         self.buffers: dict[Path, str] = {}  # absolute path -> unsaved text
         self.pending: dict[Path, set[str] | None] = {}  # root -> paths to redo (None: everything)
-        self.queued_at: dict[Path, float] = {}  # roots whose first run has not started yet
+        self.queued: set[Path] = set()  # roots whose first run has not started yet
         self._cv = threading.Condition()
         self._last_change = 0.0
         self._stopping = False
         self._stopped = False
         self._busy = False  # the worker holds work taken from `pending`
         self._polling = False  # watch() looks for changes itself (no editor): see there
-        self._stale_checked: dict[Path, float] = {}
-        self._last_staleness: dict[Path, Any] = {}
+        self._staleness: dict[Path, tuple[float, Any]] = {}  # root -> (when scanned, what it found)
         self._worker: threading.Thread | None = None
         self._engines_lock = threading.Lock()
         if options:
@@ -120,7 +117,7 @@ class Session:
             except (SettingsError, FileNotFoundError, OSError, RequestError) as e:
                 self.events.message("error", f"Delphi cannot open {root}: {e}")
                 return None
-        self.queued_at[root] = time.monotonic()
+        self.queued.add(root)
         self._schedule(root, None)
         return self.engines[root]
 
@@ -256,13 +253,13 @@ class Session:
             eng = self.engines.get(root)
             if eng is None:
                 continue
-            self.queued_at.pop(root, None)
+            self.queued.discard(root)
             try:
                 self._index(eng, paths)
             except Exception as e:  # an indexing failure must show, and not kill the worker
                 log.exception("indexing %s failed", root)
                 self.events.message("error", f"Delphi: indexing {root} failed: {type(e).__name__}: {e}")
-            self._stale_checked.pop(root, None)  # a run just brought it up to date: look afresh next time
+            self._staleness.pop(root, None)  # a run just brought it up to date: look afresh next time
             if not self._stopping:
                 self.publish_problems(eng)
 
@@ -342,21 +339,19 @@ class Session:
     def context(self, req: ContextRequest) -> ContextAnswer:
         eng = self.engine_for(req.workspace, req.anchors)
         ans = eng.answer(req)
-        if "indexing" not in ans and eng.root in self.queued_at and not eng.is_indexed():
+        if "indexing" not in ans and eng.root in self.queued and not eng.is_indexed():
             # Asked before the first run began: the empty answer is "not yet", not "nothing".
             ans["indexing"] = {"phase": "queued", "done": 0, "total": 0, "chunks": 0}
         return ans
 
     def related_tests(self, req: RelatedRequest) -> list[dict[str, Any]]:
         eng = self.engine_for(req.workspace, (req.path,))
-        with _field_is("path"):
-            rows = eng.related_tests(self._rel(eng, req.path), symbol=req.symbol, limit=req.limit)
+        rows = eng.related_tests(self._rel(eng, req.path), symbol=req.symbol, limit=req.limit)
         return self._with_uris(eng, rows)
 
     def related_code(self, req: RelatedRequest) -> list[dict[str, Any]]:
         eng = self.engine_for(req.workspace, (req.path,))
-        with _field_is("path"):
-            rows = eng.related_code(self._rel(eng, req.path), limit=req.limit)
+        rows = eng.related_code(self._rel(eng, req.path), limit=req.limit)
         return self._with_uris(eng, rows)
 
     def symbols(self, req: SymbolsRequest) -> list[dict[str, Any]]:
@@ -374,14 +369,17 @@ class Session:
         no model re-probe, no Chroma check (those are `health()`'s)."""
         out = []
         for root, eng in list(self.engines.items()):
-            due = self._stale_check_due(root)
+            # Staleness scans the folder: polled every 0.2 s by an agent, it is redone at most every 10 s
+            # (and after each run); between scans the last one stands.
+            when, last = self._staleness.get(root, (-1e9, None))
+            due = time.monotonic() - when >= STALENESS_EVERY_S
             h = eng.health(check_staleness=due, full=False)
             if due:
-                self._last_staleness[root] = h.get("staleness")
-            else:  # between scans, the last one stands (and says when it was taken)
-                h["staleness"] = self._last_staleness.get(root)
+                self._staleness[root] = (time.monotonic(), h.get("staleness"))
+            else:
+                h["staleness"] = last
             running = eng.indexing
-            state = ("queued" if root in self.queued_at and not eng.is_indexed() else
+            state = ("queued" if root in self.queued and not eng.is_indexed() else
                      f"indexing ({running['phase']}: {running['done']}/{running['total']})" if running else
                      "ready" if h["ok"] and not (h.get("staleness") or {}).get("stale") else
                      "stale" if (h.get("staleness") or {}).get("stale") else "degraded")
@@ -390,14 +388,6 @@ class Session:
                         "problems": h["problems"], "indexAgeSeconds": h.get("indexAgeSeconds")})
         # pid: which process answers (a `delphi mcp` forwarding to a daemon reports the daemon's).
         return {"workspaces": out, "settingsErrors": self.option_errors, "pid": os.getpid()}
-
-    def _stale_check_due(self, root: Path) -> bool:
-        """Staleness scans the folder: polled every 0.2 s by an agent, do it at most every 10 s."""
-        now = time.monotonic()
-        if now - self._stale_checked.get(root, -1e9) < STALENESS_EVERY_S:
-            return False
-        self._stale_checked[root] = now
-        return True
 
     def _rel(self, eng: Engine, path: str) -> str:
         found = self.locate(path)
@@ -476,17 +466,6 @@ class Session:
             if p["code"] != "not_indexed":
                 out.append(Problem(p["severity"], p["message"], p["code"], None))
         return out
-
-
-@contextmanager
-def _field_is(name: str) -> Iterator[None]:
-    """The engine validates a file path as an anchor; to the caller of a related request it is ``path``."""
-    try:
-        yield
-    except RequestError as e:
-        if e.field == "anchors":
-            raise RequestError(name, str(e).removeprefix("anchors: ")) from None
-        raise
 
 
 def _normpath(p: Path) -> str:

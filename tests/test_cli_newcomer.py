@@ -258,13 +258,19 @@ def _git(root: Path, *args: str) -> None:
                         "GIT_COMMITTER_EMAIL": "d@x", "PATH": os.environ["PATH"], "HOME": str(root)})
 
 
-def test_eval_says_why_changes_were_skipped_and_what_the_columns_mean(tmp_path: Path) -> None:
+def _committed_workspace(tmp_path: Path) -> Path:
+    """The fixture workspace as a git repository with one commit on `main`."""
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
     repo = build_workspace(tmp_path / "repo")
     _git(repo, "init", "-q", "-b", "main")
     _git(repo, "add", "-A")
     _git(repo, "commit", "-qm", "initial")
+    return repo
+
+
+def test_eval_says_why_changes_were_skipped_and_what_the_columns_mean(tmp_path: Path) -> None:
+    repo = _committed_workspace(tmp_path)
     _git(repo, "checkout", "-qb", "stable")
     (repo / "shipyard/scheduler.py").write_text((repo / "shipyard/scheduler.py").read_text() + "\n# stable fix\n")
     _git(repo, "commit", "-qam", "Fix the scheduler on stable")
@@ -472,12 +478,7 @@ def test_eval_help_readme_and_runner_agree_on_the_baselines() -> None:
 
 
 def test_eval_runs_the_lexical_baseline_when_asked_and_counts_in_the_singular(tmp_path: Path) -> None:
-    if shutil.which("git") is None:
-        pytest.skip("git is not installed")
-    repo = build_workspace(tmp_path / "repo")
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "initial")
+    repo = _committed_workspace(tmp_path)
     (repo / "shipyard/retry.py").write_text((repo / "shipyard/retry.py").read_text() + "\n\ndef jitter(x):\n    return x\n")
     _git(repo, "commit", "-qam", "Add jitter to the retry backoff")  # source only: one question
     out_json = tmp_path / "eval.json"

@@ -143,3 +143,9 @@ def test_a_run_that_changes_nothing_keeps_the_warm_view(engine: Engine, workspac
     (workspace / "shipyard" / "retry.py").write_text("def retry_forever():\n    return None\n")
     engine.index()
     assert engine.view() is not view and engine.meta.get_state("generation", 0) == gen + 1
+
+
+def test_a_new_index_folder_is_private(workspace: Path, tmp_path: Path):
+    """The index holds the workspace's text: a folder Delphi creates is readable by this user only."""
+    with Engine(workspace, index_dir=str(tmp_path / "fresh-index"), vectors=False) as eng:
+        assert (eng.index_dir.stat().st_mode & 0o777) == 0o700

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -247,3 +248,22 @@ async def test_forwarding_survives_a_daemon_restart(ws: Path, tmp_path: Path):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_discovery_files_another_user_could_plant_are_not_trusted(tmp_path: Path):
+    """A daemon.json in the index folder sends agents somewhere: only this user's, with a private token."""
+    from delphi_ls.mcp.daemon import find_daemon, write_discovery
+
+    index = tmp_path / "index"
+    with socket.socket() as listener:  # something alive to connect to, in this process
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}/mcp"
+        write_discovery(index, url, "secret-token", tmp_path)
+        assert find_daemon(index) == (url, "secret-token")
+        (index / "daemon.token").chmod(0o644)  # readable by others: not ours to trust
+        assert find_daemon(index) is None
+        (index / "daemon.token").chmod(0o600)
+        if os.getuid() == 0:  # as root the test can hand the file to another user
+            os.chown(index / "daemon.json", 12345, 12345)
+            assert find_daemon(index) is None

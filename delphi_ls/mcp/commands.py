@@ -36,6 +36,7 @@ def _session(overrides: dict[str, Any], root: Path) -> Session:
 
     session = Session(StderrEvents(), overrides)
     session.start([root])
+    session.watch(WATCH_INTERVAL_S)  # no editor reports edits to these processes
     return session
 
 
@@ -61,16 +62,16 @@ def run_mcp(path: str | None, overrides: dict[str, Any], connect: bool = True) -
     root = Path(path).expanduser().resolve() if path is not None else project_root(Path.cwd())
     if not root.is_dir():
         raise FileNotFoundError(f"workspace folder not found: {path}")
-    found = find_daemon(index_dir_of(root, overrides)) if connect else None
+    index_dir = index_dir_of(root, overrides)  # once: loading settings reports a repository's refusals
+    found = find_daemon(index_dir) if connect else None
     if found is not None:
         url, token = found
         print(f"delphi mcp: forwarding to the daemon at {url}", file=sys.stderr, flush=True)
-        anyio.run(_proxy, url, token, root, index_dir_of(root, overrides))
+        anyio.run(_proxy, url, token, root, index_dir)
         return 0
     session = _session(overrides, root)
     if not session.engines:
         return 2
-    session.watch(WATCH_INTERVAL_S)
     try:
         anyio.run(serve_stdio, build_server(local_call(session)))
     finally:
@@ -143,7 +144,6 @@ def run_serve(path: str, overrides: dict[str, Any], host: str = "127.0.0.1", por
     session = _session(overrides, root)
     if not session.engines:
         return 2
-    session.watch(WATCH_INTERVAL_S)
     try:
         daemon = start_in_thread(session, host=host, port=port)
     except DaemonRunning as e:

@@ -15,6 +15,7 @@ import json
 import os
 import secrets
 import socket
+import stat
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -167,6 +168,13 @@ def start_in_thread(session: Session, host: str = "127.0.0.1", port: int = 0) ->
 def find_daemon(index_dir: Path) -> tuple[str, str] | None:
     """(url, token) of a live daemon serving this index, or None (no file, stale pid, nothing listening)."""
     try:
+        # Only files this user wrote, the token readable by nobody else: in a shared or world-writable
+        # index folder another local user could otherwise plant a daemon.json that sends our agents'
+        # questions (and paths) to their own server.
+        for f in (index_dir / DAEMON_FILE, index_dir / TOKEN_FILE):
+            st = f.lstat()
+            if st.st_uid != os.getuid() or not stat.S_ISREG(st.st_mode) or (f.name == TOKEN_FILE and st.st_mode & 0o077):
+                return None
         info = json.loads((index_dir / DAEMON_FILE).read_text())
         token = (index_dir / TOKEN_FILE).read_text().strip()
         pid, url = int(info["pid"]), str(info["url"])
@@ -174,10 +182,8 @@ def find_daemon(index_dir: Path) -> tuple[str, str] | None:
         return None
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, PermissionError):  # gone, or another user's process: not our daemon
         return None
-    except PermissionError:
-        pass
     from urllib.parse import urlparse
 
     u = urlparse(url)
