@@ -198,14 +198,14 @@ class Engine:
         dim = self.embedder.identity.dim if self.embedder is not None else 256
         return n_vectors > exact_bound(dim)
 
-    def _exact_vectors(self) -> ExactVectors | None:
+    def _exact_vectors(self, n_vectors: int) -> ExactVectors | None:
         """The exact search's matrix, loaded once per index state: reloaded when another process
         committed (SQLite's data_version), this one indexed (generation; invalidate() drops it) or
         the number of embedded chunks moved (vectors added while a run is under way)."""
         if self.embedder is None:
             return None
         ident = self.embedder.identity
-        key = (self.meta.data_version(), self._generation, self.meta.counts()["vectors"], ident.weights_sha256)
+        key = (self.meta.data_version(), self._generation, n_vectors, ident.weights_sha256)
         with self._lock:
             if self._exact is None or self._exact_key != key:
                 self._exact = ExactVectors.load(self.meta, ident.weights_sha256, ident.dim)
@@ -628,7 +628,7 @@ class Engine:
         indexing = self.indexing  # one read: the indexing thread sets it to None when it ends
         counts = self.meta.counts()
         ready_vec, vec_status = self.vector_status(counts)
-        searcher = (self.vectors if self._hnsw_answers(counts["vectors"]) else self._exact_vectors()) if ready_vec else None
+        searcher = (self.vectors if self._hnsw_answers(counts["vectors"]) else self._exact_vectors(counts["vectors"])) if ready_vec else None
         ctx = SearchContext(self.settings, self.meta, self.lexical, searcher,  # type: ignore[arg-type]
                             self.embedder if ready_vec else None, self.view(), anchor_paths, draft)
         indexed = self.is_indexed()

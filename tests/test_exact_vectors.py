@@ -42,7 +42,7 @@ def _brute_force(eng: Engine, v: np.ndarray, k: int) -> list[tuple[str, float]]:
 def test_exact_answers_equal_a_brute_force_cosine_over_the_cache(indexed):
     ws, idx = indexed
     with Engine(ws, index_dir=str(idx), reranker="off") as eng:
-        ex = eng._exact_vectors()
+        ex = eng._exact_vectors(eng.counts()["vectors"])
         n = eng.meta.counts()["vectors"]
         assert ex is not None and len(ex) == n > 20
         for text in (QUESTION, "parse the TOML settings file", "class BuildScheduler"):
