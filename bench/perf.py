@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from delphi_ls import Engine
-from delphi_ls.indexing.pipeline import embed_text
 from delphi_ls.models.embedders import load_embedder
 
 from .lspclient import LspClient
@@ -51,7 +50,8 @@ def percentile(xs: list[float], q: float) -> float:
 
 def questions_for(eng: Engine, n_symbols: int = 10, seed: int = 0) -> list[str]:
     """The fixed list plus symbols drawn with a fixed seed ("where is X defined?")."""
-    names = sorted({s[0] for s in eng.meta.all_symbols() if len(s[0]) >= 6 and not s[0].startswith("_")})
+    names = sorted({s["name"] for s in eng.symbols("", limit=1_000_000)
+                    if len(s["name"]) >= 6 and not s["name"].startswith("_")})
     rng = random.Random(seed)
     picked = rng.sample(names, min(n_symbols, len(names)))
     return QUESTIONS + [f"where is {n} defined?" for n in picked]
@@ -185,10 +185,10 @@ def run(folder: Path, embedder: str, keep: bool = False) -> dict[str, Any]:
         t_first = time.perf_counter() - t0
         indexer.index_vectors(progress, rep)
         t_all = time.perf_counter() - t0
-        counts = eng.meta.counts()
+        counts = eng.counts()
         out["index"] = {
             "files": counts["files"], "chunks": counts["chunks"], "vectors": counts["vectors"],
-            "skipped": len(eng.meta.skipped()),
+            "skipped": len(eng.health(check_staleness=False, full=False)["skipped"]),
             "lexical_s": round(t_lex, 2), "first_answer_s": round(t_first, 2), "vectors_complete_s": round(t_all, 2),
             "files_per_s": round(counts["files"] / t_all, 1), "chunks_per_s": round(counts["chunks"] / t_all, 1),
             "embed_s": round(rep.seconds_vectors, 2), "unique_embedded": rep.chunks_embedded - rep.vectors_from_cache,
@@ -197,14 +197,12 @@ def run(folder: Path, embedder: str, keep: bool = False) -> dict[str, Any]:
         # The file graph (built from the imports recorded while chunking) as a share of cold indexing.
         from delphi_ls.indexing.graph import FileGraph
         t1 = time.perf_counter()
-        graph = FileGraph.build({p: k for p, k, _n in eng.meta.files()}, eng.meta.all_imports())
+        graph = FileGraph.build({p: k for p, k, _n in eng.files()}, eng.import_edges())
         graph_s = time.perf_counter() - t1
         out["graph"] = {"edges": graph.edges, "build_s": round(graph_s, 3), "share_of_cold_index": round(graph_s / t_all, 4)}
-        out["structure"] = structure_cost(corpus, [p for p, _k, _n in eng.meta.files()], graph_s, t_all)
+        out["structure"] = structure_cost(corpus, [p for p, _k, _n in eng.files()], graph_s, t_all)
         # The raw model on the same chunk texts: the limit indexing can approach.
-        rows = eng.meta.db.execute("SELECT id FROM chunks").fetchall()
-        sample = [r for r in eng.meta.chunks_by_ids([r[0] for r in rows]).values()]
-        texts = list({embed_text(r): None for r in sample})
+        texts = list(dict.fromkeys(eng.embed_texts()))
         model = load_embedder(embedder)
         limit = 20000 if embedder == "potion-base-8M" else 400
         part = texts[:limit]
@@ -229,7 +227,7 @@ def run(folder: Path, embedder: str, keep: bool = False) -> dict[str, Any]:
                         "p95_ms": round(percentile(lat, 0.95) * 1000, 1)}
         out["ripgrep"] = ripgrep_bar(corpus, qs)
         # Re-index after editing one file.
-        target = max((p for p, k, _n in eng.meta.files() if k == "code"), key=lambda p: (corpus / p).stat().st_size,
+        target = max((p for p, k, _n in eng.files() if k == "code"), key=lambda p: (corpus / p).stat().st_size,
                      default=None)
         if target:
             with (corpus / target).open("a") as f:

@@ -49,10 +49,10 @@ def dump(args: argparse.Namespace) -> None:
             text, anchors = ask(s)
             valid = [eng.normalise_anchor(a) for a in anchors if (cdir / a).exists()]
             order = [x["path"] for x in eng.context(text, anchors=valid, limit=20)["results"]]
-            r = eng._retrieve(text, valid, None)  # the same branches the answer used (deterministic)
+            r = eng.retrieve(text, valid)  # the same branches the answer used (deterministic)
             out.append({"id": s["id"], "task": s["task_type"], "root": str(cdir), "q": r.q, "lists": r.lists,
-                        "anchors": valid, "order": order, "chunks": {p: eng.meta.chunks_of(p) for p in order},
-                        "syms": {a: eng.meta.symbols_of(a) for a in valid}, "regs": regs})
+                        "anchors": valid, "order": order, "chunks": {p: eng.chunks(p) for p in order},
+                        "syms": {a: eng.definitions(a) for a in valid}, "regs": regs})
         eng.close()
         print(cdir.name, file=sys.stderr)
     with open(args.out, "wb") as f:

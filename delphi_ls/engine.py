@@ -15,7 +15,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -24,25 +23,20 @@ from . import health as health_mod
 from .api import ContextAnswer, ContextRequest, RequestError
 from .core import Need, State, SymbolRecord, state_of
 from .indexing.cochange import COCHANGE_VERSION, cochange_pairs, git_head
-from .indexing.pipeline import Indexer, IndexReport, Progress
+from .indexing.pipeline import Indexer, IndexReport, Progress, embed_text
 from .models.cross_encoder import SHIPPED_CROSS_ENCODER, CrossEncoder
 from .models.embedders import Embedder, ModelIdentity, load_embedder
 from .models.ltr import SHIPPED_LTR, LearnedRanker
 from .retrieval import related
-from .retrieval import spans as spans_mod
-from .retrieval.branches.base import Branch, Hit
 from .retrieval.branches.registry import BranchSpec, registered
 from .retrieval.context import IndexView, SearchContext
-from .retrieval.features import candidate_features, feature_names
-from .retrieval.fusion import Fused, rrf
-from .retrieval.packing import legacy_pack, pack
-from .retrieval.query import QueryInfo, analyse
-from .retrieval.rerank import learned_rerank, rerank
-from .retrieval.router import SEED_ANCHOR_WEIGHT, SEED_TOP, SEED_TOP_WEIGHT, weights_for
+from .retrieval.features import feature_names
+from .retrieval.query import analyse
+from .retrieval.retriever import IndexState, Retrieval, Retriever
 from .settings import RERANKERS, Settings
 from .stores.exact import ExactVectors, exact_bound
 from .stores.lexical import LexicalStore
-from .stores.meta import MetaStore, is_corruption
+from .stores.meta import ChunkRow, MetaStore, is_corruption
 from .stores.vectors import LazyVectorStore, VectorStore
 from .stores.writer_lock import Holder, IndexBusy, WriterLock  # noqa: F401  (IndexBusy: for callers of index())
 from .traces import write_trace
@@ -50,24 +44,6 @@ from .workspace.kinds import file_kind
 
 INDEX_FORMAT = 3
 NO_GIT_COCHANGE = "off: not a git repository (no history to learn co-change from)"
-
-
-@dataclass
-class Retrieval:
-    """One query's state between the branches and the rerankers."""
-
-    q: QueryInfo
-    ctx: SearchContext
-    weights: dict[str, float]
-    counts: dict[str, int]
-    vec_status: str
-    ready_vec: bool
-    lexical_ready: bool
-    partial: bool
-    lists: dict[str, list[Hit]] = field(default_factory=dict)
-    ready: dict[str, str] = field(default_factory=dict)
-    timings: dict[str, float] = field(default_factory=dict)
-    fused: list[Fused] = field(default_factory=list)
 
 
 class Engine:
@@ -87,7 +63,6 @@ class Engine:
         # One writer per index folder across processes; readers never take it (module docstring).
         self.writer = WriterLock(self.index_dir)
         self.problems: dict[str, str] = {}
-        self.branch_errors: dict[str, str] = {}  # branch -> its last failure, until it answers again
         self._reset_vectors = False  # the manifest was replaced: vectors in a server collection are stale
         self.meta = self._open_meta()
         fmt = self.meta.get_state("format")
@@ -127,7 +102,8 @@ class Engine:
         self.reranker: CrossEncoder | None = None
         self.reranker_status = self._load_rerankers()
         # The registry's branches, in its order: the list that runs is the list that exists.
-        self.branches: list[tuple[BranchSpec, Branch]] = [(spec, spec.make()) for spec in registered()]
+        self.retriever = Retriever(self.settings, [(spec, spec.make()) for spec in registered()],
+                                   self.ltr, self.reranker, on_failure=self._branch_failed)
         self._view: IndexView | None = None
         stored_cc = self.meta.get_state("cochange")
         self.cochange_status = (f"ready: {stored_cc['commits']} commits up to {stored_cc['head'][:12]}, "
@@ -166,6 +142,11 @@ class Engine:
         if any(p.startswith("error") for p in parts):
             return "error: " + "; ".join(p.removeprefix("error: ") for p in parts)
         return "ready: " + "; ".join(parts)
+
+    @property
+    def branch_errors(self) -> dict[str, str]:
+        """Each branch's last failure, until it answers again (health lists them)."""
+        return self.retriever.errors
 
     # ------------------------------------------------------------------ the vector stores
     @property
@@ -568,164 +549,95 @@ class Engine:
     def answer(self, req: ContextRequest, trace_file: str | Path | None = None) -> ContextAnswer:
         """Answer one validated request: ranked files with reasons (the ``delphi/context`` result)."""
         t_start = time.perf_counter()
-        query, draft, limit, budget_tokens, kinds = req.query, req.draft, req.limit, req.budget_tokens, req.kinds
-        anchor_paths = [self.normalise_anchor(a) for a in req.anchors]
-        r = self._retrieve(query, anchor_paths, draft)
-        q, ctx, timings, fused = r.q, r.ctx, r.timings, r.fused
-        if kinds:
-            fused = [f for f in fused if ctx.files.get(f.path, file_kind(f.path)) in kinds]
-        if self.ltr is not None and fused and q.shape in self.ltr.shapes:
-            t0 = time.perf_counter()
-            head = fused[: self.ltr.window]
-            names = feature_names()
-            scores = self.ltr.score(candidate_features(head, q, ctx, names), names)
-            fused = learned_rerank(fused, scores, set(anchor_paths))
-            timings["ltr"] = round((time.perf_counter() - t0) * 1000, 2)
-        if self.reranker is not None and fused:
-            t0 = time.perf_counter()
-            passages = {f.path: self._passage(f) for f in fused[: self.settings.reranker_window]}
-            fused = rerank(query, fused, passages, self.reranker, self.settings.reranker_window,
-                           self.settings.reranker_weight, set(anchor_paths))
-            timings["rerank"] = round((time.perf_counter() - t0) * 1000, 2)
-        asked = {t.lower() for t in q.terms} | {i.lower() for i in q.identifiers}
-        # Spans (issue 17): each result's chunks scored from the question; `span_mode = "legacy"` keeps the
-        # old order (fused evidence, first three) and packer callable for the benchmark.
-        legacy = getattr(self, "span_mode", "scored") == "legacy"
-        sq = None if legacy else spans_mod.SpanQuery.build(q, r.lists, anchor_paths, self.meta)
-        scored: dict[str, list[spans_mod.ScoredChunk]] = {}
-        t0 = time.perf_counter()
-        results = [self._result(i + 1, f, ctx, asked, sq, scored) for i, f in enumerate(fused[:limit])]
-        timings["spans"] = round((time.perf_counter() - t0) * 1000, 2)
+        anchors = [self.normalise_anchor(a) for a in req.anchors]
+        r = self.retrieve(req.query, anchors, req.draft)
+        fused = self.retriever.order(r, req.query, anchors, req.kinds)
+        # Spans (issue 17): `span_mode = "legacy"` keeps the old spans and packer for the benchmark.
+        answered = self.retriever.results(r, fused, anchors, req.limit, self.root,
+                                          legacy_spans=getattr(self, "span_mode", "scored") == "legacy")
+        q = r.q
         out: ContextAnswer = {
-            "results": results,  # type: ignore[typeddict-item]
+            "results": answered.rows,  # type: ignore[typeddict-item]
             "query": {"shape": q.shape, "prefer": sorted(q.prefer), "avoid": sorted(q.avoid),
                       "terms": q.terms[:32], "identifiers": q.identifiers[:16], "literals": q.literals[:8],
-                      "anchors": anchor_paths, "draftUsed": bool(draft) and q.shape not in ("identifier", "trace")},
+                      "anchors": anchors, "draftUsed": bool(req.draft) and q.shape not in ("identifier", "trace")},
             "branchesReady": r.ready,
-            "health": self.health_summary(r.vec_status, r.counts),
+            "health": self.health_summary(r.state.vec_status, r.state.counts),
             "traceId": uuid.uuid4().hex[:16],
-            "timingsMs": timings,
+            "timingsMs": r.timings,
         }
         running = self.indexing  # read once: the indexer thread sets it back to None when done
         if running is not None:
             out["indexing"] = dict(running)
-        if budget_tokens:
-            t0 = time.perf_counter()
-            out["packed"], out["packedTokens"] = (legacy_pack(results, self.meta, budget_tokens) if sq is None else
-                                                  pack(results, self.meta, budget_tokens, self.root, sq, scored))
-            timings["packing"] = round((time.perf_counter() - t0) * 1000, 2)
-        timings["total"] = round((time.perf_counter() - t_start) * 1000, 2)
+        if req.budget_tokens:
+            out["packed"], out["packedTokens"] = self.retriever.pack(r, answered, req.budget_tokens, self.root)
+        r.timings["total"] = round((time.perf_counter() - t_start) * 1000, 2)
         trace = trace_file or self.settings.trace_path(self.index_dir)  # settings: under the index folder
         if trace:
-            write_trace(Path(trace), out, r.lists, r.weights, {"query": query, "anchors": anchor_paths, "draft": draft,
-                                                           "limit": limit, "budgetTokens": budget_tokens, "kinds": kinds})
+            write_trace(Path(trace), out, r.lists, r.weights,
+                        {"query": req.query, "anchors": anchors, "draft": req.draft, "limit": req.limit,
+                         "budgetTokens": req.budget_tokens, "kinds": req.kinds})
         return out
 
-    def _retrieve(self, query: str, anchor_paths: list[str], draft: str | None) -> Retrieval:
-        """Branches (two stages) and fusion: everything before the rerankers."""
+    def retrieve(self, query: str, anchors: list[str] | None = None, draft: str | None = None) -> Retrieval:
+        """Every branch's list and their fusion, before any reranker (``anchors`` already normalised):
+        the stores' state is read once for this query and handed to the retriever."""
+        anchors = anchors or []
         q = analyse(query)
         self._catch_up()
         indexing = self.indexing  # one read: the indexing thread sets it to None when it ends
         counts = self.meta.counts()
         ready_vec, vec_status = self.vector_status(counts)
-        searcher = (self.vectors if self._hnsw_answers(counts["vectors"]) else self._exact_vectors(counts["vectors"])) if ready_vec else None
-        ctx = SearchContext(self.settings, self.meta, self.lexical, searcher,  # type: ignore[arg-type]
-                            self.embedder if ready_vec else None, self.view(), anchor_paths, draft)
+        searcher = None
+        if ready_vec:
+            searcher = self.vectors if self._hnsw_answers(counts["vectors"]) else self._exact_vectors(counts["vectors"])
+        view = self.view()
         indexed = self.is_indexed()
-        r = Retrieval(q, ctx, weights_for(q, self.settings), counts, vec_status, ready_vec,
-                      lexical_ready=indexed or bool(ctx.files),
-                      partial=not indexed or (indexing is not None and indexing["phase"] == "lexical"))
-        stage1 = [(spec, b) for spec, b in self.branches if spec.stage == 1]
-        stage2 = [(spec, b) for spec, b in self.branches if spec.stage == 2]
-        self._run_branches(stage1, r)
-        if stage2:
-            first = rrf(r.lists, r.weights, ctx.files, self.settings.rrf_k, q.prefer, q.avoid)
-            ctx.seeds = {a: SEED_ANCHOR_WEIGHT for a in anchor_paths if a in ctx.files}
-            for i, f in enumerate(first[:SEED_TOP]):
-                ctx.seeds.setdefault(f.path, SEED_TOP_WEIGHT / (1 + 0.5 * i))
-            self._run_branches(stage2, r)
-        t0 = time.perf_counter()
-        r.fused = rrf(r.lists, r.weights, ctx.files, self.settings.rrf_k, q.prefer, q.avoid)
-        r.timings["fusion"] = round((time.perf_counter() - t0) * 1000, 2)
-        return r
+        state = IndexState(self.meta, self.lexical, view, counts, searcher, self.embedder if ready_vec else None,
+                           vec_status, lexical_ready=indexed or bool(view.files),
+                           partial=not indexed or (indexing is not None and indexing["phase"] == "lexical"),
+                           cochange_status=self.cochange_status)
+        return self.retriever.retrieve(q, state, anchors, draft)
 
     def candidates(self, query: str, anchors: list[str] | None = None, depth: int = 50,
                    passages: int = 0) -> list[dict[str, Any]]:
         """The fused window before any reranker, with each file's learned-ranker features (and, for the
         first ``passages`` files, the passage a cross-encoder would read): what the training tool records."""
-        r = self._retrieve(query, [self.normalise_anchor(a) for a in (anchors or [])], None)
-        head = r.fused[:depth]
-        x = candidate_features(head, r.q, r.ctx)
-        return [{"path": f.path, "features": [round(float(v), 5) for v in x[i]],
-                 **({"passage": self._passage(f)} if i < passages else {})} for i, f in enumerate(head)]
+        r = self.retrieve(query, [self.normalise_anchor(a) for a in (anchors or [])], None)
+        return self.retriever.candidates(r, depth, passages)
 
-    def _run_branches(self, branches: list[tuple[BranchSpec, Branch]], r: Retrieval) -> None:
-        q, ctx, weights, lists, ready, timings = r.q, r.ctx, r.weights, r.lists, r.ready, r.timings
-        ready_vec, vec_status, lexical_ready, partial = r.ready_vec, r.vec_status, r.lexical_ready, r.partial
-        for spec, b in branches:
-            if Need.VECTORS in spec.needs and not ready_vec:
-                ready[b.name] = vec_status
-                continue
-            if Need.INDEX in spec.needs and not lexical_ready:
-                ready[b.name] = "not ready: lexical index not written yet"
-                continue
-            if weights.get(b.name, 0) <= 0:
-                ready[b.name] = "ready (not used for this query shape)"
-                continue
-            t0 = time.perf_counter()
-            try:
-                lists[b.name] = b.search(q, ctx)
-                if Need.VECTORS in spec.needs:
-                    ready[b.name] = vec_status
-                elif Need.HISTORY in spec.needs and state_of(self.cochange_status) != State.READY:
-                    ready[b.name] = self.cochange_status  # off outside git, or not computed: not "ready"
-                elif partial:
-                    ready[b.name] = f"partial: indexing in progress ({len(ctx.files)} files so far)"
-                else:
-                    ready[b.name] = "ready"
-            except Exception as e:  # one failing branch must not sink the answer; it shows, here and in health
-                lists[b.name] = []
-                ready[b.name] = f"error: {type(e).__name__}: {e}"
-                self.branch_errors[b.name] = f"{type(e).__name__}: {e}"
-                if Need.LEXICAL in spec.needs and "lexical_store" not in self.problems:
-                    lex = self.lexical.check()  # a damaged segment shows first as a failing search
-                    if lex:
-                        self.problems["lexical_store"] = (
-                            f"lexical index (Whoosh, {self.lexical.folder}) is damaged: {lex}; "
-                            "BM25 finds nothing until `delphi index` rebuilds it from the manifest")
-            else:
-                self.branch_errors.pop(b.name, None)
-            timings[b.name] = round((time.perf_counter() - t0) * 1000, 2)
-
-    def _passage(self, f: Fused) -> str:
-        rows = self.meta.chunks_by_ids(f.evidence[:2]) if f.evidence else {}
-        body = "\n".join(r.text for r in rows.values()) or "\n".join(r.text for r in self.meta.chunks_of(f.path)[:1])
-        return f"{f.path}\n{body}"[:2000]
-
-    def _result(self, rank: int, f: Fused, ctx: SearchContext, asked: set[str],
-                sq: spans_mod.SpanQuery | None = None,
-                scored: dict[str, list[spans_mod.ScoredChunk]] | None = None) -> dict[str, Any]:
-        if sq is None or rank > spans_mod.SCORED_FILES:
-            spans = spans_mod.legacy_spans(self.meta, f.path, f.evidence, asked)
-        else:
-            sc = spans_mod.score_chunks(f.path, self.meta.chunks_of(f.path), sq)
-            if scored is not None:
-                scored[f.path] = sc  # the packer reuses them
-            spans = spans_mod.listed_spans(sc, asked)
-        return {
-            "path": f.path,
-            "uri": (self.root / f.path).as_uri(),
-            "rank": rank,
-            "score": round(f.score, 6),
-            "kind": ctx.files.get(f.path, file_kind(f.path)),
-            "branches": dict(sorted(f.branches.items(), key=lambda kv: kv[1])),
-            "spans": spans,
-            "why": _why(f),
-        }
+    def _branch_failed(self, spec: BranchSpec, e: Exception) -> None:
+        """A branch raised: a damaged Whoosh segment shows first as a failing search, so check it."""
+        if Need.LEXICAL in spec.needs and "lexical_store" not in self.problems:
+            lex = self.lexical.check()
+            if lex:
+                self.problems["lexical_store"] = (
+                    f"lexical index (Whoosh, {self.lexical.folder}) is damaged: {lex}; "
+                    "BM25 finds nothing until `delphi index` rebuilds it from the manifest")
 
     def definitions(self, path: str) -> list[SymbolRecord]:
         """The definitions in one indexed file, in line order (an editor's outline, lenses, hover)."""
         return self.meta.symbols_of(path)
+
+    def chunks(self, path: str) -> list[ChunkRow]:
+        """One indexed file's stored chunks in line order."""
+        return self.meta.chunks_of(path)
+
+    def kind_of(self, path: str) -> str | None:
+        """The kind of an indexed file (code, test, doc, config, other), or None when it is not indexed."""
+        return self.view().files.get(path)
+
+    def files(self) -> list[tuple[str, str, int]]:
+        """Every indexed file as (path, kind, chunk count), in path order."""
+        return self.meta.files()
+
+    def import_edges(self) -> list[tuple[str, str]]:
+        """Every import the index recorded, as (importing file, imported specifier)."""
+        return self.meta.all_imports()
+
+    def embed_texts(self) -> list[str]:
+        """What the model embeds for each stored chunk (benchmarks time the model alone on exactly these)."""
+        return [embed_text(c) for c in self.meta.all_chunks()]
 
     def counts(self) -> dict[str, int]:
         """Files, chunks, vectors and symbols in the committed index."""
@@ -812,16 +724,6 @@ class Engine:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-
-def _why(f: Fused) -> str:
-    parts = []
-    seen = set()
-    for branch, note in sorted(f.notes, key=lambda bn: f.branches.get(bn[0], 999)):
-        if branch in seen:
-            continue
-        seen.add(branch)
-        parts.append(f"{branch} #{f.branches[branch]}: {note}")
-    return "; ".join(parts[:3]) or "found by " + ", ".join(f.branches)
 
 
 def _fuzzy(q: str, name: str) -> float | None:

@@ -414,7 +414,7 @@ class Session:
         if found is None:
             return []
         eng, rel = found
-        if eng.view().files.get(rel) == "test":
+        if eng.kind_of(rel) == "test":
             return []
         out = []
         for s in eng.definitions(rel):
@@ -431,7 +431,7 @@ class Session:
         if found is None:
             return None
         eng, rel = found
-        if eng.view().files.get(rel) != "test":
+        if eng.kind_of(rel) != "test":
             return None
         return self._with_uris(eng, eng.related_code(rel, limit=10))
 

@@ -7,8 +7,10 @@ Checked on both dev sets (dev_mined and ARB v0_1); see bench/RESULTS.md.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from ..settings import Settings
-from .branches.registry import registered
+from .branches.registry import BranchSpec, registered
 from .query import QueryInfo
 
 # Extra weight a branch's ranking restricted to the asked-for kinds adds (kind-aware fusion).
@@ -21,6 +23,8 @@ SEED_TOP_WEIGHT = 0.5
 AVOID_FACTOR = 0.3
 
 
-def weights_for(q: QueryInfo, settings: Settings) -> dict[str, float]:
-    """Every registered branch's weight for the question's shape, in registry order."""
-    return {spec.name: settings.branch_weights.get(spec.name, spec.weights[q.shape]) for spec in registered()}
+def weights_for(q: QueryInfo, settings: Settings, specs: Iterable[BranchSpec] | None = None) -> dict[str, float]:
+    """Each branch's weight for the question's shape, in order: ``specs`` (a retriever's branches),
+    by default every registered branch."""
+    return {spec.name: settings.branch_weights.get(spec.name, spec.weights[q.shape])
+            for spec in (registered() if specs is None else specs)}

@@ -241,6 +241,10 @@ class MetaStore:
                     out[r[0]] = _chunk(r)
         return out
 
+    def all_chunks(self) -> list[ChunkRow]:
+        with self._lock:
+            return [_chunk(r) for r in self.db.execute(f"SELECT {_CHUNK_COLS} FROM chunks ORDER BY path, start_line")]
+
     def chunks_of(self, path: str) -> list[ChunkRow]:
         with self._lock:
             rows = self.db.execute(f"SELECT {_CHUNK_COLS} FROM chunks WHERE path=? ORDER BY ord", (path,)).fetchall()

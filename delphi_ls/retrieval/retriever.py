@@ -1,0 +1,243 @@
+"""The retrieval pipeline of one question, with explicit inputs: branches, fusion, rerankers, spans.
+
+The engine owns the stores, their damage checks and indexing; for a query it reads their state once
+into an :class:`IndexState` and hands it here. Nothing in this module opens, repairs or writes a
+store, so the pipeline can be run (and tested) on any index view: the engine is a facade over it.
+
+Order of work for one question (docs/DESIGN.md, "The retrieval pipeline"):
+1. stage-1 branches on the question; a first RRF fusion;
+2. stage-2 branches seeded by the anchors and that fusion's top files; the final RRF fusion;
+3. the ``kinds`` filter, the learned ranker over the fused window, the cross-encoder if configured;
+4. each result's spans scored from the question, and the budgeted packing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..core import Need, State, state_of
+from ..models.cross_encoder import CrossEncoder
+from ..models.embedders import Embedder
+from ..models.ltr import LearnedRanker
+from ..settings import Settings
+from ..stores.lexical import LexicalStore
+from ..stores.meta import MetaStore
+from ..stores.vectors import VectorStore
+from ..workspace.kinds import file_kind
+from . import spans as spans_mod
+from .branches.base import Branch, Hit
+from .branches.registry import BranchSpec
+from .context import IndexView, SearchContext
+from .features import candidate_features, feature_names
+from .fusion import Fused, rrf
+from .packing import legacy_pack, pack
+from .query import QueryInfo
+from .rerank import learned_rerank, rerank
+from .router import SEED_ANCHOR_WEIGHT, SEED_TOP, SEED_TOP_WEIGHT, weights_for
+
+
+@dataclass(frozen=True)
+class IndexState:
+    """What one query reads, taken once from the engine's stores before the branches run."""
+
+    meta: MetaStore
+    lexical: LexicalStore
+    view: IndexView
+    counts: dict[str, int]
+    searcher: VectorStore | Any | None  # Chroma or the exact search; None when vectors cannot answer
+    embedder: Embedder | None  # None when vectors cannot answer
+    vec_status: str  # the vector branch's status line (health's wording)
+    lexical_ready: bool  # a finished index, or files of a running one
+    partial: bool  # answers come from part of the workspace (first run still in its lexical pass)
+    cochange_status: str  # the history branch's status line
+
+
+@dataclass
+class Retrieval:
+    """One query's state between the branches and the rerankers."""
+
+    q: QueryInfo
+    ctx: SearchContext
+    weights: dict[str, float]
+    state: IndexState
+    lists: dict[str, list[Hit]] = field(default_factory=dict)
+    ready: dict[str, str] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    fused: list[Fused] = field(default_factory=list)
+
+
+# Called with a branch that raised and what it raised: the engine records it for health.
+BranchFailure = Callable[[BranchSpec, Exception], None]
+
+
+class Retriever:
+    """Runs the registered branches and the rerankers over an :class:`IndexState`."""
+
+    def __init__(self, settings: Settings, branches: Sequence[tuple[BranchSpec, Branch]],
+                 ltr: LearnedRanker | None = None, cross_encoder: CrossEncoder | None = None,
+                 on_failure: BranchFailure | None = None) -> None:
+        self.settings = settings
+        self.branches = list(branches)
+        self.ltr = ltr
+        self.cross_encoder = cross_encoder
+        self.on_failure = on_failure
+        self.errors: dict[str, str] = {}  # branch -> its last failure, until it answers again
+
+    # ------------------------------------------------------------------ branches and fusion
+    def retrieve(self, q: QueryInfo, state: IndexState, anchors: list[str], draft: str | None) -> Retrieval:
+        """Both stages of branches and the fusion: everything before the rerankers."""
+        ctx = SearchContext(self.settings, state.meta, state.lexical, state.searcher, state.embedder,
+                            state.view, anchors, draft)
+        r = Retrieval(q, ctx, weights_for(q, self.settings, [spec for spec, _b in self.branches]), state)
+        stage1 = [(spec, b) for spec, b in self.branches if spec.stage == 1]
+        stage2 = [(spec, b) for spec, b in self.branches if spec.stage == 2]
+        self._run(stage1, r)
+        if stage2:
+            first = rrf(r.lists, r.weights, ctx.files, self.settings.rrf_k, q.prefer, q.avoid)
+            ctx.seeds = {a: SEED_ANCHOR_WEIGHT for a in anchors if a in ctx.files}
+            for i, f in enumerate(first[:SEED_TOP]):
+                ctx.seeds.setdefault(f.path, SEED_TOP_WEIGHT / (1 + 0.5 * i))
+            self._run(stage2, r)
+        t0 = time.perf_counter()
+        r.fused = rrf(r.lists, r.weights, ctx.files, self.settings.rrf_k, q.prefer, q.avoid)
+        r.timings["fusion"] = _ms(t0)
+        return r
+
+    def _run(self, branches: list[tuple[BranchSpec, Branch]], r: Retrieval) -> None:
+        q, ctx, s = r.q, r.ctx, r.state
+        for spec, b in branches:
+            if Need.VECTORS in spec.needs and s.searcher is None:
+                r.ready[b.name] = s.vec_status
+                continue
+            if Need.INDEX in spec.needs and not s.lexical_ready:
+                r.ready[b.name] = "not ready: lexical index not written yet"
+                continue
+            if r.weights.get(b.name, 0) <= 0:
+                r.ready[b.name] = "ready (not used for this query shape)"
+                continue
+            t0 = time.perf_counter()
+            try:
+                r.lists[b.name] = b.search(q, ctx)
+                if Need.VECTORS in spec.needs:
+                    r.ready[b.name] = s.vec_status
+                elif Need.HISTORY in spec.needs and state_of(s.cochange_status) != State.READY:
+                    r.ready[b.name] = s.cochange_status  # off outside git, or not computed: not "ready"
+                elif s.partial:
+                    r.ready[b.name] = f"partial: indexing in progress ({len(ctx.files)} files so far)"
+                else:
+                    r.ready[b.name] = "ready"
+            except Exception as e:  # one failing branch must not sink the answer; it shows, here and in health
+                r.lists[b.name] = []
+                r.ready[b.name] = f"error: {type(e).__name__}: {e}"
+                self.errors[b.name] = f"{type(e).__name__}: {e}"
+                if self.on_failure is not None:
+                    self.on_failure(spec, e)
+            else:
+                self.errors.pop(b.name, None)
+            r.timings[b.name] = _ms(t0)
+
+    # ------------------------------------------------------------------ rerankers
+    def order(self, r: Retrieval, query: str, anchors: list[str], kinds: list[str] | None) -> list[Fused]:
+        """The fused list filtered to ``kinds``, then reordered by the learned ranker and the cross-encoder."""
+        q, ctx, fused = r.q, r.ctx, r.fused
+        if kinds:
+            fused = [f for f in fused if ctx.files.get(f.path, file_kind(f.path)) in kinds]
+        if self.ltr is not None and fused and q.shape in self.ltr.shapes:
+            t0 = time.perf_counter()
+            head = fused[: self.ltr.window]
+            names = feature_names()
+            scores = self.ltr.score(candidate_features(head, q, ctx, names), names)
+            fused = learned_rerank(fused, scores, set(anchors))
+            r.timings["ltr"] = _ms(t0)
+        if self.cross_encoder is not None and fused:
+            t0 = time.perf_counter()
+            passages = {f.path: passage(ctx.meta, f) for f in fused[: self.settings.reranker_window]}
+            fused = rerank(query, fused, passages, self.cross_encoder, self.settings.reranker_window,
+                           self.settings.reranker_weight, set(anchors))
+            r.timings["rerank"] = _ms(t0)
+        return fused
+
+    def candidates(self, r: Retrieval, depth: int, passages: int) -> list[dict[str, Any]]:
+        """The fused window before any reranker with each file's learned-ranker features (and, for the
+        first ``passages`` files, the passage a cross-encoder would read): what training records."""
+        head = r.fused[:depth]
+        x = candidate_features(head, r.q, r.ctx)
+        return [{"path": f.path, "features": [round(float(v), 5) for v in x[i]],
+                 **({"passage": passage(r.ctx.meta, f)} if i < passages else {})} for i, f in enumerate(head)]
+
+    # ------------------------------------------------------------------ results and spans
+    def results(self, r: Retrieval, fused: list[Fused], anchors: list[str], limit: int, root: Path,
+                legacy_spans: bool = False) -> Answered:
+        """The top ``limit`` files as answer rows, each with its spans scored from the question.
+
+        ``legacy_spans`` keeps the spans and packer from before issue 17 callable for the benchmark."""
+        meta, ctx = r.ctx.meta, r.ctx
+        asked = {t.lower() for t in r.q.terms} | {i.lower() for i in r.q.identifiers}
+        sq = None if legacy_spans else spans_mod.SpanQuery.build(r.q, r.lists, anchors, meta)
+        scored: dict[str, list[spans_mod.ScoredChunk]] = {}
+        t0 = time.perf_counter()
+        rows = []
+        for rank, f in enumerate(fused[:limit], start=1):
+            if sq is None or rank > spans_mod.SCORED_FILES:
+                spans = spans_mod.legacy_spans(meta, f.path, f.evidence, asked)
+            else:
+                sc = spans_mod.score_chunks(f.path, meta.chunks_of(f.path), sq)
+                scored[f.path] = sc  # the packer reuses them
+                spans = spans_mod.listed_spans(sc, asked)
+            rows.append({
+                "path": f.path,
+                "uri": (root / f.path).as_uri(),
+                "rank": rank,
+                "score": round(f.score, 6),
+                "kind": ctx.files.get(f.path, file_kind(f.path)),
+                "branches": dict(sorted(f.branches.items(), key=lambda kv: kv[1])),
+                "spans": spans,
+                "why": why(f),
+            })
+        r.timings["spans"] = _ms(t0)
+        return Answered(rows, sq, scored)
+
+    def pack(self, r: Retrieval, answered: Answered, budget_tokens: int, root: Path) -> tuple[list[dict[str, Any]], int]:
+        """The answer's spans packed into ``budget_tokens`` (chars/4), never over it."""
+        t0 = time.perf_counter()
+        meta = r.ctx.meta
+        out = (legacy_pack(answered.rows, meta, budget_tokens) if answered.span_query is None else
+               pack(answered.rows, meta, budget_tokens, root, answered.span_query, answered.scored))
+        r.timings["packing"] = _ms(t0)
+        return out
+
+
+@dataclass
+class Answered:
+    """The answer rows and what the packer reuses from scoring their spans."""
+
+    rows: list[dict[str, Any]]
+    span_query: spans_mod.SpanQuery | None
+    scored: dict[str, list[spans_mod.ScoredChunk]]
+
+
+def passage(meta: MetaStore, f: Fused) -> str:
+    """What a cross-encoder reads of a file: its path and best evidence chunks (else its first chunk)."""
+    rows = meta.chunks_by_ids(f.evidence[:2]) if f.evidence else {}
+    body = "\n".join(r.text for r in rows.values()) or "\n".join(r.text for r in meta.chunks_of(f.path)[:1])
+    return f"{f.path}\n{body}"[:2000]
+
+
+def why(f: Fused) -> str:
+    """A result's why-line: its best three branches' notes, best-ranked branch first."""
+    parts = []
+    seen = set()
+    for branch, note in sorted(f.notes, key=lambda bn: f.branches.get(bn[0], 999)):
+        if branch in seen:
+            continue
+        seen.add(branch)
+        parts.append(f"{branch} #{f.branches[branch]}: {note}")
+    return "; ".join(parts[:3]) or "found by " + ", ".join(f.branches)
+
+
+def _ms(t0: float) -> float:
+    return round((time.perf_counter() - t0) * 1000, 2)
