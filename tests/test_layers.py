@@ -18,6 +18,7 @@ PKG = Path(__file__).resolve().parents[1] / "delphi_ls"
 # (longest first) decides a module's layer.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("bottom", ("delphi_ls.api", "delphi_ls.settings", "delphi_ls.core")),
+    ("languages", ("delphi_ls.languages",)),  # one module per language: grammars, imports, test names, frames
     ("stores", ("delphi_ls.stores",)),
     ("workspace", ("delphi_ls.workspace",)),
     ("models", ("delphi_ls.models",)),

@@ -12,10 +12,12 @@ from dataclasses import dataclass, field
 
 import tree_sitter as ts
 
-from .imports import extract_imports, manifest_imports
-from .languages import LanguageSpec, parser_for, spec_for
+from ..languages import LanguageSpec, extract_imports, manifest_imports, node_text, parser_for, spec_for
 
 WINDOW_LINES = 60
+# Symbol kinds whose members name them as their container.
+_CONTAINER_KINDS = frozenset({"class", "interface", "impl", "trait", "struct", "enum", "module", "namespace",
+                              "union", "record", "object"})
 
 
 @dataclass
@@ -88,19 +90,10 @@ def window_chunks(text: str, max_chars: int) -> list[Chunk]:
 
 
 def _name_of(node: ts.Node, spec: LanguageSpec) -> str | None:
+    if spec.name_of is not None:  # the language knows better (Rust's `impl T for U`, C's declarators)
+        return spec.name_of(node)
     n = node.child_by_field_name("name")
-    if n is None and node.type == "impl_item":
-        n = node.child_by_field_name("type")
-        trait = node.child_by_field_name("trait")
-        if n is not None and trait is not None:
-            return f"{_text(trait)} for {_text(n)}"
-    if n is None:
-        return None
-    return _text(n)
-
-
-def _text(node: ts.Node) -> str:
-    return node.text.decode("utf-8", errors="replace") if node.text is not None else ""
+    return None if n is None else node_text(n)
 
 
 def extract_symbols(root: ts.Node, spec: LanguageSpec) -> list[Symbol]:
@@ -113,16 +106,15 @@ def extract_symbols(root: ts.Node, spec: LanguageSpec) -> list[Symbol]:
         name = None
         if kind:
             name = _name_of(node, spec)
-        elif node.type == "variable_declarator":
-            value = node.child_by_field_name("value")
-            if value is not None and value.type in ("arrow_function", "function_expression", "function", "class"):
-                kind = "class" if value.type == "class" else "function"
-                name = _name_of(node, spec)
+        elif spec.extra_symbol is not None:  # `const f = () => ...` in JavaScript
+            found = spec.extra_symbol(node)
+            if found is not None:
+                kind, name = found
         if kind and name:
             if kind == "function" and container:
                 kind = "method"
             out.append(Symbol(name, kind, node.start_point[0] + 1, node.end_point[0] + 1, container))
-            container = name if kind in ("class", "interface", "impl", "trait", "struct", "enum", "module") else container
+            container = name if kind in _CONTAINER_KINDS else container
         for child in node.named_children:
             visit(child, container, depth + 1)
 
@@ -141,11 +133,7 @@ def _body_of(node: ts.Node) -> ts.Node | None:
 
 
 def _is_def(node: ts.Node, spec: LanguageSpec) -> bool:
-    if node.type in spec.definitions or node.type in spec.containers:
-        return True
-    if node.type in ("decorated_definition", "export_statement", "lexical_declaration", "type_declaration"):
-        return True
-    return False
+    return node.type in spec.definitions or node.type in spec.containers or node.type in spec.chunk_units
 
 
 def _units(children: list[ts.Node], spec: LanguageSpec, max_chars: int, top: bool) -> list[_Unit]:

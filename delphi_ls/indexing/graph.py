@@ -14,6 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from ..core.tokens import stripped
+from ..languages import MANIFEST_KINDS
 from ..workspace.kinds import stem_of
 from .imports import Resolver
 
@@ -33,7 +34,7 @@ class FileGraph:
         g = cls()
         resolver = Resolver(list(files), imports)
         for path, spec in imports:
-            if path not in files or spec.startswith(("pkgmain:", "pkgname:")):
+            if path not in files or spec.partition(":")[0] in MANIFEST_KINDS:  # package.json facts, no edges
                 continue
             for target in resolver.resolve(path, spec):
                 if target != path and target not in g.imports[path]:

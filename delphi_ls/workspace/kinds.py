@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import re
 
+from ..languages import TEST_NAME_PATTERNS, test_affixes
+
 CODE_EXT = {
     ".py", ".pyi", ".js", ".jsx", ".mjs", ".cjs", ".ts", ".tsx", ".mts", ".cts", ".go", ".rs", ".java",
     ".kt", ".kts", ".scala", ".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".hh", ".cs", ".rb", ".php",
@@ -25,11 +27,10 @@ CONFIG_NAMES = {"makefile", "dockerfile", "justfile", "rakefile", "gemfile", "pr
                 "setup.py", "setup.cfg", "conftest.py", "noxfile.py", "tox.ini"}
 
 _TEST_DIR = re.compile(r"(^|/)(tests?|__tests__|spec|specs|testing|testdata|test_?utils|e2e|integration[-_]tests?)/")
-_TEST_FILE = re.compile(
-    r"(^test_.*\.py$|.*_test\.py$|.*_test\.go$|.*[._-](test|spec)\.(js|jsx|mjs|cjs|ts|tsx|mts)$"
-    r"|.*tests?\.java$|.*IT\.java$|.*_spec\.rb$|.*_test\.rb$|.*Tests?\.(cs|kt|swift|scala)$|.*_tests?\.rs$"
-    r"|^tests?\.(rs|py|js|ts)$)"
-)
+# Test-file names of languages that have no module under delphi_ls/languages/ yet; a language's module
+# takes its own over (a name listed twice is harmless).
+_UNPARSED_TEST_NAMES = (r".*_spec\.rb$", r".*_test\.rb$", r".*Tests?\.(cs|kt|swift|scala)$")
+_TEST_FILE = re.compile("(" + "|".join(TEST_NAME_PATTERNS + _UNPARSED_TEST_NAMES) + ")")
 
 
 def is_test_path(path: str) -> bool:
@@ -66,6 +67,14 @@ def stem_of(path: str) -> str:
         if stem.lower().startswith(pre):
             stem = stem[len(pre):]
     for suf in ("_test", "_tests", "Test", "Tests", "IT", "_spec", ".test", ".spec"):
+        if stem.endswith(suf) and len(stem) > len(suf):
+            stem = stem[: -len(suf)]
+    # Then the file's own ecosystem's affixes (`test-x.c`, `x_unittest.cc`), for its files only.
+    prefixes, suffixes = test_affixes(base)
+    for pre in prefixes:
+        if stem.lower().startswith(pre.lower()) and len(stem) > len(pre):
+            stem = stem[len(pre):]
+    for suf in suffixes:
         if stem.endswith(suf) and len(stem) > len(suf):
             stem = stem[: -len(suf)]
     return stem

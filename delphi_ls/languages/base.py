@@ -1,0 +1,154 @@
+"""What a language module defines, and the pieces every language shares.
+
+A language is one module under ``delphi_ls/languages/`` exporting ``LANGUAGE``, a :class:`Language`:
+its tree-sitter grammar(s) (:class:`LanguageSpec`: which nodes define symbols, which are containers,
+how imports are read off the tree), how its import specs resolve to workspace files, how its test
+files are named, and what its stack frames look like. ``registry.py`` lists the languages; nothing
+outside this package branches on a language's name.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import tree_sitter as ts
+
+# (kind, name) of a node that is not in ``definitions`` but still defines something
+# (``const f = () => ...`` in JavaScript).
+ExtraSymbol = Callable[[ts.Node], tuple[str, str] | None]
+# Appends the raw import specs a node holds (``py:.models``) to ``out``; True when the node was an import
+# and its children need no visit.
+ImportNode = Callable[[ts.Node, list[str]], bool]
+# Maps one import spec's target (the part after ``kind:``) from ``importer`` to workspace files.
+Resolve = Callable[["FileIndex", str, str], list[str]]
+
+
+def node_text(node: ts.Node | None) -> str:
+    """A node's source text (the one helper for it: chunker and import readers share it)."""
+    if node is None or node.text is None:
+        return ""
+    return node.text.decode("utf-8", errors="replace")
+
+
+def field_name(node: ts.Node) -> str | None:
+    """The usual definition name: the node's ``name`` field."""
+    n = node.child_by_field_name("name")
+    return None if n is None else node_text(n)
+
+
+@dataclass(frozen=True)
+class LanguageSpec:
+    """One tree-sitter grammar (a language may have several: TypeScript and TSX) and how its trees read."""
+
+    name: str
+    module: str  # the grammar's PyPI package, imported offline
+    entry: str  # function in the module returning the grammar pointer
+    extensions: tuple[str, ...]
+    definitions: dict[str, str]  # node type -> symbol kind
+    containers: frozenset[str] = field(default_factory=frozenset)  # nodes whose bodies split into members
+    imports: frozenset[str] = field(default_factory=frozenset)  # import node types (documentation)
+    # Node types that start their own chunk although they define no symbol themselves
+    # (``export_statement``, Python's ``decorated_definition``, Go's ``type_declaration``).
+    chunk_units: frozenset[str] = field(default_factory=frozenset)
+    # A definition's name where the ``name`` field is not it (Rust's ``impl X for Y``, C's declarators);
+    # None means the ``name`` field.
+    name_of: Callable[[ts.Node], str | None] | None = None
+    extra_symbol: ExtraSymbol | None = None
+    import_node: ImportNode | None = None
+    import_depth: int = 6  # how deep the import walk goes (imports sit near the top of a file)
+
+
+@dataclass(frozen=True)
+class Language:
+    """Everything language-specific about one language; ``registry.py`` lists them."""
+
+    name: str
+    grammars: tuple[LanguageSpec, ...]
+    # import spec kind (the part before ``:``) -> resolver; a language may resolve another's kinds too
+    # (``java:`` specs find Kotlin files), but each kind has one owner.
+    resolvers: dict[str, Resolve] = field(default_factory=dict)
+    # Whole-name regexes (matched against a file's base name, and against its lower-cased base name) of
+    # this ecosystem's test files: ``test_.*\.py$``.
+    test_names: tuple[str, ...] = ()
+    # Name parts that make a test's name from its subject's (``test_``, ``_test``, ``Tests``), applied by
+    # ``stem_of`` to this language's files only, after the shared ones.
+    test_prefixes: tuple[str, ...] = ()
+    test_suffixes: tuple[str, ...] = ()
+    # Stack-frame regexes: group 1 the file, group 2 the line. Kept in registry order (frames earlier in a
+    # trace's pattern list come first in a question's paths).
+    stack_frames: tuple[re.Pattern[str], ...] = ()
+    # Regex alternatives that mark a text as a trace (``Traceback \(most recent call last\)``), re.M.
+    trace_markers: tuple[str, ...] = ()
+    # Manifests this language reads imports from (base name -> text -> specs), e.g. ``package.json``;
+    # their spec kinds are listed in ``manifest_kinds`` (they describe the workspace, they are no edges).
+    manifests: dict[str, Callable[[str], list[str]]] = field(default_factory=dict)
+    manifest_kinds: tuple[str, ...] = ()
+    fixture: str = ""  # the folder under tests/fixtures/ holding a workspace in this language ("" = name)
+
+    @property
+    def fixture_folder(self) -> str:
+        return self.fixture or self.name
+
+
+class FileIndex:
+    """The workspace's files, indexed for import resolution (shared by every language's resolver).
+
+    ``manifest_specs`` are the specs read from manifests (``package.json``): (path, spec) pairs.
+    ``memo`` keeps what a resolver derives once per index (a language's package map).
+    """
+
+    def __init__(self, files: list[str], manifest_specs: list[tuple[str, str]] | None = None) -> None:
+        self.files = set(files)
+        self.manifest_specs = list(manifest_specs or ())
+        self.by_suffix: dict[str, list[str]] = {}
+        self.dirs: dict[str, list[str]] = {}
+        for f in files:
+            parts = f.split("/")
+            for i in range(len(parts)):
+                self.by_suffix.setdefault("/".join(parts[i:]), []).append(f)
+            self.dirs.setdefault(os.path.dirname(f), []).append(f)
+        self._memo: dict[str, Any] = {}
+
+    def memo(self, key: str, build: Callable[[FileIndex], Any]) -> Any:
+        if key not in self._memo:
+            self._memo[key] = build(self)
+        return self._memo[key]
+
+    def suffix(self, rel: str, near: str) -> list[str]:
+        """Files whose path ends with ``rel``; among several, those sharing most of ``near``'s path."""
+        cands = self.by_suffix.get(rel, [])
+        if len(cands) <= 1:
+            return cands
+
+        def shared(c: str) -> int:
+            n = 0
+            for a, b in zip(c.split("/"), near.split("/"), strict=False):
+                if a != b:
+                    break
+                n += 1
+            return n
+        best = max(shared(c) for c in cands)
+        return [c for c in cands if shared(c) == best][:3]
+
+
+def read_imports(root: ts.Node, spec: LanguageSpec) -> list[str]:
+    """Raw import specs of a parse tree (``py:.models``, ``js:./util``, ``go:github.com/x/y``), in order, once each."""
+    out: list[str] = []
+    reader = spec.import_node
+    if reader is None:
+        return out
+
+    def visit(node: ts.Node, depth: int) -> None:
+        if depth > spec.import_depth:
+            return
+        if reader(node, out):
+            return
+        for c in node.named_children:
+            visit(c, depth + 1)
+
+    visit(root, 0)
+    return list(dict.fromkeys(out))

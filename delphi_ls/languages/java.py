@@ -1,0 +1,51 @@
+"""Java: ``import a.b.C`` by package path (Kotlin files too), ``XTest.java``/``XIT.java``, ``(X.java:12)``."""
+
+from __future__ import annotations
+
+import re
+
+import tree_sitter as ts
+
+from .base import FileIndex, Language, LanguageSpec, node_text
+
+
+def _import_node(node: ts.Node, out: list[str]) -> bool:
+    if node.type != "import_declaration":
+        return False
+    txt = node_text(node).removeprefix("import").strip().rstrip(";").strip()
+    out.append(f"java:{txt.removeprefix('static ').strip()}")
+    return True
+
+
+def _resolve(ix: FileIndex, importer: str, target: str) -> list[str]:
+    t = target.rstrip(".*")
+    path = t.replace(".", "/")
+    hit = ix.suffix(f"{path}.java", importer) or ix.suffix(f"{path}.kt", importer)
+    if hit:
+        return hit
+    if target.endswith("*"):
+        return [f for f in ix.dirs.get(path, []) if f.endswith((".java", ".kt"))][:20]
+    # `import a.b.C.method` (static): drop the member
+    parent = path.rsplit("/", 1)[0]
+    return ix.suffix(f"{parent}.java", importer)
+
+
+LANGUAGE = Language(
+    name="java",
+    grammars=(
+        LanguageSpec("java", "tree_sitter_java", "language", (".java",),
+                     {"class_declaration": "class", "interface_declaration": "interface",
+                      "enum_declaration": "enum", "record_declaration": "class",
+                      "annotation_type_declaration": "interface",
+                      "method_declaration": "method", "constructor_declaration": "constructor"},
+                     frozenset({"class_declaration", "interface_declaration", "enum_declaration",
+                                "record_declaration"}),
+                     frozenset({"import_declaration", "package_declaration"}),
+                     import_node=_import_node),
+    ),
+    resolvers={"java": _resolve},
+    test_names=(r".*tests?\.java$", r".*IT\.java$"),
+    stack_frames=(re.compile(r"\(([\w$]+\.(?:java|kt|scala)):(\d+)\)"),),
+    trace_markers=(r"^\s+at [\w$.]+\(", r"Exception in thread"),
+    fixture="shipyard",
+)

@@ -1,0 +1,159 @@
+"""JavaScript: ES imports, ``require``/``import()`` calls and ``package.json`` entry points; ``x.test.js``.
+
+The import reader, resolver and definitions here serve TypeScript too (``typescript.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import tree_sitter as ts
+
+from .base import FileIndex, Language, LanguageSpec, field_name, node_text
+
+_STRING = re.compile(r"""^['"`](.*)['"`]$""", re.S)
+
+JS_DEFS = {
+    "function_declaration": "function", "generator_function_declaration": "function",
+    "class_declaration": "class", "method_definition": "method",
+    "interface_declaration": "interface", "type_alias_declaration": "type", "enum_declaration": "enum",
+    "abstract_class_declaration": "class", "function_signature": "function",
+}
+# Not definitions, but each starts its own chunk: `export ...` and `const x = ...` at the top level.
+JS_CHUNK_UNITS = frozenset({"export_statement", "lexical_declaration"})
+_FUNCTION_VALUES = ("arrow_function", "function_expression", "function", "class")
+# Every extension an import may leave off, in the order a bundler tries them.
+_EXTS = (".ts", ".tsx", ".js", ".jsx", ".mjs", ".cjs", ".mts", ".cts", ".vue", ".svelte")
+
+
+def extra_symbol(node: ts.Node) -> tuple[str, str] | None:
+    """``const f = () => ...`` / ``const C = class ...``: a function or class by its variable's name."""
+    if node.type != "variable_declarator":
+        return None
+    value = node.child_by_field_name("value")
+    if value is None or value.type not in _FUNCTION_VALUES:
+        return None
+    name = field_name(node)
+    return ("class" if value.type == "class" else "function", name) if name else None
+
+
+def import_node(node: ts.Node, out: list[str]) -> bool:
+    """``import ... from 'x'``, ``export ... from 'x'``, ``require('x')``, ``import('x')`` -> ``js:x``."""
+    t = node.type
+    if t in ("import_statement", "export_statement"):
+        src = node.child_by_field_name("source")
+        if src is not None:
+            m = _STRING.match(node_text(src))
+            if m:
+                out.append(f"js:{m.group(1)}")
+    elif t == "call_expression":
+        fn = node.child_by_field_name("function")
+        args = node.child_by_field_name("arguments")
+        if fn is not None and node_text(fn) in ("require", "import") and args is not None and args.named_child_count:
+            m = _STRING.match(node_text(args.named_children[0]))
+            if m:
+                out.append(f"js:{m.group(1)}")
+    return False  # an export statement or a call may hold more imports
+
+
+def package_json(text: str) -> list[str]:
+    """A ``package.json``'s entry point and name, so ``require('../..')`` and a package's tests that
+    import it by name (``require('koa')``) resolve to the file they load."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return []
+    if not isinstance(data, dict):
+        return []
+    out: list[str] = []
+    entries = [data.get("main"), data.get("module"), data.get("source")]
+    exports = data.get("exports")
+    dot = exports.get(".") if isinstance(exports, dict) else exports
+    if isinstance(dot, dict):
+        entries += [dot.get(k) for k in ("source", "require", "import", "default", "types")]
+    elif isinstance(dot, str):
+        entries.append(dot)
+    for e in entries:
+        if isinstance(e, str) and e and not e.startswith(("http:", "https:")):
+            out.append(f"pkgmain:{e}")
+    if isinstance(data.get("name"), str) and data["name"]:
+        out.append(f"pkgname:{data['name']}")
+    return list(dict.fromkeys(out))
+
+
+def js_file(ix: FileIndex, base: str) -> str | None:
+    """The file an extension-less (or ``.js``-suffixed TypeScript) import path loads."""
+    if base.startswith(".."):
+        return None
+    stem, ext = os.path.splitext(base)
+    cands = [base] if ext else []
+    cands += [base + e for e in _EXTS] + [f"{base}/index{e}".lstrip("/") for e in _EXTS]
+    if ext in (".js", ".mjs", ".cjs", ".jsx"):  # TS sources imported with a .js suffix
+        cands += [stem + e for e in (".ts", ".tsx", ".mts", ".cts")]
+    return next((c for c in cands if c in ix.files), None)
+
+
+def _packages(ix: FileIndex) -> tuple[dict[str, str], dict[str, str]]:
+    """package folder -> entry file (the first that exists), package name -> folder (from package.json)."""
+    pkg_main: dict[str, str] = {}
+    pkg_name: dict[str, str] = {}
+    for path, spec in ix.manifest_specs:
+        if os.path.basename(path) != "package.json":
+            continue
+        folder = os.path.dirname(path)
+        kind, _, value = spec.partition(":")
+        if kind == "pkgname":
+            pkg_name.setdefault(value, folder)
+        elif kind == "pkgmain":
+            entry = js_file(ix, os.path.normpath(os.path.join(folder, value)).replace(os.sep, "/"))
+            if entry:
+                pkg_main.setdefault(folder, entry)
+    return pkg_main, pkg_name
+
+
+def resolve(ix: FileIndex, importer: str, target: str) -> list[str]:
+    pkg_main, pkg_name = ix.memo("javascript.packages", _packages)
+    if not target.startswith("."):
+        # the workspace's own package imported by name: `require('koa')`, `from 'ky/x'`
+        name, rest = target, ""
+        parts = target.split("/")
+        for n in (2, 1):
+            if "/".join(parts[:n]) in pkg_name:
+                name, rest = "/".join(parts[:n]), "/".join(parts[n:])
+                break
+        folder = pkg_name.get(name)
+        if folder is None:
+            return []
+        if not rest:
+            return [pkg_main[folder]] if folder in pkg_main else []
+        hit = js_file(ix, f"{folder}/{rest}".lstrip("/"))
+        return [hit] if hit else []
+    base = os.path.normpath(os.path.join(os.path.dirname(importer), target)).replace(os.sep, "/")
+    if base == ".":
+        base = ""
+    hit = js_file(ix, base)
+    if hit:
+        return [hit]
+    return [pkg_main[base]] if base in pkg_main else []  # a package folder: its entry point
+
+
+# `at fn (file.js:12:5)` / `at file.js:12`: Node's frames, and the same shape from other runtimes.
+AT_FRAME = re.compile(r"at (?:[\w$.<>\[\]]+ )?\(?((?:[A-Za-z]:)?[\w./\\@-]+\.\w+):(\d+)(?::\d+)?\)?")
+
+LANGUAGE = Language(
+    name="javascript",
+    grammars=(
+        LanguageSpec("javascript", "tree_sitter_javascript", "language", (".js", ".jsx", ".mjs", ".cjs"),
+                     JS_DEFS, frozenset({"class_declaration", "export_statement"}),
+                     frozenset({"import_statement"}),
+                     chunk_units=JS_CHUNK_UNITS, extra_symbol=extra_symbol, import_node=import_node),
+    ),
+    resolvers={"js": resolve},
+    test_names=(r".*[._-](test|spec)\.(js|jsx|mjs|cjs)$", r"^tests?\.js$"),
+    stack_frames=(AT_FRAME,),
+    manifests={"package.json": package_json},
+    manifest_kinds=("pkgmain", "pkgname"),
+    fixture="shipyard",
+)
