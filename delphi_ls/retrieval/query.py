@@ -7,16 +7,13 @@ from dataclasses import dataclass, field
 
 from ..core import Kind, Shape
 from ..core.tokens import STOPWORDS, is_identifier_like, query_terms
+from ..languages import FRAME_PATTERNS, TRACE_MARKERS
 
 _QUOTED = re.compile(r"`([^`\n]{3,200})`|\"([^\"\n]{4,200})\"|'([^'\n]{4,200})'")
 _PATHLIKE = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.[A-Za-z][A-Za-z0-9]{0,9})(?::(\d+))?")
-_FRAME_PATTERNS = [
-    re.compile(r'File "([^"]+)", line (\d+)'),  # Python
-    re.compile(r"at (?:[\w$.<>\[\]]+ )?\(?((?:[A-Za-z]:)?[\w./\\@-]+\.\w+):(\d+)(?::\d+)?\)?"),  # JS, Java-ish
-    re.compile(r"^\s*((?:[\w.-]+/)*[\w.-]+\.(?:go|rs|c|cc|cpp|h|py|rb|java|kt|ts|js|tsx|jsx)):(\d+)", re.M),  # Go, Rust, C
-    re.compile(r"\(([\w$]+\.(?:java|kt|scala)):(\d+)\)"),  # Java frames
-]
-_TRACE_WORDS = re.compile(r"Traceback \(most recent call last\)|panicked at|^\s+at [\w$.]+\(|goroutine \d+ \[|Exception in thread|^\w*(Error|Exception): ", re.M)
+# Stack frames (group 1 the file, group 2 the line) and trace markers: each language's, from its module.
+_FRAME_PATTERNS = list(FRAME_PATTERNS)
+_TRACE_WORDS = re.compile("|".join((*TRACE_MARKERS, r"^\w*(Error|Exception): ")), re.M)
 _ERROR_LINE = re.compile(r"^\s*(?:[\w.]*(?:Error|Exception|panic|FAIL|fatal)\b[:!]?\s*)(.{6,200})$", re.M)
 
 _CODE_Q = re.compile(r"\b(source files?|implement\w*|defin\w+|where is|which function|which class|code that|root cause|cause|"
