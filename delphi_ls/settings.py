@@ -77,6 +77,9 @@ class Settings:
     reranker_window: int = 20
     reranker_weight: float = 0.3
     rrf_k: int = 30
+    # The learned ranker may not push a file of the fused top ``ltr_keep_top`` below rank 20 (0: it may).
+    # Why: on unseen repositories it raised code2test MRR but pushed gold tests out of the top 20.
+    ltr_keep_top: int = 0
     branch_weights: dict[str, float] = field(default_factory=dict)
     path_cap_per_dir: int = 3
     # Per-query traces (JSON lines). Relative: under the index folder; absolute only from the user.
@@ -163,6 +166,8 @@ class Settings:
         for key in ("max_file_bytes", "chunk_chars", "reranker_window", "rrf_k", "path_cap_per_dir", "embed_batch"):
             if getattr(self, key) <= 0:
                 raise SettingsError(key, "must be a positive integer")
+        if self.ltr_keep_top < 0:
+            raise SettingsError("ltr_keep_top", "must be 0 (off) or a positive integer")
         if self.chunk_chars < 200:
             raise SettingsError("chunk_chars", "must be at least 200")
         folder = Path(self.reranker).expanduser()

@@ -87,3 +87,32 @@ def test_tampered_cross_encoder_is_refused(tmp_path: Path) -> None:
     with Engine(tmp_path, index_dir=str(tmp_path / "i"), reranker=str(folder)) as eng:
         assert eng.reranker is None
         assert eng.health()["branches"]["rerank"].startswith("error: cross-encoder")
+
+
+def _fused(n: int) -> list:
+    from delphi_ls.retrieval.fusion import Fused
+    return [Fused(f"f{i:02d}", 1.0 / (i + 1)) for i in range(n)]
+
+
+def test_learned_ranker_keeps_the_fused_top_within_rank_20_when_asked() -> None:
+    from delphi_ls.retrieval.rerank import KEEP_WITHIN, learned_rerank
+    # The ranker scores the fused order upside down: fused #1 would land at rank 30 of 30.
+    scores = np.arange(30, dtype=float)
+    free = [f.path for f in learned_rerank(_fused(30), scores)]
+    assert free.index("f00") == 29 and free[0] == "f29"
+    kept = [f.path for f in learned_rerank(_fused(30), scores, keep=5)]
+    # The top five of the fusion sit at the last five places above the line, in the ranker's order.
+    assert kept[KEEP_WITHIN - 5: KEEP_WITHIN] == ["f04", "f03", "f02", "f01", "f00"]
+    # Everything else keeps the ranker's order: promotions from deep still happen.
+    assert kept[:KEEP_WITHIN - 5] == free[:KEEP_WITHIN - 5] and kept[0] == "f29"
+    assert [f.path for f in learned_rerank(_fused(30), scores, keep=5)][KEEP_WITHIN:] == \
+        [p for p in free if p not in {"f00", "f01", "f02", "f03", "f04"}][KEEP_WITHIN - 5:]
+
+
+def test_keep_depth_leaves_pinned_files_in_place() -> None:
+    from delphi_ls.retrieval.rerank import learned_rerank
+    fused = _fused(30)
+    scores = np.arange(30, dtype=float)
+    out = [f.path for f in learned_rerank(fused, scores, pinned={"f00"}, keep=3)]
+    assert out[0] == "f00"  # an anchor keeps its place
+    assert {"f01", "f02"} <= set(out[:20])

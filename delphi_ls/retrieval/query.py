@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from ..core import Kind, Shape
 from ..core.tokens import STOPWORDS, is_identifier_like, query_terms
 from ..languages import FRAME_PATTERNS, TRACE_MARKERS
+from .description import clean_request
 
 _QUOTED = re.compile(r"`([^`\n]{3,200})`|\"([^\"\n]{4,200})\"|'([^'\n]{4,200})'")
 _PATHLIKE = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.[A-Za-z][A-Za-z0-9]{0,9})(?::(\d+))?")
@@ -72,21 +73,26 @@ def _question_part(text: str) -> str:
 
 
 def analyse(text: str) -> QueryInfo:
+    raw = text
+    frames: list[tuple[str, int]] = []
+    for pat in _FRAME_PATTERNS:
+        for m in pat.finditer(raw):
+            frames.append((m.group(1).replace("\\", "/"), int(m.group(2))))
+    is_trace = bool(_TRACE_WORDS.search(raw)) or len(frames) >= 2
+    if not is_trace:
+        # A change description is searched without its links, trailers, checklists and bot lines
+        # (retrieval/description.py); a trace keeps every line, its log is the question.
+        text = clean_request(raw)
     terms = query_terms(text)
     words = re.findall(r"[A-Za-z_][\w.]*(?:\(\))?", text)
     identifiers = list(dict.fromkeys(w.rstrip(".") for w in words if is_identifier_like(w.rstrip("."))))
     literals = [next(g for g in m.groups() if g) for m in _QUOTED.finditer(text)]
-    frames: list[tuple[str, int]] = []
-    for pat in _FRAME_PATTERNS:
-        for m in pat.finditer(text):
-            frames.append((m.group(1).replace("\\", "/"), int(m.group(2))))
     paths = [f for f, _ in frames]
     for m in _PATHLIKE.finditer(text):
         p = m.group(1)
         if "/" in p or re.search(r"\.(py|go|rs|js|ts|tsx|jsx|java|kt|rb|c|h|cc|cpp|md|toml|yaml|yml|json)$", p):
             paths.append(p)
     paths = list(dict.fromkeys(paths))
-    is_trace = bool(_TRACE_WORDS.search(text)) or len(frames) >= 2
     if is_trace:
         literals += [m.group(1).strip() for m in _ERROR_LINE.finditer(text)][:5]
     literals = list(dict.fromkeys(lit for lit in literals if len(lit.strip()) >= 4))

@@ -47,7 +47,12 @@ def rerank(query: str, fused: list[Fused], passages: dict[str, str], model: Cros
     return _reorder(fused, len(head), movable, order, "rerank")
 
 
-def learned_rerank(fused: list[Fused], scores: np.ndarray, pinned: set[str] = frozenset()) -> list[Fused]:
+# Depth the learned ranker must keep: files of the fused top ``keep`` stay within this rank.
+KEEP_WITHIN = 20
+
+
+def learned_rerank(fused: list[Fused], scores: np.ndarray, pinned: set[str] = frozenset(),
+                   keep: int = 0) -> list[Fused]:
     """Reorder the head (``len(scores)`` files) by the learned ranker's scores.
 
     The ranker was trained on exactly this window, with the fused rank among its
@@ -61,4 +66,19 @@ def learned_rerank(fused: list[Fused], scores: np.ndarray, pinned: set[str] = fr
         return fused
     movable = [i for i, f in enumerate(fused[:n]) if f.path not in pinned]
     order = sorted(movable, key=lambda i: -float(scores[i]))
+    if keep > 0:
+        order = _keep_depth(order, movable, keep)
     return _reorder(fused, n, movable, order, "ltr")
+
+
+def _keep_depth(order: list[int], movable: list[int], keep: int) -> list[int]:
+    """``order`` with every file of the fused top ``keep`` that it put below rank KEEP_WITHIN moved
+    back to the last places above it (in the ranker's order among themselves): the ranker still
+    reorders the top and may promote files from deeper, but it cannot drop one the fusion ranked high."""
+    inside = sum(1 for slot in movable if slot < KEEP_WITHIN)  # movable slots above the line
+    late = [i for j, i in enumerate(order) if j >= inside and i < keep]
+    if not late:
+        return order
+    rest = [i for i in order if i not in late]
+    at = max(inside - len(late), 0)
+    return rest[:at] + late + rest[at:]

@@ -151,7 +151,7 @@ class Retriever:
             head = fused[: self.ltr.window]
             names = feature_names()
             scores = self.ltr.score(candidate_features(head, q, ctx, names), names)
-            fused = learned_rerank(fused, scores, set(anchors))
+            fused = learned_rerank(fused, scores, set(anchors), keep=self.settings.ltr_keep_top)
             r.timings["ltr"] = _ms(t0)
         if self.cross_encoder is not None and fused:
             t0 = time.perf_counter()
