@@ -3,7 +3,7 @@
 /** Server settings contributed as `delphi.<key>`, one-to-one with the server's initializationOptions. */
 export const SERVER_SETTING_KEYS = [
   "indexDir", "chromaUrl", "embedder", "vectors", "maxFileBytes", "chunkChars", "extraIgnores",
-  "reranker", "rerankerWindow", "rerankerWeight", "rrfK", "branchWeights", "pathCapPerDir", "traceFile",
+  "reranker", "rerankerWindow", "rerankerWeight", "rrfK", "ltrKeepTop", "branchWeights", "pathCapPerDir", "traceFile",
   "embedBatch", "vectorSearch",
 ] as const;
 
