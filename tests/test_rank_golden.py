@@ -69,6 +69,30 @@ LEDGER_TRACE = (
     '    raise ImportProblem(1, f"missing columns: {\', \'.join(missing)}")\n'
     'ledger.importers.csv_import.ImportProblem: line 1: missing columns: amount')
 
+C_TRACE = (
+    "==4242==ERROR: AddressSanitizer: heap-use-after-free on address 0x602000000010 at pc 0x55d4c3a1b2c4\n"
+    "READ of size 1 at 0x602000000010 thread T0\n"
+    "    #0 0x55d4c3a1b2c4 in probe /home/ci/minikv/src/hash.c:43:12\n"
+    "    #1 0x55d4c3a1b5e0 in hash_find /home/ci/minikv/src/hash.c:49:20\n"
+    "    #2 0x55d4c3a1a9f1 in kv_get /home/ci/minikv/src/kv.c:35:21\n"
+    "    #3 0x55d4c3a1a3b2 in main /home/ci/minikv/tests/test_kv.c:12:5\n")
+
+CPP_TRACE = (
+    'Thread 1 "tinylog_tests" received signal SIGSEGV, Segmentation fault.\n'
+    "#0  0x00007ffff7e5a1c4 in fwrite () from /lib/x86_64-linux-gnu/libc.so.6\n"
+    "#1  0x0000555555561f3a in tinylog::sinks::rotating_file_sink::log (this=0x5555555a4eb0, msg=...) "
+    "at src/rotating_file_sink.cpp:41\n"
+    "#2  0x000055555555f2d1 in tinylog::logger::log (this=0x7fffffffd8f0, lvl=tinylog::level::error, "
+    'msg="disk full") at src/logger.cpp:21\n')
+
+CSHARP_TRACE = (
+    "System.ArgumentOutOfRangeException: Specified argument was out of the range of valid values. "
+    "(Parameter 'maxAttempts')\n"
+    "   at Pulse.Retry.RetryPolicy..ctor(Int32 maxAttempts, TimeSpan baseDelay) in "
+    "/home/runner/work/pulse/src/Pulse/Retry/RetryPolicy.cs:line 10\n"
+    "   at Pulse.Core.EventBus..ctor(PulseOptions options) in /home/runner/work/pulse/src/Pulse/Core/EventBus.cs:line 17\n"
+    "   at Program.<Main>$(String[] args) in /home/runner/work/pulse/samples/Program.cs:line 3\n")
+
 # Every query shape (english, identifier, trace, test), anchored and not, code, tests, docs and config.
 QUESTIONS: dict[str, tuple[Q, ...]] = {
     "shipyard": (
@@ -105,12 +129,42 @@ QUESTIONS: dict[str, tuple[Q, ...]] = {
         Q("UnbalancedTransaction", "ledger/accounts.py"),
         Q("unknown account 404", "web/src/api/client.ts"),
     ),
+    "c": (
+        Q("how does the hash table grow when it is three quarters full?", "src/hash.c"),
+        Q("kv_del returns KV_ERR_NOTFOUND", "src/kv.c"),
+        Q("connect to the server with a timeout", "src/net.c"),
+        Q("which tests cover hash.c?", "tests/test-hash.c"),
+        Q("which tests cover this?", "tests/test_kv.c", anchors=("src/kv.c",)),
+        Q(C_TRACE, "src/hash.c", slug="c-asan-heap-use-after-free-in-probe"),
+        Q("public API of the key-value store", "include/minikv/kv.h"),
+    ),
+    "cpp": (
+        Q("how are log files rotated when they grow too large?", "src/rotating_file_sink.cpp"),
+        Q("rotating_file_sink::calc_filename", "src/rotating_file_sink.cpp"),
+        Q("ring buffer overwrites the oldest message", "include/tinylog/details/ring_buffer.hpp"),
+        Q("which tests cover ring_buffer.hpp?", "tests/ring_buffer_unittest.cc"),
+        Q("which tests cover this?", "tests/logger_test.cc", anchors=("src/logger.cpp",)),
+        Q(CPP_TRACE, "src/rotating_file_sink.cpp", slug="cpp-gdb-sigsegv-in-rotating-file-sink-log"),
+        Q("format pattern %l level name", "src/pattern_formatter.cc"),
+    ),
+    "csharp": (
+        Q("where are events with no subscriber dead-lettered?", "src/Pulse/Core/EventBus.cs"),
+        Q("RetryPolicy.DelayFor", "src/Pulse/Retry/RetryPolicy.cs"),
+        Q("default maximum attempts before dead-lettering", "src/Pulse/Configuration/PulseOptions.cs"),
+        Q("which tests cover this?", "test/Pulse.Tests/Core/EventBusTests.cs", anchors=("src/Pulse/Core/EventBus.cs",)),
+        Q("specs for the retry policy", "test/Pulse.Tests/Retry/RetryPolicySpecs.cs"),
+        Q(CSHARP_TRACE, "src/Pulse/Retry/RetryPolicy.cs", slug="csharp-trace-retrypolicy-ctor-out-of-range"),
+        Q("unsubscribe by disposing the subscription", "src/Pulse/Core/Subscription.cs"),
+    ),
 }
 
 # How each fixture becomes a workspace: shipyard with the hostile extras every other test indexes too.
 BUILD: dict[str, Callable[[Path], Path]] = {
     "shipyard": build_workspace,
     "ledger": lambda root: copy_fixture("ledger", root),
+    "c": lambda root: copy_fixture("c", root),
+    "cpp": lambda root: copy_fixture("cpp", root),
+    "csharp": lambda root: copy_fixture("csharp", root),
 }
 
 

@@ -61,11 +61,12 @@ def chunk_file(path: str, text: str, max_chars: int = 1500) -> ChunkedFile:
     spec = spec_for(path)
     if spec is None:
         return ChunkedFile("text", window_chunks(text, max_chars), [], imports=manifest_imports(path, text))
+    data = text.encode("utf-8", errors="replace")
     try:
-        tree = parser_for(spec.name).parse(text.encode("utf-8", errors="replace"))
+        source = spec.prepare_source(data) if spec.prepare_source is not None else data
+        tree = parser_for(spec.name).parse(source)
     except Exception as e:  # a grammar that fails must not lose the file
         return ChunkedFile(spec.name, window_chunks(text, max_chars), [], parse_error=str(e))
-    data = text.encode("utf-8", errors="replace")
     symbols = extract_symbols(tree.root_node, spec)
     units = _units(tree.root_node.children, spec, max_chars, top=True)
     chunks = _merge(units, data, max_chars)
@@ -99,7 +100,7 @@ def _name_of(node: ts.Node, spec: LanguageSpec) -> str | None:
 def extract_symbols(root: ts.Node, spec: LanguageSpec) -> list[Symbol]:
     out: list[Symbol] = []
 
-    def visit(node: ts.Node, container: str, depth: int) -> None:
+    def visit(node: ts.Node, container: str, container_kind: str, depth: int) -> None:
         if depth > 40:
             return
         kind = spec.definitions.get(node.type)
@@ -111,24 +112,45 @@ def extract_symbols(root: ts.Node, spec: LanguageSpec) -> list[Symbol]:
             if found is not None:
                 kind, name = found
         if kind and name:
-            if kind == "function" and container:
+            own, own_kind = container, container_kind
+            sep = spec.scope_separator
+            if sep and sep in name.strip(sep):  # `void logger::flush() {...}`: flush, in logger
+                scope, _, name = name.rpartition(sep)
+                own, own_kind = scope, "class"
+            if kind == "function" and own and own_kind != "namespace":  # a namespace's functions stay functions
                 kind = "method"
-            out.append(Symbol(name, kind, node.start_point[0] + 1, node.end_point[0] + 1, container))
-            container = name if kind in _CONTAINER_KINDS else container
+            out.append(Symbol(name, kind, node.start_point[0] + 1, _end_row(node) + 1, own))
+            if kind in _CONTAINER_KINDS:
+                container, container_kind = name, kind
+        scope, scope_kind = container, container_kind
         for child in node.named_children:
-            visit(child, container, depth + 1)
+            visit(child, scope, scope_kind, depth + 1)
+            if child.type in spec.sibling_scopes:  # `namespace X;` holds what follows it
+                named = _name_of(child, spec)
+                if named:
+                    scope, scope_kind = named, "namespace"
 
-    visit(root, "", 0)
+    visit(root, "", "", 0)
     return out
 
 
-def _body_of(node: ts.Node) -> ts.Node | None:
+def _end_row(node: ts.Node) -> int:
+    """The 0-based row a node ends on; a C preprocessor line owns its newline, so it ends on the row before."""
+    row = node.end_point[0]
+    if node.end_point[1] == 0 and row > node.start_point[0] and node.type.startswith("preproc_"):
+        return row - 1
+    return row
+
+
+def _body_of(node: ts.Node, spec: LanguageSpec) -> ts.Node | None:
     for field_name in ("body", "definition", "declaration"):
         child = node.child_by_field_name(field_name)
         if child is not None:
             if field_name != "body":
-                return _body_of(child) or child
+                return _body_of(child, spec) or child
             return child
+    if node.type in spec.wrappers and node.named_child_count:  # `template <...>` + the class it wraps
+        return _body_of(node.named_children[-1], spec)
     return None
 
 
@@ -140,18 +162,25 @@ def _units(children: list[ts.Node], spec: LanguageSpec, max_chars: int, top: boo
     out: list[_Unit] = []
     seen_def = False
     for node in children:
+        if node.type in spec.transparent:  # an include guard or `template <...>`: chunk what it holds
+            inner = _units(node.children, spec, max_chars, top=top and not seen_def)
+            seen_def = seen_def or any(u.is_def for u in inner)
+            out.extend(inner)
+            continue
         is_def = _is_def(node, spec)
         seen_def = seen_def or is_def
         header = top and not seen_def
-        size = node.end_byte - node.start_byte
+        end_row = _end_row(node)
+        end_byte = node.end_byte - (1 if end_row < node.end_point[0] else 0)
+        size = end_byte - node.start_byte
         if size > max_chars and is_def:
-            body = _body_of(node)
+            body = _body_of(node, spec)
             if body is not None and body.named_child_count > 1 and body.start_byte > node.start_byte:
                 # The signature/header of the container, then its members.
                 out.append(_Unit(node.start_byte, body.start_byte, node.start_point[0], body.start_point[0], True, False))
                 out.extend(_units(body.children, spec, max_chars, top=False))
                 continue
-        out.append(_Unit(node.start_byte, node.end_byte, node.start_point[0], node.end_point[0], is_def, header))
+        out.append(_Unit(node.start_byte, end_byte, node.start_point[0], end_row, is_def, header))
     return out
 
 

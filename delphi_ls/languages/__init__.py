@@ -10,6 +10,7 @@ from .registry import (
     TRACE_MARKERS,
     extract_imports,
     grammar_status,
+    in_test_folder,
     language_of,
     manifest_imports,
     parser_for,
@@ -20,6 +21,6 @@ from .registry import (
 
 __all__ = [
     "FRAME_PATTERNS", "LANGUAGES", "MANIFEST_KINDS", "SPECS", "TEST_NAME_PATTERNS", "TRACE_MARKERS",
-    "FileIndex", "Language", "LanguageSpec", "extract_imports", "grammar_status", "language_of",
+    "FileIndex", "Language", "LanguageSpec", "extract_imports", "grammar_status", "in_test_folder", "language_of",
     "manifest_imports", "node_text", "parser_for", "resolve", "spec_for", "test_affixes",
 ]

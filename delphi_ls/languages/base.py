@@ -60,6 +60,20 @@ class LanguageSpec:
     extra_symbol: ExtraSymbol | None = None
     import_node: ImportNode | None = None
     import_depth: int = 6  # how deep the import walk goes (imports sit near the top of a file)
+    # Node types chunked as if their children stood in their place (C's `#ifndef X_H` include guard
+    # around a whole header, C++'s `template <...>` before a class).
+    transparent: frozenset[str] = field(default_factory=frozenset)
+    # Node types that wrap one definition, their last named child (C++'s `template <...> class X {...}`):
+    # a large one splits at the wrapped definition's body.
+    wrappers: frozenset[str] = field(default_factory=frozenset)
+    # A qualified definition name (`logger::flush` defined outside its class) splits at this separator
+    # into its container and its name; "" = names are never qualified.
+    scope_separator: str = ""
+    # Declarations whose name is the container of the siblings after them (C#'s `namespace X;`).
+    sibling_scopes: frozenset[str] = field(default_factory=frozenset)
+    # Rewrites the source before parsing without moving a byte (same length, newlines kept), e.g. blanks
+    # C++ export macros (`class SPDLOG_API logger`) the grammar cannot know; chunk text stays the original.
+    prepare_source: Callable[[bytes], bytes] | None = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +92,9 @@ class Language:
     # ``stem_of`` to this language's files only, after the shared ones.
     test_prefixes: tuple[str, ...] = ()
     test_suffixes: tuple[str, ...] = ()
+    # Regexes searched in a lower-cased path that make this language's files tests by their folder, beyond
+    # the shared `test/`, `tests/`, `spec/` ... (.NET test projects: `Serilog.Tests/`).
+    test_dirs: tuple[str, ...] = ()
     # Stack-frame regexes: group 1 the file, group 2 the line. Kept in registry order (frames earlier in a
     # trace's pattern list come first in a question's paths).
     stack_frames: tuple[re.Pattern[str], ...] = ()

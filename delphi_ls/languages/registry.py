@@ -16,7 +16,7 @@ from functools import cache
 
 import tree_sitter as ts
 
-from . import go, java, javascript, python, rust, typescript
+from . import c, cpp, csharp, go, java, javascript, python, rust, typescript
 from .base import FileIndex, Language, LanguageSpec, Resolve, read_imports
 
 LANGUAGES: tuple[Language, ...] = (
@@ -26,6 +26,9 @@ LANGUAGES: tuple[Language, ...] = (
     go.LANGUAGE,
     rust.LANGUAGE,
     java.LANGUAGE,
+    c.LANGUAGE,
+    cpp.LANGUAGE,
+    csharp.LANGUAGE,
 )
 
 SPECS: tuple[LanguageSpec, ...] = tuple(g for lang in LANGUAGES for g in lang.grammars)
@@ -68,6 +71,17 @@ def spec_for(path: str) -> LanguageSpec | None:
 
 def language_of(path: str) -> Language | None:
     return _LANG_BY_EXT.get(_ext(path))
+
+
+_TEST_DIRS: dict[str, re.Pattern[str]] = {
+    lang.name: re.compile("|".join(lang.test_dirs)) for lang in LANGUAGES if lang.test_dirs}
+
+
+def in_test_folder(path: str) -> bool:
+    """``path`` sits in a folder its own language's ecosystem keeps tests in (``Serilog.Tests/``)."""
+    lang = language_of(os.path.basename(path))
+    pat = _TEST_DIRS.get(lang.name) if lang is not None else None
+    return pat is not None and pat.search(path.lower()) is not None
 
 
 def test_affixes(path: str) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 
-from ..languages import TEST_NAME_PATTERNS, test_affixes
+from ..languages import SPECS, TEST_NAME_PATTERNS, in_test_folder, test_affixes
 
 CODE_EXT = {
     ".py", ".pyi", ".js", ".jsx", ".mjs", ".cjs", ".ts", ".tsx", ".mts", ".cts", ".go", ".rs", ".java",
@@ -17,7 +17,7 @@ CODE_EXT = {
     ".swift", ".m", ".mm", ".lua", ".sh", ".bash", ".zsh", ".fish", ".pl", ".pm", ".r", ".jl", ".ex",
     ".exs", ".erl", ".hs", ".ml", ".mli", ".clj", ".dart", ".vue", ".svelte", ".sql", ".groovy", ".zig",
     ".nim", ".ps1", ".fs", ".elm", ".proto", ".css", ".scss", ".less", ".html",
-}
+} | {ext for spec in SPECS for ext in spec.extensions}  # and whatever a registered grammar parses
 DOC_EXT = {".md", ".rst", ".txt", ".adoc", ".asciidoc", ".org", ".tex", ".textile"}
 DOC_NAMES = {"readme", "changelog", "changes", "history", "news", "license", "licence", "copying",
              "authors", "contributors", "contributing", "code_of_conduct", "security", "notice"}
@@ -40,7 +40,7 @@ def is_test_path(path: str) -> bool:
         return True
     if _TEST_DIR.search(low) and os.path.splitext(low)[1] in CODE_EXT:
         return True
-    return False
+    return in_test_folder(path)
 
 
 def file_kind(path: str) -> str:
