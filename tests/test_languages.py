@@ -5,6 +5,7 @@ and stack frames read out of traces. Real grammars on the fixture workspaces und
 from __future__ import annotations
 
 import importlib
+import re
 from pathlib import Path
 
 import pytest
@@ -54,6 +55,13 @@ def test_health_lists_the_new_grammars() -> None:
     assert {"c", "cpp", "csharp"} <= set(status) and {status[k] for k in ("c", "cpp", "csharp")} == {"ok"}
     assert spec_for("src/hash.c").name == "c" and spec_for("include/x.h").name == "cpp"
     assert spec_for("a/b.hpp").name == "cpp" and spec_for("Foo.cs").name == "csharp"
+
+
+def test_readme_lists_the_new_grammars_with_version_and_licence() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    for pkg in ("tree-sitter-c", "tree-sitter-cpp", "tree-sitter-c-sharp"):
+        row = next((ln for ln in readme.splitlines() if ln.startswith(f"| `{pkg}`")), "")
+        assert re.search(r"\| \d+\.\d+\.\d+ \| MIT \|", row), pkg
 
 
 # --- chunks and symbols -----------------------------------------------------------------------------------
