@@ -69,6 +69,24 @@ LEDGER_TRACE = (
     '    raise ImportProblem(1, f"missing columns: {\', \'.join(missing)}")\n'
     'ledger.importers.csv_import.ImportProblem: line 1: missing columns: amount')
 
+RUBY_TRACE = (
+    "/srv/mailbag/lib/mailbag/template.rb:22:in 'block in Mailbag::Template#render': "
+    "no value for placeholder {{who}} (Mailbag::MissingPlaceholder)\n"
+    "\tfrom /srv/mailbag/lib/mailbag/template.rb:20:in 'String#gsub'\n"
+    "\tfrom /srv/mailbag/lib/mailbag/template.rb:20:in 'Mailbag::Template#render'\n")
+
+PHP_TRACE = (
+    "PHP Fatal error:  Uncaught InvalidArgumentException: cannot add USD to EUR in "
+    "/var/www/invoice/src/Money/Money.php:57\nStack trace:\n"
+    "#0 /var/www/invoice/src/Money/Money.php(37): Acme\\Invoice\\Money\\Money->assertSameCurrency()\n"
+    "#1 /var/www/invoice/src/Support/HasTotals.php(23): Acme\\Invoice\\Money\\Money->plus()\n#2 {main}\n"
+    "  thrown in /var/www/invoice/src/Money/Money.php on line 57\n")
+
+KOTLIN_TRACE = (
+    'Exception in thread "main" java.lang.IllegalArgumentException: a counter only goes up, got -1.0\n'
+    "\tat com.example.tally.Counter.increment(Tally.kt:17)\n"
+    "\tat com.example.tally.MainKt.main(Main.kt:5)\n")
+
 C_TRACE = (
     "==4242==ERROR: AddressSanitizer: heap-use-after-free on address 0x602000000010 at pc 0x55d4c3a1b2c4\n"
     "READ of size 1 at 0x602000000010 thread T0\n"
@@ -129,6 +147,38 @@ QUESTIONS: dict[str, tuple[Q, ...]] = {
         Q("UnbalancedTransaction", "ledger/accounts.py"),
         Q("unknown account 404", "web/src/api/client.ts"),
     ),
+    "ruby": (
+        Q("how are temporary SMTP failures retried?", "lib/mailbag/delivery/smtp.rb"),
+        Q("Template render raises MissingPlaceholder", "lib/mailbag/template.rb"),
+        Q("Outbox flush keeps failed messages", "lib/mailbag/delivery/outbox.rb"),
+        Q("which tests cover this?", "test/template_test.rb", anchors=("lib/mailbag/template.rb",)),
+        Q("specs for the smtp delivery", "spec/mailbag/delivery/smtp_spec.rb"),
+        Q(RUBY_TRACE, "lib/mailbag/template.rb", slug="ruby-trace-missingplaceholder-in-template-render"),
+        Q("parse a raw message with CRLF headers", "lib/mailbag/message.rb"),
+        Q("default from address and max attempts", "lib/mailbag/configuration.rb"),
+    ),
+    "php": (
+        Q("how is tax added to the invoice total?", "src/Invoice.php"),
+        Q("Money::times rounds half up", "src/Money/Money.php"),
+        Q("which currency has no minor unit digits", "src/Money/Currency.php"),
+        Q("which tests cover FlatRateTax.php?", "tests/Tax/FlatRateTaxTest.php"),
+        Q("which tests cover this?", "tests/Money/MoneyTest.php", anchors=("src/Money/Money.php",)),
+        Q(PHP_TRACE, "src/Money/Money.php", slug="php-trace-cannot-add-usd-to-eur"),
+        Q("render the invoice as HTML", "src/Render/HtmlRenderer.php"),
+        Q("psr-4 autoload namespaces", "composer.json"),
+    ),
+    "kotlin": (
+        Q("how are old samples evicted after the retention window?",
+          "src/main/kotlin/com/example/tally/store/InMemoryStore.kt"),
+        Q("PrometheusExporter typeName", "src/main/kotlin/export/PrometheusExporter.kt"),
+        Q("MetricStore latest sample", "src/main/kotlin/com/example/tally/store/MetricStore.kt"),
+        Q("which tests cover this?", "src/test/kotlin/com/example/tally/store/InMemoryStoreTest.kt",
+          anchors=("src/main/kotlin/com/example/tally/store/InMemoryStore.kt",)),
+        Q("tests for the prometheus exporter", "src/test/kotlin/com/example/tally/export/PrometheusExporterTest.kt"),
+        Q(KOTLIN_TRACE, "src/main/kotlin/com/example/tally/Tally.kt", slug="kotlin-trace-counter-only-goes-up"),
+        Q("invalid metric name", "src/main/kotlin/com/example/tally/model/Metric.kt"),
+        Q("format a duration as hours minutes and seconds", "src/main/kotlin/com/example/tally/util/Time.kt"),
+    ),
     "c": (
         Q("how does the hash table grow when it is three quarters full?", "src/hash.c"),
         Q("kv_del returns KV_ERR_NOTFOUND", "src/kv.c"),
@@ -162,6 +212,9 @@ QUESTIONS: dict[str, tuple[Q, ...]] = {
 BUILD: dict[str, Callable[[Path], Path]] = {
     "shipyard": build_workspace,
     "ledger": lambda root: copy_fixture("ledger", root),
+    "ruby": lambda root: copy_fixture("ruby", root),
+    "php": lambda root: copy_fixture("php", root),
+    "kotlin": lambda root: copy_fixture("kotlin", root),
     "c": lambda root: copy_fixture("c", root),
     "cpp": lambda root: copy_fixture("cpp", root),
     "csharp": lambda root: copy_fixture("csharp", root),

@@ -143,6 +143,10 @@ def _end_row(node: ts.Node) -> int:
 
 
 def _body_of(node: ts.Node, spec: LanguageSpec) -> ts.Node | None:
+    if spec.body_of is not None:  # the language knows where the members are (Kotlin, Ruby)
+        found = spec.body_of(node)
+        if found is not None:
+            return found
     for field_name in ("body", "definition", "declaration"):
         child = node.child_by_field_name(field_name)
         if child is not None:

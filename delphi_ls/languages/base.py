@@ -60,6 +60,9 @@ class LanguageSpec:
     extra_symbol: ExtraSymbol | None = None
     import_node: ImportNode | None = None
     import_depth: int = 6  # how deep the import walk goes (imports sit near the top of a file)
+    # A large definition's member list where no ``body`` field names it (Kotlin's ``class_body``), or a deeper
+    # one (Ruby's ``module M`` around one ``class C``: C's members); None falls back to the fields.
+    body_of: Callable[[ts.Node], ts.Node | None] | None = None
     # Node types chunked as if their children stood in their place (C's `#ifndef X_H` include guard
     # around a whole header, C++'s `template <...>` before a class).
     transparent: frozenset[str] = field(default_factory=frozenset)

@@ -16,7 +16,7 @@ from functools import cache
 
 import tree_sitter as ts
 
-from . import c, cpp, csharp, go, java, javascript, python, rust, typescript
+from . import c, cpp, csharp, go, java, javascript, kotlin, php, python, ruby, rust, typescript
 from .base import FileIndex, Language, LanguageSpec, Resolve, read_imports
 
 LANGUAGES: tuple[Language, ...] = (
@@ -26,6 +26,9 @@ LANGUAGES: tuple[Language, ...] = (
     go.LANGUAGE,
     rust.LANGUAGE,
     java.LANGUAGE,
+    ruby.LANGUAGE,
+    php.LANGUAGE,
+    kotlin.LANGUAGE,
     c.LANGUAGE,
     cpp.LANGUAGE,
     csharp.LANGUAGE,

@@ -29,7 +29,7 @@ CONFIG_NAMES = {"makefile", "dockerfile", "justfile", "rakefile", "gemfile", "pr
 _TEST_DIR = re.compile(r"(^|/)(tests?|__tests__|spec|specs|testing|testdata|test_?utils|e2e|integration[-_]tests?)/")
 # Test-file names of languages that have no module under delphi_ls/languages/ yet; a language's module
 # takes its own over (a name listed twice is harmless).
-_UNPARSED_TEST_NAMES = (r".*_spec\.rb$", r".*_test\.rb$", r".*Tests?\.(cs|kt|swift|scala)$")
+_UNPARSED_TEST_NAMES = (r".*Tests?\.(cs|swift|scala)$",)
 _TEST_FILE = re.compile("(" + "|".join(TEST_NAME_PATTERNS + _UNPARSED_TEST_NAMES) + ")")
 
 
