@@ -7,6 +7,9 @@ ecosystem's naming, and stack frames read out of traces. Real tree-sitter gramma
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from delphi_ls import Engine
@@ -286,3 +289,14 @@ TRACE_ANSWERS = [("ruby", RUBY_TRACE, "lib/mailbag/template.rb"), ("php", PHP_TR
 def test_trace_finds_the_failing_file(engines: dict[str, Engine], fixture: str, trace: str, answer: str) -> None:
     res = engines[fixture].context(trace, limit=5)
     assert res["results"] and res["results"][0]["path"] == answer, [r["path"] for r in res["results"]]
+
+
+# --- the grammars are dependencies, and the README says which -------------------------------------------
+
+@pytest.mark.parametrize("pkg", ["tree-sitter-ruby", "tree-sitter-php", "tree-sitter-kotlin"])
+def test_grammar_is_a_dependency_listed_in_the_readme(pkg: str) -> None:
+    repo = Path(__file__).resolve().parents[1]
+    assert re.search(rf'^\s*"{pkg}>=[\d.]+",$', (repo / "pyproject.toml").read_text(encoding="utf-8"), re.M)
+    readme = (repo / "README.md").read_text(encoding="utf-8")
+    row = next((ln for ln in readme.splitlines() if ln.startswith(f"| `{pkg}`")), "")
+    assert re.search(r"\| \d+\.\d+\.\d+ \| MIT \|", row), row
