@@ -148,6 +148,31 @@ EDGES = {
                ("src/test/kotlin/com/example/tally/export/PrometheusExporterTest.kt",
                 "src/main/kotlin/com/example/tally/Tally.kt")],
 }
+# What each language reads as an import, exactly (in order, once each).
+READS = [
+    ("lib/a.rb", 'require "json"\nrequire_relative "../b"\nautoload :C, "a/c"\n'
+                 'require File.expand_path("../d", __FILE__)\nrequire File.join(__dir__, "e")\n'
+                 'require "x/#{name}"\nfoo.require "not/this"\n'
+                 'module A\n  def self.lazy\n    require "a/lazy"\n  end\nend\n',
+     ["rb:json", "rbrel:../b", "rb:a/c", "rbrel:d", "rbrel:e", "rb:a/lazy"]),
+    ("src/A.php", "<?php\nnamespace App;\nuse App\\Models\\User;\nuse App\\Tax\\{NoTax, Flat as F};\n"
+                  "use function App\\helpers\\money;\nuse const App\\X;\nuse \\Closure;\n"
+                  "require_once __DIR__ . '/../bootstrap.php';\ninclude dirname(__DIR__) . '/lib/x.php';\n"
+                  "require $computed;\nclass A { use HasTotals; }\n",
+     ["php:App\\Models\\User", "php:App\\Tax\\NoTax", "php:App\\Tax\\Flat", "php:Closure",
+      "phpinc:./../bootstrap.php", "phpinc:./../lib/x.php"]),
+    ("src/A.kt", "package a.b\n\nimport c.d.E\nimport c.d.*\nimport f.G as H\n\nclass A\nobject O\n"
+                 "fun top() = 1\nval V = 2\ntypealias T = Int\n",
+     ["ktpkg:a.b", "ktdecl:a.b.A", "ktdecl:a.b.O", "ktdecl:a.b.top", "ktdecl:a.b.V", "ktdecl:a.b.T",
+      "kt:c.d.E", "kt:c.d.*", "kt:f.G"]),
+]
+
+
+@pytest.mark.parametrize("rel,text,want", READS, ids=[r for r, _t, _w in READS])
+def test_imports_read_off_the_tree(rel: str, text: str, want: list[str]) -> None:
+    assert chunk_file(rel, text).imports == want
+
+
 def _edges(eng: Engine) -> set[tuple[str, str]]:
     """The index's import edges resolved to workspace files, as the retriever's file graph has them."""
     graph = FileGraph.build({path: kind for path, kind, _n in eng.files()}, eng.import_edges())

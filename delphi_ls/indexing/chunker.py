@@ -103,6 +103,11 @@ def extract_symbols(root: ts.Node, spec: LanguageSpec) -> list[Symbol]:
     def visit(node: ts.Node, container: str, container_kind: str, depth: int) -> None:
         if depth > 40:
             return
+        if node.type in spec.opaque:
+            parent = node.parent
+            if (parent is not None and parent.type in spec.definitions and not parent.has_error
+                    and _name_of(parent, spec)):
+                return  # a definition's body (not a block that error recovery put around definitions)
         kind = spec.definitions.get(node.type)
         name = None
         if kind:

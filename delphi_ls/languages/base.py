@@ -74,6 +74,9 @@ class LanguageSpec:
     scope_separator: str = ""
     # Declarations whose name is the container of the siblings after them (C#'s `namespace X;`).
     sibling_scopes: frozenset[str] = field(default_factory=frozenset)
+    # Node types the symbol walk does not enter when they are a definition's child: statement blocks that
+    # hold no definition worth a symbol (C's function bodies), which are most of a tree's nodes.
+    opaque: frozenset[str] = field(default_factory=frozenset)
     # Rewrites the source before parsing without moving a byte (same length, newlines kept), e.g. blanks
     # C++ export macros (`class SPDLOG_API logger`) the grammar cannot know; chunk text stays the original.
     prepare_source: Callable[[bytes], bytes] | None = None

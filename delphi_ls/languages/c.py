@@ -81,6 +81,8 @@ def name_of(node: ts.Node) -> str | None:
         if n is None or node.child_by_field_name("body") is None:
             return None  # `struct foo *p`: a use, not a definition
         name = node_text(n)
+        while "<" in name and _TEMPLATE_ARGS.search(name):  # `struct formatter<spdlog::stopwatch>`
+            name = _TEMPLATE_ARGS.sub("", name)
         parent = node.parent
         if parent is not None and parent.type == "type_definition" and name == name_of(parent):
             return None  # `typedef struct x {...} x;`: one symbol, the typedef's
@@ -200,7 +202,8 @@ LANGUAGE = Language(
                      C_DEFS, frozenset({"struct_specifier", "union_specifier", "enum_specifier"}),
                      frozenset({"preproc_include"}),
                      name_of=name_of, extra_symbol=extra_symbol, import_node=import_node,
-                     transparent=PREPROC_BLOCKS, prepare_source=mask_export_macros),
+                     transparent=PREPROC_BLOCKS, prepare_source=mask_export_macros,
+                     opaque=frozenset({"compound_statement"})),
     ),
     resolvers={"inc": resolve_quoted, "incsys": resolve_system},
     test_names=(r"^test[_-].*\.c$", r".*[_-](test|tests|unittest)\.c$", r"^tests?\.c$"),

@@ -25,7 +25,8 @@ LANGUAGE = Language(
                      chunk_units=frozenset({"template_declaration", "linkage_specification"}),
                      name_of=c.name_of, extra_symbol=c.extra_symbol, import_node=c.import_node,
                      transparent=c.PREPROC_BLOCKS, wrappers=frozenset({"template_declaration"}),
-                     scope_separator="::", prepare_source=c.mask_export_macros),
+                     scope_separator="::", prepare_source=c.mask_export_macros,
+                     opaque=frozenset({"compound_statement"})),  # function bodies (a local class is rare)
     ),
     # `inc:`/`incsys:` specs are resolved by c.py (one owner per kind).
     test_names=(r"^test[_-].*\.(cc|cpp|cxx)$", r".*[_-](test|tests|unittest)\.(cc|cpp|cxx)$", r"^tests?\.(cc|cpp)$",

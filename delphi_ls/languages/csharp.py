@@ -94,6 +94,7 @@ LANGUAGE = Language(
                                 "interface_declaration", "record_declaration"}),
                      frozenset({"using_directive"}),
                      import_node=import_node, sibling_scopes=frozenset({"file_scoped_namespace_declaration"}),
+                     opaque=frozenset({"block", "arrow_expression_clause", "accessor_list"}),  # member bodies
                      name_of=name_of),
     ),
     resolvers={"cs": resolve},

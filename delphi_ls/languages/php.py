@@ -19,10 +19,15 @@ _INCLUDES = frozenset({"require_expression", "require_once_expression", "include
                        "include_once_expression"})
 
 
+def _names_no_class(node: ts.Node) -> bool:
+    """``use function A\\f;`` / ``use const A\\X;`` (the keyword sits on the clause or the declaration)."""
+    return any(not c.is_named and c.type in ("function", "const") for c in node.children)
+
+
 def _clauses(node: ts.Node, prefix: str, out: list[str]) -> None:
     """Every ``namespace_use_clause`` under a ``use`` (grouped ``use A\\{B, C}`` adds the prefix)."""
     for c in node.named_children:
-        if c.type == "namespace_use_clause":
+        if c.type == "namespace_use_clause" and not _names_no_class(c):
             name = next((x for x in c.named_children if x.type in ("qualified_name", "name")), None)
             if name is not None:
                 out.append("php:" + (prefix + "\\" if prefix else "") + node_text(name).lstrip("\\"))
@@ -60,8 +65,7 @@ def _include_path(node: ts.Node) -> str | None:
 def _import_node(node: ts.Node, out: list[str]) -> bool:
     t = node.type
     if t == "namespace_use_declaration":
-        # `use function A\f;` / `use const A\X;` name no class file
-        if any(not c.is_named and c.type in ("function", "const") for c in node.children):
+        if _names_no_class(node):  # a function or constant lives in no file of its own name
             return True
         prefix = next((node_text(c) for c in node.named_children if c.type == "namespace_name"), "")
         _clauses(node, prefix.lstrip("\\"), out)
