@@ -46,13 +46,17 @@ def _declared_name(node: ts.Node) -> str | None:
     return node_text(n) if n is not None else None
 
 
+# Node type -> symbol kind of what `_extra_symbol` reads (None: a class, interface or enum by its keyword).
+_EXTRA_KINDS: dict[str, str | None] = {"class_declaration": None, "object_declaration": "object",
+                                       "companion_object": "object", "property_declaration": "property",
+                                       "type_alias": "type"}
+
+
 def _extra_symbol(node: ts.Node) -> tuple[str, str] | None:
     """Classes by their keyword (``interface``, ``enum class``), objects, companions, properties."""
-    t = node.type
-    kind = {"class_declaration": None, "object_declaration": "object", "companion_object": "object",
-            "property_declaration": "property", "type_alias": "type"}.get(t, "")
-    if kind == "":
+    if node.type not in _EXTRA_KINDS:  # called for every node of the tree: keep the miss cheap
         return None
+    kind = _EXTRA_KINDS[node.type]
     name = _declared_name(node)
     if name is None:
         return None
