@@ -265,10 +265,16 @@ def test_related_tests_by_naming(engines: dict[str, Engine], fixture: str, code:
     assert code in back[:2], back
 
 
-def test_helpers_are_not_tests() -> None:
-    # test_helper.rb and spec_helper.rb sit in test folders: tests by folder, but named after nothing
-    assert stem_of("test/test_helper.rb") == "helper"
-    assert file_kind("lib/mailbag/testing.rb") == "code"
+def test_helpers_are_named_after_nothing(engines: dict[str, Engine]) -> None:
+    """test_helper.rb / spec_helper.rb / bootstrap.php are test support: in test folders, linked to no source
+    file by name (their imports still link them), and a source file called testing.rb stays code."""
+    assert file_kind("lib/mailbag/testing.rb") == "code" and file_kind("test/test_helper.rb") == "test"
+    for fixture, helpers in (("ruby", ("test/test_helper.rb", "spec/spec_helper.rb")), ("php", ("tests/bootstrap.php",))):
+        eng = engines[fixture]
+        graph = FileGraph.build({path: kind for path, kind, _n in eng.files()}, eng.import_edges())
+        named = {t for tests in graph.tests_of.values() for t in tests}
+        assert not named & set(helpers), (fixture, named & set(helpers))
+        assert all(graph.imports.get(h) for h in helpers)
 
 
 # --- stack frames -----------------------------------------------------------------------------------------
