@@ -118,15 +118,15 @@ def import_node(node: ts.Node, out: list[str]) -> bool:
 
 def _include(ix: FileIndex, importer: str, target: str, quoted: bool) -> list[str]:
     target = os.path.normpath(target).replace(os.sep, "/")
-    if target.startswith("../") and not quoted or target.startswith("/"):
-        return []
+    if target.startswith("/"):
+        return []  # an absolute path is outside the workspace
     here = os.path.dirname(importer)
     if quoted:  # `#include "x.h"`: the including file's folder first
         cand = os.path.normpath(os.path.join(here, target)).replace(os.sep, "/")
         if cand in ix.files:
             return [cand]
     if target.startswith("../"):
-        return []
+        return []  # `"../x.h"` is relative to the includer only
     # Include roots: every folder from the includer's up to the workspace root, and its include/ and src/.
     folder = here
     while True:
