@@ -189,6 +189,9 @@ def test_csharp_usings_resolve_to_the_files_declaring_the_namespace() -> None:
     assert resolve(ix, "t/T.cs", "cs:A.Core.Logger") == ["a/Core/Logger.cs"]  # using static / an alias
     assert resolve(ix, "t/T.cs", "cs:A.Core") == ["a/Core/Logger.cs", "a/Core/Sink.cs"]
     assert resolve(ix, "t/T.cs", "cs:System.Linq") == []
+    # a project-wide `global using` is no edge from GlobalUsings.cs
+    src = "global using Pulse.Core;\nglobal using static System.Math;\nusing Pulse.Retry;\n"
+    assert chunk_file("test/GlobalUsings.cs", src).imports == ["cs:Pulse.Retry"]
 
 
 # --- test files by each ecosystem's naming ----------------------------------------------------------------

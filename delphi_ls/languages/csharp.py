@@ -35,6 +35,10 @@ def import_node(node: ts.Node, out: list[str]) -> bool:
     declaration is recorded as ``csns:A.B`` (what the file declares, for the resolver)."""
     t = node.type
     if t == "using_directive":
+        if node.child_count and node.children[0].type == "global":
+            # `global using X;` (GlobalUsings.cs) holds for the whole project: an edge from that one file to
+            # every file of the namespace would make it look like a test of all of them
+            return True
         targets = [c for i, c in enumerate(node.children) if c.type in ("qualified_name", "identifier")
                    and node.field_name_for_child(i) != "name"]  # not the alias in `using X = A.B`
         if targets:
