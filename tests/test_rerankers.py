@@ -19,7 +19,7 @@ TEST_QUESTION = "Which tests cover this change?\nGive up on uploads after the la
 
 def _ltr_order(engine: Engine, question: str, anchors: list[str]) -> list[str]:
     cands = engine.candidates(question, anchors, depth=50)
-    scores = LearnedRanker().score(np.asarray([c["features"] for c in cands], dtype=np.float32))
+    scores = LearnedRanker().score(np.asarray([c["features"] for c in cands], dtype=np.float32), feature_names())
     return [cands[i]["path"] for i in np.argsort(-scores, kind="stable")]
 
 

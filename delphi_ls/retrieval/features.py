@@ -78,7 +78,8 @@ def candidate_features(fused: list[Fused], q: QueryInfo, ctx: SearchContext,
             if f"rr_{b}" in col:
                 row[col[f"rr_{b}"]] = 1.0 / r
                 row[col[f"top5_{b}"]] = 1.0 if r <= 5 else 0.0
-        row[col["n_branches"]] = len(f.branches) / n_registered
+        # Only branches with a column count: a branch registered after training must not move this one.
+        row[col["n_branches"]] = sum(1 for b in f.branches if f"rr_{b}" in col) / n_registered
         row[col["fused_rr"]] = 1.0 / (i + 1)
         row[col["fused_rel"]] = f.score / top
         kind = ctx.files.get(f.path, "other")

@@ -32,7 +32,7 @@ from . import spans as spans_mod
 from .branches.base import Branch, Hit
 from .branches.registry import BranchSpec
 from .context import IndexView, SearchContext
-from .features import candidate_features, feature_names
+from .features import candidate_features
 from .fusion import Fused, rrf
 from .packing import legacy_pack, pack
 from .query import QueryInfo
@@ -149,7 +149,7 @@ class Retriever:
         if self.ltr is not None and fused and q.shape in self.ltr.shapes:
             t0 = time.perf_counter()
             head = fused[: self.ltr.window]
-            names = feature_names()
+            names = self.ltr.features  # the columns it was trained on, counted as in training
             scores = self.ltr.score(candidate_features(head, q, ctx, names), names)
             fused = learned_rerank(fused, scores, set(anchors), keep=self.settings.ltr_keep_top)
             r.timings["ltr"] = _ms(t0)
