@@ -9,6 +9,10 @@ intent2code and the most recent ``--per-task`` code2test samples: about 20 per r
 gives fewer code2test samples; the summary printed to stderr says how many, with the miner's skip
 counts. Samples keep the ``dev_mined`` schema (no ``time``) plus a ``language`` field. Every gold
 file is checked against the base commit; a sample whose gold is missing there is dropped and counted.
+
+Which files are tests and which are source comes from ``delphi_ls.workspace.kinds.file_kind`` at the
+time of mining, so re-mining after a change there can change the samples; the committed
+``bench/samples/dev_langs.jsonl`` was mined with the kinds of commit 1a5ac4e.
 """
 
 from __future__ import annotations
