@@ -207,6 +207,14 @@ def test_test_files_by_ecosystem_naming(path: str, stem: str) -> None:
     assert stem_of(path) == stem
 
 
+def test_cpp_inl_headers_are_named_after_their_header() -> None:
+    """spdlog's `registry-inl.h` implements `registry.h`: `test_registry.cpp` is named after both."""
+    assert stem_of("include/spdlog/details/registry-inl.h") == "registry" and stem_of("x/a-inl.c") == "a-inl"
+    files = {"include/lib/registry.h": "code", "include/lib/registry-inl.h": "code", "tests/test_registry.cpp": "test"}
+    g = FileGraph.build(files, [])
+    assert g.tests_of["include/lib/registry-inl.h"] == {"tests/test_registry.cpp"}
+
+
 @pytest.mark.parametrize("path", ["src/latest.c", "src/contest.cpp", "include/test.h", "src/Serilog/Core/Logger.cs",
                                   "src/Testing.Abstractions/Attestation.cs", "src/unittest_helpers.h"])
 def test_code_files_are_not_tests(path: str) -> None:

@@ -32,7 +32,8 @@ LANGUAGE = Language(
     test_names=(r"^test[_-].*\.(cc|cpp|cxx)$", r".*[_-](test|tests|unittest)\.(cc|cpp|cxx)$", r"^tests?\.(cc|cpp)$",
                 r".*[a-z0-9]Tests?\.(cc|cpp|cxx)$"),  # GoogleTest's `LoggerTest.cpp`
     test_prefixes=c.C_TEST_PREFIXES,
-    test_suffixes=c.C_TEST_SUFFIXES,
+    # `registry-inl.h` implements `registry.h` (header-only libraries): both are named after `registry`
+    test_suffixes=(*c.C_TEST_SUFFIXES, "-inl"),
     stack_frames=c.C_FRAMES,
     trace_markers=c.C_TRACE_MARKERS,
 )
