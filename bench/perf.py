@@ -335,10 +335,17 @@ def run(folder: Path, embedder: str, keep: bool = False, quick: bool = False,
         if target:
             with (corpus / target).open("a") as f:
                 f.write("\n\n# delphi perf edit\n")
+            timer = PhaseTimer()
+            timer.install(eng)
+            c1 = time.process_time()
             t1 = time.perf_counter()
             rep2 = eng.index()
-            out["reindex_one_file"] = {"path": target, "seconds": round(time.perf_counter() - t1, 3),
-                                       "files_indexed": rep2.files_indexed, "chunks_embedded": rep2.chunks_embedded}
+            took = time.perf_counter() - t1
+            timer.uninstall()
+            out["reindex_one_file"] = {"path": target, "seconds": round(took, 3),
+                                       "cpu_s": round(time.process_time() - c1, 3),
+                                       "files_indexed": rep2.files_indexed, "chunks_embedded": rep2.chunks_embedded,
+                                       "phases": timer.report(took)}
         out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
         out["peak_rss_children_mb"] = round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1)
         out["index_bytes"] = sum(p.stat().st_size for p in (work / "index").rglob("*") if p.is_file())
@@ -378,7 +385,7 @@ def render(r: dict[str, Any]) -> str:
     if "reindex_one_file" in r:
         ro = r["reindex_one_file"]
         lines.append(f"| re-index after editing one file (s) | {ro['seconds']} ({ro['files_indexed']} file, "
-                     f"{ro['chunks_embedded']} chunks embedded) | |")
+                     f"{ro['chunks_embedded']} chunks embedded; CPU {ro.get('cpu_s')} s) | |")
     lines.append(f"| peak RSS (MB) | {r['peak_rss_mb']} (children {r.get('peak_rss_children_mb', 0)}) | |")
     if "cpu" in r:
         c = r["cpu"]
@@ -407,6 +414,10 @@ def render(r: dict[str, Any]) -> str:
         lines += ["", "Where the cold index's wall time went (this process; exclusive; `PhaseTimer`):", "",
                   "| phase | s | share |", "|---|---|---|"]
         lines += [f"| {k} | {v['s']} | {100 * v['share']:.1f}% |" for k, v in r["phases"].items()]
+    if "phases" in r.get("reindex_one_file", {}):
+        top = list(r["reindex_one_file"]["phases"].items())[:6]
+        lines += ["", "Re-index after editing one file, largest phases: "
+                  + ", ".join(f"{k} {v['s']} s" for k, v in top)]
     return "\n".join(lines) + "\n"
 
 
