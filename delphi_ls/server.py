@@ -312,7 +312,8 @@ def _symbol_information(s: dict[str, Any]) -> lsp.SymbolInformation:
             "interface": lsp.SymbolKind.Interface, "struct": lsp.SymbolKind.Struct, "enum": lsp.SymbolKind.Enum,
             "trait": lsp.SymbolKind.Interface, "impl": lsp.SymbolKind.Class, "module": lsp.SymbolKind.Module,
             "constructor": lsp.SymbolKind.Constructor, "type": lsp.SymbolKind.TypeParameter,
-            "macro": lsp.SymbolKind.Function}.get(s["kind"], lsp.SymbolKind.Variable)
+            "macro": lsp.SymbolKind.Function, "namespace": lsp.SymbolKind.Namespace,
+            "property": lsp.SymbolKind.Property}.get(s["kind"], lsp.SymbolKind.Variable)
     rng = lsp.Range(lsp.Position(max(s["line"] - 1, 0), 0), lsp.Position(max(s["endLine"] - 1, 0), 0))
     return lsp.SymbolInformation(name=s["name"], kind=kind, location=lsp.Location(s["uri"], rng),
                                  container_name=s.get("container") or None)

@@ -331,3 +331,12 @@ def test_grammar_is_a_dependency_listed_in_the_readme(pkg: str) -> None:
     readme = (repo / "README.md").read_text(encoding="utf-8")
     row = next((ln for ln in readme.splitlines() if ln.startswith(f"| `{pkg}`")), "")
     assert re.search(r"\| \d+\.\d+\.\d+ \| MIT \|", row), row
+
+
+@pytest.mark.parametrize("path,kind", [
+    ("okio/src/jvmTest/kotlin/okio/Stopwatch.kt", "test"), ("src/commonTest/kotlin/X.kt", "test"),
+    ("src/androidInstrumentedTest/kotlin/A.kt", "test"), ("src/integrationTest/java/a/B.java", "test"),
+    ("okio/src/jvmMain/kotlin/okio/Buffer.kt", "code"), ("src/latest/A.kt", "code")])
+def test_gradle_test_source_sets_are_test_folders(path: str, kind: str) -> None:
+    from delphi_ls.workspace.kinds import file_kind
+    assert file_kind(path) == kind

@@ -185,3 +185,12 @@ def test_where_tested_question_finds_tests(flask_like: Engine):
     assert res["query"]["shape"] == "test"
     assert res["results"][0]["kind"] == "test", [r["path"] for r in res["results"]]
     assert "tests/test_testing.py" in [r["path"] for r in res["results"][:3]]
+
+
+@pytest.mark.parametrize("name", ["Logger.cs", "tinylog.hpp", "sds.c", "app.rb", "Slim.php", "Okio.kt", "cli.rs"])
+def test_a_bare_file_name_of_any_parsed_language_is_a_path(name: str) -> None:
+    assert analyse(f"which tests cover {name}?").paths == [name]
+
+
+def test_a_sentence_with_a_dot_is_not_a_path() -> None:
+    assert analyse("see e.g. this: the retry.count is wrong").paths == []

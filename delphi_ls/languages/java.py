@@ -45,6 +45,10 @@ LANGUAGE = Language(
     ),
     resolvers={"java": _resolve},
     test_names=(r".*tests?\.java$", r".*IT\.java$"),
+    # Gradle source sets named for tests (`src/jvmTest/`, `src/commonTest/`, `src/androidTest/`); paths are
+    # matched lower-cased. `src/test/` is a test folder for every language already.
+    test_dirs=(r"(^|/)src/(?:jvm|common|android|androidunit|androidinstrumented|ios|js|wasm\w*|native|"
+               r"linux\w*|macos\w*|mingw\w*|apple|integration|functional|acceptance|e2e|unit)test/",),
     stack_frames=(re.compile(r"\(([\w$]+\.(?:java|kt|scala)):(\d+)\)"),),
     trace_markers=(r"^\s+at [\w$.]+\(", r"Exception in thread"),
     fixture="shipyard",

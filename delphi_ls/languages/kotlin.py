@@ -142,6 +142,10 @@ LANGUAGE = Language(
     resolvers={"kt": _resolve},
     test_names=(r".*Tests?\.kts?$", r".*Spec\.kt$", r".*IT\.kt$"),
     test_suffixes=("Test", "Tests", "Spec", "IT"),
+    # Gradle source sets named for tests (`src/jvmTest/`, `src/commonTest/`, `src/androidTest/`); paths are
+    # matched lower-cased. `src/test/` is a test folder for every language already.
+    test_dirs=(r"(^|/)src/(?:jvm|common|android|androidunit|androidinstrumented|ios|js|wasm\w*|native|"
+               r"linux\w*|macos\w*|mingw\w*|apple|integration|functional|acceptance|e2e|unit)test/",),
     # `at com.example.tally.store.InMemoryStore.record(InMemoryStore.kt:42)`; a trace is recognised by Java's
     # markers (`Exception in thread`, `at a.b(`), which every JVM trace has.
     stack_frames=(re.compile(r"at [\w$.<>-]+\(([\w$-]+\.kts?):(\d+)\)"),),

@@ -7,10 +7,13 @@ from dataclasses import dataclass, field
 
 from ..core import Kind, Shape
 from ..core.tokens import STOPWORDS, is_identifier_like, query_terms
-from ..languages import FRAME_PATTERNS, TRACE_MARKERS
+from ..languages import FRAME_PATTERNS, SPECS, TRACE_MARKERS
 from .description import clean_request
 
 _QUOTED = re.compile(r"`([^`\n]{3,200})`|\"([^\"\n]{4,200})\"|'([^'\n]{4,200})'")
+# A bare file name counts as a path when its extension is a parsed language's or a common doc/config one.
+_NAMED_EXTENSIONS = frozenset({e for spec in SPECS for e in spec.extensions} |
+                              {".md", ".toml", ".yaml", ".yml", ".json"})
 _PATHLIKE = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.[A-Za-z][A-Za-z0-9]{0,9})(?::(\d+))?")
 # Stack frames (group 1 the file, group 2 the line) and trace markers: each language's, from its module.
 _FRAME_PATTERNS = list(FRAME_PATTERNS)
@@ -90,7 +93,7 @@ def analyse(text: str) -> QueryInfo:
     paths = [f for f, _ in frames]
     for m in _PATHLIKE.finditer(text):
         p = m.group(1)
-        if "/" in p or re.search(r"\.(py|go|rs|js|ts|tsx|jsx|java|kt|rb|c|h|cc|cpp|md|toml|yaml|yml|json)$", p):
+        if "/" in p or p[p.rfind("."):].lower() in _NAMED_EXTENSIONS:
             paths.append(p)
     paths = list(dict.fromkeys(paths))
     if is_trace:
