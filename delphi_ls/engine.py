@@ -390,6 +390,15 @@ class Engine:
             cochange_before = self.meta.get_state("cochange")
             try:
                 self._reopen_vectors_if_written_elsewhere()
+                # A full run (`delphi index`, the language server's) checks Chroma for damage before the
+                # lexical pass, which deletes the vectors of changed files from it. Not on a first run:
+                # with no vectors there is nothing to delete or damage yet, and opening Chroma costs
+                # 0.6-0.7 s CPU that a cold start's first answer would wait for (bench.first_batch);
+                # it is opened after the lexical pass then. A query's catch-up (reembed=False) opens
+                # it only to write or delete vectors.
+                full = reembed or rebuild
+                if full and self.meta.counts()["vectors"] > 0:
+                    _ = self.vectors
                 indexer = self._indexer()
                 repaired = self._repair(indexer, rebuild, vectors)
                 if repaired:
@@ -397,12 +406,7 @@ class Engine:
                     indexer = self._indexer()
                 rep = indexer.index_lexical(track, only=only, buffers=buffers, should_stop=self._stop.is_set,
                                             on_batch=self.invalidate)
-                if reembed or rebuild:
-                    # A full run (`delphi index`, the language server's) checks Chroma for damage, after
-                    # the lexical pass: opening it costs 0.6-0.7 s CPU (1.7-2.3 s wall on a loaded 2-core
-                    # machine) that a cold start's first answer used to wait for. The lexical pass opens
-                    # it itself only to delete vectors of changed files. A query's catch-up
-                    # (reembed=False) opens it only to write or delete vectors.
+                if full and not self._vectors_opened:
                     _ = self.vectors
                     later = self._repair(indexer, False, vectors)
                     if later:

@@ -166,8 +166,8 @@ class Settings:
         for key in ("max_file_bytes", "chunk_chars", "reranker_window", "rrf_k", "path_cap_per_dir", "embed_batch"):
             if getattr(self, key) <= 0:
                 raise SettingsError(key, "must be a positive integer")
-        if self.ltr_keep_top < 0:
-            raise SettingsError("ltr_keep_top", "must be 0 (off) or a positive integer")
+        if not 0 <= self.ltr_keep_top <= 20:
+            raise SettingsError("ltr_keep_top", "must be between 0 (off) and 20 (the depth it keeps them within)")
         if self.chunk_chars < 200:
             raise SettingsError("chunk_chars", "must be at least 200")
         folder = Path(self.reranker).expanduser()

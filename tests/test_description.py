@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import time
+
+import pytest
+
 from delphi_ls.retrieval.description import clean_request
 from delphi_ls.retrieval.query import analyse
 
@@ -57,3 +61,31 @@ def test_a_trace_is_not_cleaned() -> None:
 
 def test_nothing_but_noise_keeps_the_text() -> None:
     assert clean_request("Co-authored-by: A <a@b.c>") == "Co-authored-by: A <a@b.c>"
+
+
+def test_what_a_request_names_survives_the_cleaning() -> None:
+    text = ("[ci] run the matrix on 3.13\npin lodash@4.17.21 for now\n"
+            "see https://github.com/o/r/blob/main/src/retry.py#L12 for it\n"
+            "cc: this should also cover the cache\n"
+            "- [x] Add RetryPolicy.jitter to retry.py\n- [x] I have added tests\n- [ ] Update `docs/retry.md`\n"
+            "Cc: A Dev <dev@example.org>\ncc: @maintainer")
+    out = clean_request(text)
+    for kept in ("[ci] run the matrix", "lodash@4.17.21", "see src/retry.py for it", "cc: this should also",
+                 "RetryPolicy.jitter to retry.py", "`docs/retry.md`"):
+        assert kept in out, kept
+    for gone in ("I have added tests", "dev@example.org", "@maintainer", "github.com"):
+        assert gone not in out, gone
+    assert "src/retry.py" in analyse("Which source files implement this change?\n" + text).paths
+
+
+@pytest.mark.parametrize("text", [
+    "payload " + "QUJD" * 12_500,  # 50 KB of base64
+    "x" * 20_000, "w" * 10_000 + "@",
+    "See " + ", ".join(f"https://e.org/{i}" for i in range(40)) + " then text",
+    ("<!-- " + "a" * 1000) * 50,
+])
+def test_long_pasted_tokens_are_analysed_in_linear_time(text: str) -> None:
+    """Each of these took 0.5-76 s before the patterns were bounded (review of session 5)."""
+    t0 = time.perf_counter()
+    analyse(text)
+    assert time.perf_counter() - t0 < 0.5

@@ -259,3 +259,31 @@ def test_lsp_shutdown_during_the_first_index_is_clean(tmp_path: Path):
     shown = [m["params"]["message"] for m in wire.seen if m.get("method") == "window/showMessage"]
     assert not [m for m in shown if "failed" in m or "Error" in m], shown
     assert "Traceback" not in "".join(wire.stderr), "".join(wire.stderr)[-3000:]
+
+
+def test_generated_code_nested_deeper_than_the_stack_is_indexed_as_windows(tmp_path: Path):
+    """1,500 nested `#ifdef`s and 1,200 nested Ruby modules raised RecursionError and stopped the run."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "ok.c").write_text("int ok_function(void) { return 1; }\n")
+    (ws / "gen.c").write_text("".join(f"#ifdef A{i}\n" for i in range(1500)) + "int deep_c;\n" + "#endif\n" * 1500)
+    (ws / "deep.rb").write_text("module A\n" * 1200 + "def deep_ruby; end\n" + "end\n" * 1200)
+    with Engine(ws, index_dir=str(tmp_path / "idx"), reranker="off", vectors=False) as eng:
+        rep = eng.index()
+        assert rep.files_indexed == 3 and not rep.errors
+        assert [r["path"] for r in eng.context("deep_ruby")["results"]][:1] == ["deep.rb"]
+        assert "ok.c" in [r["path"] for r in eng.context("ok_function")["results"]]
+
+
+def test_a_parse_that_runs_too_long_falls_back_to_windows(monkeypatch):
+    """tree-sitter-kotlin's error recovery is superlinear on malformed input (imports between classes)."""
+    import delphi_ls.indexing.chunker as chunker
+
+    monkeypatch.setattr(chunker, "PARSE_SECONDS", 0.2)
+    bad = "package a.b\n" + "".join(f"class C{i} {{ fun m{i}(a: Int) = a }}\nimport x.y.Z{i}\n" for i in range(3000))
+    t0 = time.perf_counter()
+    cf = chunker.chunk_file("big.kt", bad)
+    assert time.perf_counter() - t0 < 2.0
+    assert cf.parse_error and "line windows" in cf.parse_error and cf.chunks
+    ok = chunker.chunk_file("ok.kt", "package a\nclass A { fun f() = 1 }\n")  # the parser is usable after
+    assert ok.parse_error is None and [s.name for s in ok.symbols] == ["A", "f"]

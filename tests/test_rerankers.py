@@ -116,3 +116,20 @@ def test_keep_depth_leaves_pinned_files_in_place() -> None:
     out = [f.path for f in learned_rerank(fused, scores, pinned={"f00"}, keep=3)]
     assert out[0] == "f00"  # an anchor keeps its place
     assert {"f01", "f02"} <= set(out[:20])
+
+
+@pytest.mark.parametrize("keep,pinned", [(15, set()), (20, set()), (20, {"f25"}), (10, {"f02"})])
+def test_keep_top_holds_for_every_depth_and_pin(keep: int, pinned: set[str]) -> None:
+    from delphi_ls.retrieval.rerank import KEEP_WITHIN, learned_rerank
+    out = [f.path for f in learned_rerank(_fused(30), np.arange(30, dtype=float), pinned=pinned, keep=keep)]
+    assert sorted(out) == sorted(f.path for f in _fused(30))  # a permutation: nothing lost or doubled
+    kept = {f"f{i:02d}" for i in range(keep)}
+    assert kept <= set(out[:KEEP_WITHIN]), [p for p in out[KEEP_WITHIN:] if p in kept]
+    for p in pinned:
+        assert out.index(p) == int(p[1:])  # pinned files keep their places
+
+
+def test_keep_top_above_the_depth_is_refused() -> None:
+    from delphi_ls.settings import Settings, SettingsError
+    with pytest.raises(SettingsError, match="ltr_keep_top"):
+        Settings.from_dict({"ltr_keep_top": 21})

@@ -201,3 +201,25 @@ def test_damaged_hnsw_files_are_detected_and_wiped(tmp_path: Path):
     v.upsert(ids[:10], x[:10], ["p.py"] * 10, ["code"] * 10)
     assert v.query(x[0], 1)[0][0] == "c0"
     v.close()
+
+
+def test_damaged_hnsw_with_an_edited_file_is_repaired_by_the_next_index(tmp_path: Path):
+    """The lexical pass deletes the vectors of changed files from Chroma: a damaged Chroma must be found
+    and repaired before that, not fail the run (a regression of one commit in session 5)."""
+    ws, idx = tmp_path / "ws", tmp_path / "idx"
+    (ws / "pkg").mkdir(parents=True)
+    for i in range(1100):  # past Chroma's ~1000-vector batch, so HNSW files exist on disk
+        (ws / f"pkg/m{i}.py").write_text(f"def f{i}(x):\n    '''compute value {i} of thing'''\n    return x + {i}\n")
+    with Engine(ws, index_dir=str(idx), reranker="off", vector_search="hnsw") as eng:
+        eng.index()
+    bins = list((idx / "chroma").glob("*/*.bin"))
+    assert bins, "expected HNSW files"
+    for b in bins:
+        b.write_bytes(os.urandom(max(b.stat().st_size, 64)))
+    (ws / "pkg/m100.py").write_text("def changed():\n    return 2\n")
+    with Engine(ws, index_dir=str(idx), reranker="off", vector_search="hnsw") as eng:
+        rep = eng.index()
+        assert rep.files_indexed == 1 and not rep.errors
+        assert any("vector store emptied" in r for r in rep.repaired), rep.repaired
+        assert eng.health(check_staleness=False)["ok"]
+        assert eng.counts()["vectors"] == 1100

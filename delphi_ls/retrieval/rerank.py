@@ -72,13 +72,21 @@ def learned_rerank(fused: list[Fused], scores: np.ndarray, pinned: set[str] = fr
 
 
 def _keep_depth(order: list[int], movable: list[int], keep: int) -> list[int]:
-    """``order`` with every file of the fused top ``keep`` that it put below rank KEEP_WITHIN moved
-    back to the last places above it (in the ranker's order among themselves): the ranker still
-    reorders the top and may promote files from deeper, but it cannot drop one the fusion ranked high."""
-    inside = sum(1 for slot in movable if slot < KEEP_WITHIN)  # movable slots above the line
-    late = [i for j, i in enumerate(order) if j >= inside and i < keep]
-    if not late:
-        return order
-    rest = [i for i in order if i not in late]
-    at = max(inside - len(late), 0)
-    return rest[:at] + late + rest[at:]
+    """``order`` rearranged so that every movable file of the fused top ``keep`` lands above rank
+    KEEP_WITHIN: the movable places above that line hold those files and, in the rest of the places,
+    the ranker's best others, all in the ranker's order; below the line, the ranker's order. The ranker
+    still reorders the top and may promote files from deeper, but cannot drop one the fusion ranked high."""
+    inside = sum(1 for slot in movable if slot < KEEP_WITHIN)  # movable places above the line
+    kept = {i for i in order if i < keep}
+    if len(kept) > inside:  # more to keep than places (pinned files hold some): the fusion's best first
+        kept = set(sorted(kept)[:inside])
+    others = inside - len(kept)
+    top: list[int] = []
+    for i in order:
+        if i in kept:
+            top.append(i)
+        elif others > 0:
+            top.append(i)
+            others -= 1
+    chosen = set(top)
+    return top + [i for i in order if i not in chosen]
