@@ -12,6 +12,7 @@ import json
 import re
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,11 +88,28 @@ _CORRUPT_CODES = {11, 26}
 _SCHEMA_NAMES = set(re.findall(r"IF NOT EXISTS (\w+)", SCHEMA))
 
 
+def _locked(e: sqlite3.OperationalError) -> bool:
+    return "locked" in str(e) or getattr(e, "sqlite_errorcode", None) in (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED
+
+
 def is_corruption(e: BaseException) -> bool:
     return isinstance(e, sqlite3.DatabaseError) and getattr(e, "sqlite_errorcode", None) in _CORRUPT_CODES
 
 
 class MetaStore:
+    def _set_wal(self) -> None:
+        """Switch to WAL. SQLite does not call the busy handler for this switch: two processes opening a
+        new index at once got "database is locked" at once (seen in CI). Retried for up to 30 s."""
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                self.db.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as e:
+                if not _locked(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
@@ -99,7 +117,7 @@ class MetaStore:
         # timeout: a reader waits for a writer's short transaction instead of failing at once.
         self.db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30)
         try:
-            self.db.execute("PRAGMA journal_mode=WAL")
+            self._set_wal()
             self.db.execute("PRAGMA synchronous=NORMAL")
             have = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master")}
             if not _SCHEMA_NAMES <= have:
