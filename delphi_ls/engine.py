@@ -594,7 +594,8 @@ class Engine:
 
     def retrieve(self, query: str, anchors: list[str] | None = None, draft: str | None = None) -> Retrieval:
         """Every branch's list and their fusion, before any reranker (``anchors`` already normalised):
-        the stores' state is read once for this query and handed to the retriever."""
+        the stores' state (counts, view, searcher, status lines) is read once for this query and handed
+        to the retriever with the live manifest and lexical store."""
         anchors = anchors or []
         q = analyse(query)
         self._catch_up()

@@ -42,7 +42,9 @@ from .router import SEED_ANCHOR_WEIGHT, SEED_TOP, SEED_TOP_WEIGHT, weights_for
 
 @dataclass(frozen=True)
 class IndexState:
-    """What one query reads, taken once from the engine's stores before the branches run."""
+    """What one query reads, handed over by the engine before the branches run: the counts, the view,
+    the searcher and the status lines are taken once; the manifest and the lexical store are live
+    handles (a concurrent index run may commit between two branches' reads)."""
 
     meta: MetaStore
     lexical: LexicalStore
