@@ -260,8 +260,7 @@ class Engine:
             lex = (f"it {'was missing' if self.lexical.created else 'is empty'} but the manifest lists "
                    f"{counts['files']} indexed files")
         if lex:
-            self.problems["lexical_store"] = (f"lexical index (Whoosh, {self.lexical.folder}) is damaged: {lex}; "
-                                              "BM25 finds nothing until `delphi index` rebuilds it from the manifest")
+            self._lexical_damaged(lex)
         else:
             self.problems.pop("lexical_store", None)
         # Chroma only when open: index() and health() open it first; a one-shot query does not, as
@@ -278,6 +277,10 @@ class Engine:
             else:
                 self.problems.pop("vector_store_damaged", None)
         return {k: v for k, v in self.problems.items() if k in ("lexical_store", "vector_store_damaged", "vector_store")}
+
+    def _lexical_damaged(self, why: str) -> None:
+        self.problems["lexical_store"] = (f"lexical index (Whoosh, {self.lexical.folder}) is damaged: {why}; "
+                                          "BM25 finds nothing until `delphi index` rebuilds it from the manifest")
 
     def _repair(self, indexer: Indexer, rebuild: bool, vectors: bool) -> list[str]:
         """Rebuild what is derived, under the writer lock: everything on request (``rebuild``), else only
@@ -625,9 +628,7 @@ class Engine:
         if Need.LEXICAL in spec.needs and "lexical_store" not in self.problems:
             lex = self.lexical.check()
             if lex:
-                self.problems["lexical_store"] = (
-                    f"lexical index (Whoosh, {self.lexical.folder}) is damaged: {lex}; "
-                    "BM25 finds nothing until `delphi index` rebuilds it from the manifest")
+                self._lexical_damaged(lex)
 
     def definitions(self, path: str) -> list[SymbolRecord]:
         """The definitions in one indexed file, in line order (an editor's outline, lenses, hover)."""

@@ -5,13 +5,12 @@ The import reader, resolver and definitions here serve TypeScript too (``typescr
 
 from __future__ import annotations
 
-import json
 import os
 import re
 
 import tree_sitter as ts
 
-from .base import FileIndex, Language, LanguageSpec, field_name, node_text
+from .base import FileIndex, Language, LanguageSpec, field_name, json_object, node_text
 
 _STRING = re.compile(r"""^['"`](.*)['"`]$""", re.S)
 
@@ -61,11 +60,8 @@ def import_node(node: ts.Node, out: list[str]) -> bool:
 def package_json(text: str) -> list[str]:
     """A ``package.json``'s entry point and name, so ``require('../..')`` and a package's tests that
     import it by name (``require('koa')``) resolve to the file they load."""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return []
-    if not isinstance(data, dict):
+    data = json_object(text)
+    if data is None:
         return []
     out: list[str] = []
     entries = [data.get("main"), data.get("module"), data.get("source")]

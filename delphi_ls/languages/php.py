@@ -7,13 +7,12 @@ The grammar is ``language_php`` (PHP inside HTML), not ``language_php_only``: a 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 
 import tree_sitter as ts
 
-from .base import FileIndex, Language, LanguageSpec, node_text
+from .base import FileIndex, Language, LanguageSpec, frame_file, json_object, node_text
 
 _INCLUDES = frozenset({"require_expression", "require_once_expression", "include_expression",
                        "include_once_expression"})
@@ -81,11 +80,8 @@ def _import_node(node: ts.Node, out: list[str]) -> bool:
 
 def composer_json(text: str) -> list[str]:
     """``composer.json``'s PSR-4 (and PSR-0) prefixes: ``psr4:Acme\\Invoice\\=src/`` per folder."""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return []
-    if not isinstance(data, dict):
+    data = json_object(text)
+    if data is None:
         return []
     out: list[str] = []
     for section in ("autoload", "autoload-dev"):
@@ -144,8 +140,7 @@ def _resolve_include(ix: FileIndex, importer: str, target: str) -> list[str]:
     return [c for c in cands if c in ix.files][:1]
 
 
-# The look-behind starts a match only where a path can start: unanchored, a 20 KB token took 10 s.
-_PHP_FILE = r"(?<![\w./\\@+-])((?:[A-Za-z]:)?[\w./\\@+-]+\.(?:php|phtml|inc))"
+_PHP_FILE = frame_file("php|phtml|inc")
 LANGUAGE = Language(
     name="php",
     grammars=(

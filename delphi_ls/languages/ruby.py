@@ -8,7 +8,7 @@ import re
 
 import tree_sitter as ts
 
-from .base import FileIndex, Language, LanguageSpec, node_text
+from .base import FileIndex, Language, LanguageSpec, frame_file, node_text
 
 # `require "x"` finds x.rb under a load path root; these are the folders gems, minitest and rspec put there.
 _LOAD_ROOTS = frozenset({"lib", "test", "spec", "app", "ext"})
@@ -125,7 +125,6 @@ LANGUAGE = Language(
     test_prefixes=("test_",),
     test_suffixes=("_test", "_spec"),
     # `lib/x.rb:12:in 'meth'` (Ruby 3.4), `` lib/x.rb:12:in `meth' `` (older), with or without `from `.
-    # The look-behind starts a match only where a path can start: unanchored, a 20 KB token took 10 s.
-    stack_frames=(re.compile(r"(?<![\w./\\@+-])((?:[A-Za-z]:)?[\w./\\@+-]+\.(?:rb|rake|ru|gemspec)):(\d+):in [`']"),),
+    stack_frames=(re.compile(frame_file("rb|rake|ru|gemspec") + r":(\d+):in [`']"),),
     trace_markers=(r"^\s+from \S+\.rb:\d+:in [`']", r"\.rb:\d+:in [`'][^\n]*\([\w:]+\)$"),
 )
