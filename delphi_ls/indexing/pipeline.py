@@ -18,6 +18,7 @@ import numpy as np
 
 from ..models.embedders import Embedder
 from ..settings import Settings
+from ..stores.filedocs import FILEDOCS_VERSION, FileDocs, build_doc, top_level_names
 from ..stores.lexical import LexicalStore
 from ..stores.meta import ChunkRow, MetaStore
 from ..stores.vectors import VectorStore
@@ -32,6 +33,7 @@ from ..workspace.scan import (
     skip_reason,
 )
 from .chunker import chunk_file
+from .graph import FileGraph
 
 Progress = Callable[[str, int, int, int], None]  # phase, done, total, chunks so far
 BATCH_FILES = 1000  # files per lexical commit once the first small batches are in (issue 18: fewer, larger segments)
@@ -80,6 +82,7 @@ class Indexer:
         self.lexical = lexical
         self.vectors = vectors
         self.embedder = embedder
+        self.filedocs = FileDocs(meta)  # one document per file, beside the manifest (stores/filedocs.py)
 
     # ------------------------------------------------------------------ lexical
     def index_lexical(self, progress: Progress | None = None, only: list[str] | None = None,
@@ -104,7 +107,10 @@ class Indexer:
             # A new index: all it will hold is this parser's output, so say so now. Set only at the end,
             # a first run stopped by Ctrl-C was re-parsed whole by the next one instead of resuming.
             self.meta.set_state("parser_version", PARSER_VERSION)
+            self.meta.set_state("filedocs_version", FILEDOCS_VERSION)
             reparse = False
+        self.filedocs.ensure()
+        imports_moved = False  # a file's import names changed, or files came or went: importers to redo
 
         deleted = sorted(set(stored) - set(current))
         if only is not None:
@@ -113,6 +119,7 @@ class Indexer:
         if deleted:
             self._remove(deleted)
             rep.files_deleted = len(deleted)
+            imports_moved = True
 
         todo = []
         for path, entry in current.items():
@@ -165,6 +172,10 @@ class Indexer:
                 text, replaced = decode(data)
                 prepared.append((entry, digest, text, replaced))
             rows_by_file = self._write_lexical(prepared)
+            # File documents before the manifest rows (a killed run redoes these files, documents too).
+            imports_moved |= self.filedocs.put([
+                build_doc(entry.path, rows[0].text if rows else "", top_level_names(symbols), imports)
+                for (entry, *_), (rows, symbols, _lang, imports) in zip(prepared, rows_by_file, strict=True)])
             for (entry, digest, _text, replaced), (rows, symbols, language, imports) in zip(prepared, rows_by_file, strict=True):
                 reuse = self._reusable_vectors(entry.path, rows)
                 self.meta.replace_file(entry.path, digest, entry.size, entry.mtime_ns, file_kind(entry.path), language,
@@ -181,6 +192,20 @@ class Indexer:
         if gone:
             self._remove(gone)
             rep.files_deleted += len(gone)  # removed from the index (now skipped): what queries read changed
+            imports_moved = True
+        if only is None and not rep.errors:
+            if self.meta.get_state("filedocs_version") != FILEDOCS_VERSION:
+                # An index from before file documents (or an older kind of them): filled from the manifest.
+                self.filedocs.rebuild_from_manifest()
+                self.meta.set_state("filedocs_version", FILEDOCS_VERSION)
+                imports_moved = True
+            if self.filedocs.prune():  # documents of files no longer listed (after a rebuild, say)
+                imports_moved = True
+        if imports_moved:
+            # Who imports whom: the import graph over the whole manifest (what the query view builds too),
+            # redone only when some file's imports changed or files came or went, not on every edit.
+            files = {p: k for p, k, _n in self.meta.files()}
+            self.filedocs.set_importers(FileGraph.build(files, self.meta.all_imports()).imported_by)
         if only is None and not rep.errors:
             self.meta.set_skipped(skipped)
         else:
@@ -303,6 +328,7 @@ class Indexer:
             raise
         if self.vectors is not None and ids:
             self.vectors.delete_ids(ids)
+        self.filedocs.remove(paths)
         self.meta.remove_files(paths)
 
     # ------------------------------------------------------------------ vectors

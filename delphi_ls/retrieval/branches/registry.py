@@ -23,6 +23,7 @@ from types import MappingProxyType
 from ...core import Need, Shape
 from .anchors import AnchorBranch, AnchorRefsBranch, AnchorTestsBranch
 from .base import Branch
+from .filedoc import FileDocBranch
 from .lexical import Bm25Branch
 from .path import PathBranch
 from .structure import CochangeBranch, GraphBranch
@@ -99,3 +100,6 @@ register(BranchSpec("anchor_tests", AnchorTestsBranch, _w(0.2, 0.2, 0.0, 2.0)))
 register(BranchSpec("anchor_refs", AnchorRefsBranch, _w(0.0, 0.0, 0.0, 1.0)))
 register(BranchSpec("graph", GraphBranch, _w(0.3, 0.3, 0.3, 0.5), stage=2))
 register(BranchSpec("cochange", CochangeBranch, _w(0.3, 0.3, 0.2, 0.5), needs=frozenset({Need.INDEX, Need.HISTORY})))
+# One document per file (path, header comment, top-level names, imports, importers): issue 19, measured
+# in bench/RESULTS.md ("File-level branch").
+register(BranchSpec("filedoc", FileDocBranch, _w(0.6, 0.4, 0.2, 0.4), needs=frozenset({Need.INDEX, Need.LEXICAL})))

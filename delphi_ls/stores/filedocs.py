@@ -1,0 +1,276 @@
+"""File documents: one short document per indexed file, searched by the ``filedoc`` branch (issue 19).
+
+A file's document says what the file *is* rather than every word in it: its path split into words,
+its leading comment or module docstring, its top-level definition names, the names of what it imports
+and of the files that import it. "Where does the help text get built" can then reach ``help.go`` by
+role, where the chunk-level BM25 spreads the same words over every file that mentions them.
+
+Store: two tables in the manifest's SQLite file (``meta.sqlite``), a plain table keyed by path and an
+FTS5 index over it (external content, kept in step by triggers, the way ``chunk_grams`` is). Why here
+and not a second Whoosh index: a file document is a handful of words, so FTS5's BM25 in C answers in
+about a millisecond with no second store to open, check, repair or merge; a damaged manifest is moved
+aside whole (``Engine._open_meta``), taking these rows with it; and every part of a document is
+derived from what the manifest already holds (the first chunk's text, top-level symbols, import
+specs), so an index written before this table existed is filled from the manifest without re-reading
+a file (``rebuild_from_manifest``). Words are split code-aware (``core.tokens``) before FTS5 sees them,
+and FTS5's Porter stemmer folds ``parsing``/``parse``, ``errors``/``error``.
+
+Crash order follows the pipeline's rule: a batch's documents are written before its files' manifest
+rows, so a killed run leaves a file whose stored hash differs from the disk and the next run redoes
+it. Removed files lose their documents with their manifest rows; a full run also drops any document
+whose file the manifest no longer lists (after a rebuild, or files that became ignored).
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ..core.tokens import code_tokens
+from .meta import MetaStore
+
+# Bumped when what a document holds changes: a full index run refills every document from the manifest.
+FILEDOCS_VERSION = 1
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS file_docs (
+  path TEXT PRIMARY KEY, pathwords TEXT, about TEXT, defs TEXT, imports TEXT, importers TEXT
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS file_docs_fts USING fts5(
+  pathwords, about, defs, imports, importers, content='file_docs', content_rowid='rowid',
+  tokenize='porter unicode61'
+);
+CREATE TRIGGER IF NOT EXISTS file_docs_ai AFTER INSERT ON file_docs BEGIN
+  INSERT INTO file_docs_fts(rowid, pathwords, about, defs, imports, importers)
+  VALUES (new.rowid, new.pathwords, new.about, new.defs, new.imports, new.importers);
+END;
+CREATE TRIGGER IF NOT EXISTS file_docs_ad AFTER DELETE ON file_docs BEGIN
+  INSERT INTO file_docs_fts(file_docs_fts, rowid, pathwords, about, defs, imports, importers)
+  VALUES ('delete', old.rowid, old.pathwords, old.about, old.defs, old.imports, old.importers);
+END;
+CREATE TRIGGER IF NOT EXISTS file_docs_au AFTER UPDATE ON file_docs BEGIN
+  INSERT INTO file_docs_fts(file_docs_fts, rowid, pathwords, about, defs, imports, importers)
+  VALUES ('delete', old.rowid, old.pathwords, old.about, old.defs, old.imports, old.importers);
+  INSERT INTO file_docs_fts(rowid, pathwords, about, defs, imports, importers)
+  VALUES (new.rowid, new.pathwords, new.about, new.defs, new.imports, new.importers);
+END;
+"""
+
+# BM25 weight of each column: the path and the defined names say most about a file's role; what it
+# imports and who imports it are hints shared by many files.
+COLUMN_WEIGHTS = (3.0, 1.0, 2.0, 0.5, 0.5)
+MAX_ABOUT_CHARS = 1500
+MAX_DEFS = 200
+MAX_IMPORTERS = 40
+_EXT_WORDS = re.compile(r"\.[A-Za-z0-9]{1,5}$")
+# A comment line (//, #, /*, *, --, ;, %) or a docstring's quotes, at the start of a line.
+_COMMENT = re.compile(r"^\s*(?://+!?|#+!?|/\*+!?|\*+/?|--|;+|%+|\"\"\"|''')")
+
+
+@dataclass
+class FileDoc:
+    path: str
+    pathwords: str
+    about: str
+    defs: str
+    imports: str
+    importers: str = ""
+
+
+def words(text: str) -> str:
+    """Code-aware words (identifiers whole and split), space-joined for FTS5's tokenizer."""
+    return " ".join(tok for tok, _ in code_tokens(text))
+
+
+def path_words(path: str) -> str:
+    return words(_EXT_WORDS.sub("", path).replace("/", " "))
+
+
+def leading_comment(text: str) -> str:
+    """The comments and docstring at the head of a file's first chunk: what the file says it is for.
+
+    Comment lines and Python docstring lines are kept from the first 80 lines (package clauses and
+    imports in between are skipped, so Go's ``// Package x`` and a licence header both count); code lines
+    end nothing, since a header chunk also holds per-declaration comments of its own."""
+    out: list[str] = []
+    in_doc = False
+    for line in text.splitlines()[:80]:
+        s = line.strip()
+        if in_doc:
+            out.append(s.replace('"""', " ").replace("'''", " "))
+            if '"""' in s or "'''" in s:
+                in_doc = False
+            continue
+        if s.startswith(('"""', "'''", 'r"""')):
+            body = s.lstrip("r")[3:]
+            out.append(body.replace('"""', " ").replace("'''", " "))
+            in_doc = '"""' not in body and "'''" not in body
+            continue
+        m = _COMMENT.match(line)
+        if m:
+            out.append(line[m.end():])
+        if sum(len(x) for x in out) > MAX_ABOUT_CHARS:
+            break
+    return words(" ".join(out)[:MAX_ABOUT_CHARS])
+
+
+def import_words(specs: Iterable[str]) -> str:
+    """Names of what a file imports: the specs' words without their language prefix (``py:``, ``go:``)."""
+    return words(" ".join(s.partition(":")[2] or s for s in specs))
+
+
+def build_doc(path: str, first_chunk: str, top_level: Iterable[str], imports: Iterable[str]) -> FileDoc:
+    names: dict[str, None] = {}
+    for n in top_level:
+        if n and n != "<module>":
+            names.setdefault(n, None)
+        if len(names) >= MAX_DEFS:
+            break
+    return FileDoc(path, path_words(path), leading_comment(first_chunk), words(" ".join(names)),
+                   import_words(imports))
+
+
+def importer_words(importers: Iterable[str]) -> str:
+    """The files that import this one, named by their path's last two parts (``cli/command``)."""
+    stems = sorted({"/".join(_EXT_WORDS.sub("", p).split("/")[-2:]) for p in importers})[:MAX_IMPORTERS]
+    return words(" ".join(s.replace("/", " ") for s in stems))
+
+
+def fts_query(terms: Iterable[str]) -> str:
+    """Terms ORed, each quoted (a term is a code token: letters, digits, underscores)."""
+    return " OR ".join('"' + t.replace('"', "") + '"' for t in terms if t.strip('"'))
+
+
+class FileDocs:
+    """The file documents in ``meta``'s database (same connection and lock: one writer, WAL readers)."""
+
+    def __init__(self, meta: MetaStore) -> None:
+        self.meta = meta
+
+    def exists(self) -> bool:
+        with self.meta._lock:
+            return self.meta.db.execute(
+                "SELECT 1 FROM sqlite_master WHERE name='file_docs_fts'").fetchone() is not None
+
+    def ensure(self) -> None:
+        """Create the tables (writers only: a reader opening an index must not need the write lock)."""
+        if not self.exists():
+            with self.meta._lock:
+                self.meta.db.executescript(SCHEMA)
+
+    def put(self, docs: list[FileDoc]) -> bool:
+        """Replace the documents of these paths in one transaction; importers kept from the old row
+        (another file's imports set them, see ``set_importers``). True when a path is new or its
+        import names changed (then who-imports-whom must be worked out again)."""
+        if not docs:
+            return False
+        db = self.meta.db
+        moved = False
+        with self.meta._lock:
+            db.execute("BEGIN")
+            try:
+                for d in docs:
+                    old = db.execute("SELECT importers, imports FROM file_docs WHERE path=?", (d.path,)).fetchone()
+                    moved = moved or old is None or old[1] != d.imports
+                    # DELETE then INSERT: INSERT OR REPLACE would not fire the delete trigger.
+                    db.execute("DELETE FROM file_docs WHERE path=?", (d.path,))
+                    db.execute("INSERT INTO file_docs VALUES (?,?,?,?,?,?)",
+                               (d.path, d.pathwords, d.about, d.defs, d.imports, old[0] if old else d.importers))
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        return moved
+
+    def remove(self, paths: Iterable[str]) -> None:
+        db = self.meta.db
+        with self.meta._lock:
+            db.execute("BEGIN")
+            db.executemany("DELETE FROM file_docs WHERE path=?", [(p,) for p in paths])
+            db.execute("COMMIT")
+
+    def prune(self) -> int:
+        """Drop documents of files the manifest does not list (a full run's last step)."""
+        with self.meta._lock:
+            cur = self.meta.db.execute("DELETE FROM file_docs WHERE path NOT IN (SELECT path FROM files)")
+            return cur.rowcount
+
+    def set_importers(self, importers: dict[str, set[str]]) -> int:
+        """Write each file's importer words where they changed; returns rows updated."""
+        db = self.meta.db
+        with self.meta._lock:
+            stored = dict(db.execute("SELECT path, importers FROM file_docs").fetchall())
+            changed = [(w, p) for p, old in stored.items()
+                       if (w := importer_words(importers.get(p, ()))) != (old or "")]
+            if changed:
+                db.execute("BEGIN")
+                db.executemany("UPDATE file_docs SET importers=? WHERE path=?", changed)
+                db.execute("COMMIT")
+        return len(changed)
+
+    def rebuild_from_manifest(self) -> int:
+        """Every indexed file's document again, from the manifest alone (first chunk, top-level symbols,
+        import specs): an index written before this table existed, or a new ``FILEDOCS_VERSION``."""
+        db = self.meta.db
+        with self.meta._lock:
+            paths = [r[0] for r in db.execute("SELECT path FROM files")]
+            first = dict(db.execute("SELECT path, text FROM chunks WHERE ord=0").fetchall())
+            defs: dict[str, list[str]] = {}
+            for name, path in db.execute(
+                    "SELECT name, path FROM symbols WHERE container IS NULL OR container='' ORDER BY path, line"):
+                defs.setdefault(path, []).append(name)
+            imps: dict[str, list[str]] = {}
+            for path, spec in db.execute("SELECT path, spec FROM imports"):
+                imps.setdefault(path, []).append(spec)
+            db.execute("BEGIN")
+            try:
+                db.execute("DELETE FROM file_docs")
+                for p in paths:
+                    d = build_doc(p, first.get(p, ""), defs.get(p, []), imps.get(p, []))
+                    db.execute("INSERT INTO file_docs VALUES (?,?,?,?,?,'')",
+                               (d.path, d.pathwords, d.about, d.defs, d.imports))
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        return len(paths)
+
+    def count(self) -> int:
+        with self.meta._lock:
+            try:
+                return int(self.meta.db.execute("SELECT COUNT(*) FROM file_docs").fetchone()[0])
+            except sqlite3.OperationalError:
+                return 0
+
+    def get(self, path: str) -> FileDoc | None:
+        with self.meta._lock:
+            r = self.meta.db.execute("SELECT * FROM file_docs WHERE path=?", (path,)).fetchone()
+        return FileDoc(*r) if r else None
+
+    def search(self, terms: list[str], limit: int) -> list[tuple[str, float]]:
+        """(path, score) best first; score is FTS5's BM25 negated (higher is better). Empty when the
+        table does not exist yet (an index from before it; the next full index run fills it)."""
+        match = fts_query(terms)
+        if not match:
+            return []
+        w = ", ".join(str(x) for x in COLUMN_WEIGHTS)
+        with self.meta._lock:
+            try:
+                rows = self.meta.db.execute(
+                    "SELECT d.path, h.s FROM (SELECT rowid AS id, bm25(file_docs_fts, "
+                    f"{w}) AS s FROM file_docs_fts WHERE file_docs_fts MATCH ? ORDER BY s LIMIT ?) h "
+                    "JOIN file_docs d ON d.rowid = h.id ORDER BY h.s, d.path",
+                    (match, limit)).fetchall()
+            except sqlite3.OperationalError as e:
+                if "no such table" in str(e):
+                    return []
+                raise
+        return [(p, -s) for p, s in rows]
+
+
+def top_level_names(symbols: Iterable[tuple[str, str, int, int, str]]) -> list[str]:
+    """Names defined at a file's top level, from the pipeline's symbol tuples (name, kind, line, end, container)."""
+    return [n for n, _k, _l, _e, cont in symbols if not cont]
+
