@@ -434,7 +434,50 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="write every question's record and the summary as JSON here")
     engine_options(p)
     p.set_defaults(fn=cmd_eval)
+
+    p = sub.add_parser("snapshot", help="write an index to a file a teammate or CI can load, or load one")
+    snap = p.add_subparsers(dest="action", required=True, metavar="{create,load}")
+    q = snap.add_parser("create", help="bring the index up to date and write it as a snapshot file")
+    q.add_argument("path", nargs="?", default=".", help="the workspace folder (default: .)")
+    q.add_argument("--out", required=True, metavar="FILE", help="the snapshot file to write")
+    q.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    q.add_argument("--index-dir", help="where the index lives (default: the user cache dir)")
+    q.add_argument("--chroma-url", help="a `chroma run` server to hold the vectors")
+    engine_options(q)
+    q.set_defaults(fn=cmd_snapshot)
+    q = snap.add_parser("load", help="replace the workspace's index with a snapshot; `delphi index` then redoes "
+                                     "only the files whose content differs")
+    q.add_argument("file", help="the snapshot file")
+    q.add_argument("path", nargs="?", default=".", help="the workspace folder (default: .)")
+    q.add_argument("--index-dir", help="where the index lives (default: the user cache dir)")
+    q.add_argument("--chroma-url", help="a `chroma run` server to hold the vectors")
+    engine_options(q)
+    q.set_defaults(fn=cmd_snapshot)
     return ap
+
+
+def cmd_snapshot(args: argparse.Namespace) -> int:
+    """`create`: bring the index up to date and write it to a file; `load`: replace the index with one
+    (checked first: another model or version, a corrupt or hostile file is refused, the index kept)."""
+    from .engine import Engine
+
+    if args.action == "create":
+        with _engine(args, ranks=False) as eng:
+            head = eng.snapshot(args.out, progress=None if args.quiet or args.json else ProgressBar())
+        info = {k: head[k] for k in ("counts", "built", "embedder", "workspace", "content", "bytes")}
+        c = info["counts"]
+        _dump({"file": args.out, **info}) if args.json else \
+            print(f"wrote {args.out}: {c['files']} files, {c['chunks']} chunks, {c['vectors']} vectors, "
+                  f"{head['bytes'] / 2**20:.1f} MiB")
+        return 0
+    got = Engine.load_snapshot(args.file, args.path, **_overrides(args))
+    c = got["header"]["counts"]
+    if args.json:
+        _dump({"file": args.file, "counts": c, "vectors": got["chroma"]})
+    else:
+        print(f"loaded {args.file}: {c['files']} files, {c['chunks']} chunks (vectors: {got['chroma']}); "
+              f"the next `delphi index` or question re-indexes only the files whose content differs")
+    return 0
 
 
 def _at_least_one(text: str) -> int:
@@ -481,7 +524,8 @@ def _user_error(e: BaseException) -> bool:
     imported, its error cannot have been raised."""
     if isinstance(e, FileNotFoundError | NotADirectoryError):
         return True
-    for module, name in (("delphi_ls.api", "RequestError"), ("delphi_ls.settings", "SettingsError")):
+    for module, name in (("delphi_ls.api", "RequestError"), ("delphi_ls.settings", "SettingsError"),
+                         ("delphi_ls.indexing.snapshot", "SnapshotError")):
         cls = getattr(sys.modules.get(module), name, None)
         if cls is not None and isinstance(e, cls):
             return True

@@ -356,8 +356,36 @@ class Engine:
         return self.writer.holder()
 
     def _collection_name(self) -> str:
-        name = re.sub(r"[^A-Za-z0-9._-]", "_", self.root.name)[:40].strip("._-") or "root"
-        return f"delphi_{name}"
+        return collection_name(self.root)
+
+    # ------------------------------------------------------------------ snapshots (indexing/snapshot.py)
+    def snapshot(self, out: str | Path, progress: Progress | None = None) -> dict[str, Any]:
+        """Bring the index up to date, then write it to ``out`` as a snapshot another machine can load;
+        returns the snapshot's header (what built it, counts, members) and its size in ``bytes``."""
+        from .indexing import snapshot
+
+        rep = self.index(progress=progress)
+        if rep.errors:
+            raise snapshot.SnapshotError("indexing did not finish, so no snapshot was written: " + "; ".join(rep.errors))
+        return snapshot.create(self.root, self.index_dir, self.writer, self.settings, INDEX_FORMAT,
+                               self._collection_name(), Path(out))
+
+    @staticmethod
+    def load_snapshot(file: str | Path, root: str | Path, settings: Settings | None = None,
+                      **overrides: Any) -> dict[str, Any]:
+        """Replace the index of the workspace ``root`` with a snapshot (no engine may have it open in
+        this process); the next ``index()`` brings it up to date, redoing only files whose content
+        differs. Raises ``SnapshotError``, the existing index untouched, when the snapshot was built
+        with another model, parser or index format, or is corrupt, truncated or hostile."""
+        from .indexing import snapshot
+
+        root = Path(root).resolve()
+        if not root.is_dir():
+            raise FileNotFoundError(f"workspace folder not found: {root}")
+        settings = settings or Settings.load(root, overrides)
+        serving = load_embedder(settings.embedder).identity.as_dict() if settings.vectors else None
+        return snapshot.load(Path(file), root, settings.index_path(root), settings, INDEX_FORMAT,
+                             collection_name(root), serving)
 
     # ------------------------------------------------------------------ indexing
     def _indexer(self) -> Indexer:
@@ -739,6 +767,13 @@ class Engine:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+
+
+def collection_name(root: Path) -> str:
+    """The Chroma collection of a workspace: named after its folder (a snapshot's Chroma files load
+    where the folder's name is the same)."""
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", root.name)[:40].strip("._-") or "root"
+    return f"delphi_{name}"
 
 
 def _fuzzy(q: str, name: str) -> float | None:

@@ -1,0 +1,431 @@
+"""Index snapshots a team can share: one machine (a teammate, CI) writes the index of a workspace to a
+file, another loads it and brings it up to date with the normal incremental index run.
+
+The file is a gzip'd tar. Its first member, ``delphi-snapshot.json``, is the header: what built the
+index (the engine's index format, the parser version, the manifest and lexical schemas, the chunk size,
+the embedding model's identity), the counts, and the size and sha256 of every other member. The other
+members live under ``index/``: ``meta.sqlite`` (a consistent copy made with SQLite's backup API),
+``whoosh/`` and, for an embedded vector store, ``chroma/``; all copied while this process holds the
+index's writer lock, so no run writes meanwhile. Nothing else of the index folder goes in (no traces,
+no daemon token, no lock file, no moved-aside damaged manifest).
+
+Everything inside is relative to the workspace (paths, chunk ids, co-change pairs), so a snapshot
+made in /a/repo loads into /b/repo. The manifest records each file's content hash; loading sets every
+file's stored mtime to -1, so the next index run reads and hashes every file once: a file whose hash
+matches is kept (only its size and mtime are updated), one that differs is re-indexed, one that is gone
+is removed, one that is new is indexed. Mtimes are never trusted across machines.
+
+Loading is all or nothing. The header is checked against this machine's settings first (a mismatch is
+refused, naming what differs, before anything is touched); the members are written to a staging folder
+beside the index, each checked against the header's size and hash (an absolute path, ``..``, a link or
+any member the header does not list is refused, and so is a truncated or corrupt file); only then, under
+the writer lock, does the staged index replace the old one. The old one is kept until the swap is done
+and put back if the swap fails.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import re
+import shutil
+import sqlite3
+import tarfile
+import time
+import zlib
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import IO, Any
+
+from ..settings import Settings
+from ..stores.lexical import schema as lexical_schema
+from ..stores.meta import SCHEMA as MANIFEST_SCHEMA
+from ..stores.writer_lock import WriterLock
+from .cochange import git_head
+from .pipeline import PARSER_VERSION
+
+MAGIC = "delphi-snapshot"
+VERSION = 1
+HEADER = "delphi-snapshot.json"
+PREFIX = "index/"
+STORES = ("meta.sqlite", "whoosh", "chroma")  # what of an index folder a snapshot holds, nothing else
+HEADER_MAX = 1 << 20  # a header larger than this is not one of ours
+COMPRESS_LEVEL = 1  # gzip: level 1 is within a few per cent of 6 on an index, at a third of the CPU
+_CHUNK = 1 << 20
+_NAME = re.compile(r"^[A-Za-z0-9._-]+$")  # each part of a member's name: what the stores write
+
+
+class SnapshotError(ValueError):
+    """A snapshot that cannot be loaded (refused, corrupt, hostile); the existing index is untouched."""
+
+
+@dataclass(frozen=True)
+class Built:
+    """What an index was built with: a snapshot loads only where all of it is the same."""
+
+    index_format: int
+    parser_version: int
+    manifest_schema: str
+    lexical_schema: str
+    chunk_chars: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def built_with(settings: Settings, index_format: int) -> Built:
+    fields = sorted(f"{name}:{type(f).__name__}" for name, f in lexical_schema().items())
+    return Built(index_format, PARSER_VERSION, hashlib.sha256(MANIFEST_SCHEMA.encode()).hexdigest()[:16],
+                 ",".join(fields), settings.chunk_chars)
+
+
+def _chromadb_version() -> str | None:
+    try:
+        return importlib.metadata.version("chromadb")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(_CHUNK):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _copy_sqlite(src: Path, dst: Path) -> None:
+    """A consistent copy of a live SQLite file (its WAL folded in), whatever other readers do."""
+    s = sqlite3.connect(f"file:{src}?mode=ro", uri=True, timeout=30)
+    d = sqlite3.connect(str(dst))
+    try:
+        s.backup(d)
+        d.execute("PRAGMA journal_mode=DELETE")  # one self-contained file, no -wal beside it
+    finally:
+        d.close()
+        s.close()
+
+
+def _stage_tree(src: Path, dst: Path) -> None:
+    """Copy a store's folder: regular files only (a link in an index folder is not ours to ship), and
+    any SQLite file inside (Chroma's) through the backup API."""
+    for dirpath, dirnames, filenames in os.walk(src, followlinks=False):
+        here = Path(dirpath)
+        rel = here.relative_to(src)
+        (dst / rel).mkdir(parents=True, exist_ok=True)
+        dirnames[:] = [d for d in dirnames if not (here / d).is_symlink()]
+        for name in filenames:
+            p = here / name
+            if p.is_symlink() or not p.is_file() or name.endswith(("-wal", "-shm", "-journal")):
+                continue
+            if name.endswith((".sqlite3", ".sqlite")):
+                _copy_sqlite(p, dst / rel / name)
+            else:
+                shutil.copy2(p, dst / rel / name)
+
+
+def _prune(meta: Path) -> None:
+    """Drop from the copy what the loader cannot use: cached vectors of other models or of chunks no
+    longer indexed (the embedding cache keeps them for the builder's own edits and model switches)."""
+    db = sqlite3.connect(str(meta), isolation_level=None)
+    try:
+        row = db.execute("SELECT value FROM state WHERE key='embedder'").fetchone()
+        model = json.loads(row[0]).get("weights_sha256") if row else None
+        db.execute("DELETE FROM embed_cache WHERE model IS NOT ? "
+                   "OR content_hash NOT IN (SELECT content_hash FROM chunks)", (model,))
+        db.execute("VACUUM")
+    finally:
+        db.close()
+
+
+def _manifest_facts(meta_path: Path) -> dict[str, Any]:
+    db = sqlite3.connect(f"file:{meta_path}?mode=ro", uri=True)
+    try:
+        state = {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM state")}
+        files = db.execute("SELECT COUNT(*) FROM files").fetchone()[0]
+        chunks = db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+        vectors = db.execute("SELECT COUNT(*) FROM chunks WHERE embedded=1").fetchone()[0]
+        # One digest of every (path, content hash): two snapshots of the same tree say the same.
+        h = hashlib.sha256()
+        for path, digest in db.execute("SELECT path, hash FROM files ORDER BY path"):
+            h.update(f"{path}\0{digest}\n".encode())
+    finally:
+        db.close()
+    return {"state": state, "counts": {"files": files, "chunks": chunks, "vectors": vectors},
+            "content": h.hexdigest()}
+
+
+def create(root: Path, index_dir: Path, writer: WriterLock, settings: Settings, index_format: int,
+           collection: str, out: Path) -> dict[str, Any]:
+    """Write the index at ``index_dir`` (of workspace ``root``) to ``out``; returns the header.
+
+    The stores are copied under the writer lock (no run writes while they are read); the archive is
+    written after it is released. ``out`` appears only complete (written beside it, then renamed)."""
+    out = Path(out).resolve()
+    if out.is_dir():
+        raise SnapshotError(f"--out {out} is a folder; name the snapshot file to write")
+    try:
+        out.relative_to(root)
+        raise SnapshotError(f"the snapshot {out} would be written inside the workspace {root}; write it elsewhere "
+                            "(an index holds the text of every indexed file)")
+    except ValueError:
+        pass
+    stage = index_dir / f".snapshot-out-{os.getpid()}"
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir(mode=0o700)
+    try:
+        writer.acquire(wait=True)
+        try:
+            _copy_sqlite(index_dir / "meta.sqlite", stage / "meta.sqlite")
+            _stage_tree(index_dir / "whoosh", stage / "whoosh")
+            embedded_chroma = settings.chroma_url is None and (index_dir / "chroma").is_dir()
+            if embedded_chroma:
+                _stage_tree(index_dir / "chroma", stage / "chroma")
+        finally:
+            writer.release()
+        _prune(stage / "meta.sqlite")
+        facts = _manifest_facts(stage / "meta.sqlite")
+        if not facts["state"].get("lexical_ready"):
+            raise SnapshotError("the index is not complete (its last run stopped early); run `delphi index` first")
+        members: dict[str, dict[str, Any]] = {}
+        for p in sorted(stage.rglob("*")):
+            if p.is_file():
+                members[PREFIX + p.relative_to(stage).as_posix()] = {"size": p.stat().st_size, "sha256": _sha256(p)}
+        header = {
+            "magic": MAGIC, "version": VERSION, "created": time.time(),
+            "workspace": {"name": root.name, "head": git_head(root)},
+            "built": built_with(settings, index_format).as_dict(),
+            "embedder": facts["state"].get("embedder"),
+            "counts": facts["counts"], "content": facts["content"],
+            # Chroma's files load only into the same collection name and chromadb version; elsewhere the
+            # vectors are refilled from the embedding cache in meta.sqlite (no re-embedding).
+            "chroma": {"collection": collection, "chromadb": _chromadb_version()} if embedded_chroma else None,
+            "members": members,
+        }
+        data = json.dumps(header, indent=1, sort_keys=True).encode()
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(f".{out.name}.part-{os.getpid()}")
+        try:
+            with tarfile.open(tmp, "w:gz", compresslevel=COMPRESS_LEVEL, format=tarfile.PAX_FORMAT) as tar:
+                info = tarfile.TarInfo(HEADER)
+                info.size, info.mtime, info.mode = len(data), int(header["created"]), 0o600
+                tar.addfile(info, _bytes(data))
+                for name in members:
+                    p = stage / name[len(PREFIX):]
+                    info = tarfile.TarInfo(name)
+                    info.size, info.mtime, info.mode = p.stat().st_size, int(header["created"]), 0o600
+                    with p.open("rb") as f:
+                        tar.addfile(info, f)
+            os.chmod(tmp, 0o600)  # the snapshot holds the workspace's text, like the index folder
+            tmp.replace(out)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        header["bytes"] = out.stat().st_size
+        return header
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def _bytes(data: bytes) -> IO[bytes]:
+    import io
+
+    return io.BytesIO(data)
+
+
+def _member_path(name: str) -> str:
+    """The store-relative path of an archive member, or SnapshotError for anything that could land
+    outside the staging folder or is not a store's file."""
+    if not name.startswith(PREFIX) or "\\" in name or "\0" in name:
+        raise SnapshotError(f"the snapshot holds an unexpected member {name!r}; refused")
+    p = PurePosixPath(name[len(PREFIX):])
+    if p.is_absolute() or not p.parts or any(part in ("", ".", "..") or not _NAME.match(part) for part in p.parts):
+        raise SnapshotError(f"the snapshot holds a member whose path escapes its folder ({name!r}); refused")
+    if p.parts[0] not in STORES:
+        raise SnapshotError(f"the snapshot holds {name!r}, which is not part of an index; refused")
+    return p.as_posix()
+
+
+def read_header(file: Path) -> dict[str, Any]:
+    """The header alone (``delphi snapshot load`` checks it before reading on)."""
+    try:
+        with tarfile.open(file, "r|gz") as tar:
+            first = tar.next()
+            return _header(tar, first)
+    except (tarfile.TarError, EOFError, zlib.error, OSError) as e:
+        if isinstance(e, FileNotFoundError):
+            raise SnapshotError(f"no snapshot file at {file}") from None
+        raise SnapshotError(f"{file} is not a readable snapshot (corrupt or truncated: {e})") from None
+
+
+def _header(tar: tarfile.TarFile, first: tarfile.TarInfo | None) -> dict[str, Any]:
+    if first is None or first.name != HEADER or not first.isreg() or first.size > HEADER_MAX:
+        raise SnapshotError("not a Delphi snapshot (its first member is not delphi-snapshot.json)")
+    f = tar.extractfile(first)
+    assert f is not None
+    try:
+        header = json.loads(f.read())
+    except ValueError:
+        raise SnapshotError("the snapshot's header is not valid JSON (corrupt)") from None
+    if not isinstance(header, dict) or header.get("magic") != MAGIC:
+        raise SnapshotError("not a Delphi snapshot (its header lacks the magic word)")
+    if header.get("version") != VERSION:
+        raise SnapshotError(f"snapshot format version {header.get('version')!r}; this Delphi reads version {VERSION}")
+    members = header.get("members")
+    if not isinstance(members, dict) or not all(isinstance(v, dict) for v in members.values()) \
+            or not isinstance(header.get("workspace"), dict):
+        raise SnapshotError("the snapshot's header lists no members (corrupt)")
+    return header
+
+
+def refusals(header: dict[str, Any], here: Built, serving: dict[str, Any] | None) -> list[str]:
+    """Why this machine cannot use the snapshot (empty: it can). ``serving``: the identity of the
+    embedding model this machine's settings load, or None when vectors are off here."""
+    out: list[str] = []
+    built = header.get("built") or {}
+    words = {"index_format": "engine index format", "parser_version": "chunker/parser version",
+             "manifest_schema": "manifest schema", "lexical_schema": "lexical schema",
+             "chunk_chars": "chunk size (setting chunk_chars)"}
+    for key, what in words.items():
+        if built.get(key) != getattr(here, key):
+            out.append(f"{what}: the snapshot has {built.get(key)!r}, this machine {getattr(here, key)!r}")
+    stored = header.get("embedder")
+    if serving is not None and stored is not None and stored != serving:
+        out.append(f"embedding model: the snapshot was built with {stored.get('name')} "
+                   f"(sha256 {str(stored.get('weights_sha256'))[:12]}, dim {stored.get('dim')}), this machine's "
+                   f"settings load {serving.get('name')} (sha256 {str(serving.get('weights_sha256'))[:12]}, "
+                   f"dim {serving.get('dim')}); set `embedder` to the same model, or build the snapshot with this one")
+    return out
+
+
+def load(file: Path, root: Path, index_dir: Path, settings: Settings, index_format: int, collection: str,
+         serving: dict[str, Any] | None) -> dict[str, Any]:
+    """Replace the index at ``index_dir`` with the snapshot ``file``; returns what was loaded.
+
+    Raises :class:`SnapshotError` (the existing index untouched) when the snapshot was built with
+    something else than this machine would build with, or is corrupt, truncated or hostile."""
+    file = Path(file)
+    if not file.is_file():
+        raise SnapshotError(f"no snapshot file at {file}")
+    header = read_header(file)
+    why = refusals(header, built_with(settings, index_format), serving)
+    if why:
+        raise SnapshotError("snapshot refused, the existing index is unchanged: " + "; ".join(why))
+    chroma = header.get("chroma")
+    # Chroma's own files are used only where they will be opened as they are: embedded here too, the
+    # same collection name (from the workspace folder's name) and the same chromadb.
+    use_chroma = bool(chroma) and settings.chroma_url is None and chroma.get("collection") == collection \
+        and chroma.get("chromadb") == _chromadb_version()
+    index_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    stage = index_dir / f".snapshot-in-{os.getpid()}"
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir(mode=0o700)
+    try:
+        _extract(file, header, stage, use_chroma)
+        _adopt(stage / "meta.sqlite", root, file, header, reset_vectors=not use_chroma and settings.chroma_url is None)
+        _swap(index_dir, stage, settings.chroma_url is None)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return {"header": header, "chroma": "loaded" if use_chroma else
+            ("kept on the server" if settings.chroma_url else "refilled from the embedding cache by the next index")}
+
+
+def _extract(file: Path, header: dict[str, Any], stage: Path, use_chroma: bool) -> None:
+    members: dict[str, dict[str, Any]] = header["members"]
+    seen: set[str] = set()
+    try:
+        with tarfile.open(file, "r|gz") as tar:
+            _header(tar, tar.next())
+            while (m := tar.next()) is not None:  # not `for m in tar`: it starts again at the header
+                rel = _member_path(m.name)
+                if not m.isreg():  # links, devices, fifos; folders are made from the files' paths
+                    kind = "link" if m.issym() or m.islnk() else "folder" if m.isdir() else "special file"
+                    raise SnapshotError(f"the snapshot holds a {kind} ({m.name!r}); refused")
+                want = members.get(m.name)
+                if want is None or m.name in seen:
+                    raise SnapshotError(f"the snapshot holds {m.name!r}, which its header does not list; refused")
+                if m.size != want.get("size"):
+                    raise SnapshotError(f"{m.name} is {m.size} bytes but the header says {want.get('size')} (corrupt)")
+                seen.add(m.name)
+                if rel.startswith("chroma/") and not use_chroma:
+                    continue
+                dst = stage / rel
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                src = tar.extractfile(m)
+                assert src is not None
+                h = hashlib.sha256()
+                with open(dst, "xb") as out:  # "x": never through an existing file or link
+                    while block := src.read(_CHUNK):
+                        h.update(block)
+                        out.write(block)
+                if h.hexdigest() != want.get("sha256"):
+                    raise SnapshotError(f"{m.name} does not match its checksum (corrupt)")
+    except (tarfile.TarError, EOFError, zlib.error) as e:
+        raise SnapshotError(f"{file} is corrupt or truncated ({type(e).__name__}: {e}); "
+                            "the existing index is unchanged") from None
+    missing = sorted(set(members) - seen)
+    if missing:
+        raise SnapshotError(f"the snapshot lacks {len(missing)} member(s) its header lists, e.g. {missing[0]} "
+                            "(truncated); the existing index is unchanged")
+    if not (stage / "meta.sqlite").is_file() or not (stage / "whoosh").is_dir():
+        raise SnapshotError("the snapshot holds no manifest or no lexical index; refused")
+
+
+def _adopt(meta: Path, root: Path, file: Path, header: dict[str, Any], reset_vectors: bool) -> None:
+    """Make the staged manifest this machine's: no mtime is trusted (every file is hashed once by the
+    next run), the root is this workspace, and the builder's machine-specific notes go."""
+    try:
+        db = sqlite3.connect(str(meta), isolation_level=None)
+    except sqlite3.DatabaseError as e:
+        raise SnapshotError(f"the snapshot's manifest does not open ({e})") from None
+    try:
+        db.execute("BEGIN")
+        db.execute("UPDATE files SET mtime_ns = -1")
+        if reset_vectors:  # no Chroma files came: the next index refills it from the embedding cache
+            db.execute("UPDATE chunks SET embedded = 0")
+        db.execute("DELETE FROM state WHERE key IN ('recovered', 'recovered_rebuilt')")
+        db.execute("INSERT OR REPLACE INTO state VALUES ('root', ?)", (json.dumps(str(root)),))
+        db.execute("INSERT OR REPLACE INTO state VALUES ('snapshot', ?)", (json.dumps({
+            "file": file.name, "created": header.get("created"), "head": header["workspace"].get("head"),
+            "content": header.get("content"), "loaded": time.time()}),))
+        db.execute("COMMIT")
+        db.execute("PRAGMA journal_mode=WAL")
+    except sqlite3.DatabaseError as e:
+        raise SnapshotError(f"the snapshot's manifest is damaged ({e})") from None
+    finally:
+        db.close()
+
+
+def _swap(index_dir: Path, stage: Path, local_chroma: bool) -> None:
+    """Under the writer lock, put the staged stores in place of the old ones; the old ones are moved
+    aside first and moved back if anything fails, so an index is always whole."""
+    lock = WriterLock(index_dir)
+    lock.acquire(wait=True)
+    old = index_dir / f".snapshot-old-{os.getpid()}"
+    shutil.rmtree(old, ignore_errors=True)
+    old.mkdir(mode=0o700)
+    names = ["meta.sqlite", "meta.sqlite-wal", "meta.sqlite-shm", "whoosh"] + (["chroma"] if local_chroma else [])
+    moved_out: list[str] = []
+    moved_in: list[str] = []
+    try:
+        try:
+            for n in names:
+                if (index_dir / n).exists():
+                    (index_dir / n).rename(old / n)
+                    moved_out.append(n)
+            for n in ("meta.sqlite", "whoosh", "chroma"):
+                if (stage / n).exists():
+                    (stage / n).rename(index_dir / n)
+                    moved_in.append(n)
+        except BaseException:
+            for n in moved_in:
+                p = index_dir / n
+                shutil.rmtree(p) if p.is_dir() else p.unlink(missing_ok=True)
+            for n in moved_out:
+                (old / n).rename(index_dir / n)
+            raise
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        lock.release()
