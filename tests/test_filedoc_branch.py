@@ -1,0 +1,150 @@
+"""The file-level branch (issue 19): one document per file in SQLite FTS5 beside the manifest, kept in step
+by the indexing pipeline (changed, added, removed and newly ignored files), searched as the ``filedoc`` branch.
+
+A small real workspace is written into tmp_path and indexed with the real stores (SQLite, Whoosh,
+tree-sitter); vectors are off, as nothing here is about them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from delphi_ls import Engine
+from delphi_ls.core import Shape
+from delphi_ls.retrieval.branches.filedoc import FileDocBranch
+from delphi_ls.retrieval.branches.registry import registered
+from delphi_ls.retrieval.context import SearchContext
+from delphi_ls.retrieval.query import analyse
+from delphi_ls.stores.filedocs import FileDocs, leading_comment
+
+FILES = {
+    "cli/usage.py": '"""Builds the usage screen shown for --help: sections, flags and examples."""\n\n'
+                    "def render_sections(spec):\n    return [s.title for s in spec]\n\n\n"
+                    "def wrap_flags(flags):\n    return ' '.join(flags)\n",
+    "cli/command.py": '"""The command object: runs a parsed invocation."""\n\nfrom cli import usage\n'
+                      "from cli.options import Options\n\n\n"
+                      "class Command:\n    def run(self, argv):\n        if '--help' in argv:\n"
+                      "            return usage.render_sections(argv)\n        return Options(argv)\n",
+    "cli/options.py": '"""Flag parsing into an options record."""\n\n\nclass Options:\n'
+                      "    def __init__(self, argv):\n        self.argv = argv\n",
+    "net/retry.go": "// Package net retries requests that time out, with backoff.\npackage net\n\n"
+                    "import \"time\"\n\n// Backoff is the wait before the next try.\n"
+                    "func Backoff(n int) time.Duration { return time.Duration(n) * time.Second }\n",
+    "README.md": "# tool\n\nA command-line tool. Run it with --help to see the usage screen.\n",
+    ".gitignore": "scratch/\n",
+    "scratch/usage_draft.py": '"""Draft of the usage screen: must never be stored (ignored)."""\n',
+}
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text, encoding="utf-8")
+
+
+@pytest.fixture()
+def engine(tmp_path: Path):  # type: ignore[no-untyped-def]
+    ws = tmp_path / "ws"
+    write(ws, FILES)
+    eng = Engine(ws, index_dir=str(tmp_path / "index"), vectors=False)
+    eng.index()
+    yield eng
+    eng.close()
+
+
+def docs(eng: Engine) -> FileDocs:
+    return FileDocs(eng.meta)
+
+
+def test_every_indexed_file_has_one_document_and_ignored_files_none(engine: Engine) -> None:
+    fd = docs(engine)
+    indexed = {p for p, _k, _n in engine.files()}
+    assert "scratch/usage_draft.py" not in indexed
+    assert fd.count() == len(indexed)
+    assert fd.get("scratch/usage_draft.py") is None
+    usage = fd.get("cli/usage.py")
+    assert usage is not None
+    assert usage.pathwords == "cli usage"
+    assert "screen" in usage.about.split() and "help" in usage.about.split()
+    assert {"render_sections", "render", "sections", "wrap_flags"} <= set(usage.defs.split())
+    assert "command" in usage.importers.split()  # cli/command.py imports it
+    command = fd.get("cli/command.py")
+    assert command is not None and "options" in command.imports.split() and command.importers == ""
+    go = fd.get("net/retry.go")
+    assert go is not None and {"retries", "backoff", "time"} <= set(go.about.split()) and go.defs == "backoff"
+
+
+def test_the_branch_finds_a_file_by_its_role(engine: Engine) -> None:
+    """No file but usage.py says "usage screen" in its name and header; README.md says it in prose."""
+    res = engine.context("where does the usage screen get built?", limit=5)
+    top = res["results"][0]
+    assert top["path"] == "cli/usage.py" and top["branches"].get("filedoc") == 1
+    view = engine.view()
+    ctx = SearchContext(engine.settings, engine.meta, engine.lexical, None, None, view, [])
+    hits = FileDocBranch().search(analyse("retry requests that time out"), ctx)
+    assert hits and hits[0].path == "net/retry.go"
+    assert "scratch/usage_draft.py" not in {h.path for h in hits}
+
+
+def test_documents_follow_edits_additions_removals_and_new_ignores(engine: Engine) -> None:
+    ws = engine.root
+    fd = docs(engine)
+    # An edit: the header changes, so does the document (and nothing else is redone).
+    (ws / "cli/options.py").write_text('"""Reads environment variables into settings."""\n\n\nclass Settings:\n    pass\n')
+    rep = engine.index()
+    assert rep.files_indexed == 1
+    opts = fd.get("cli/options.py")
+    assert opts is not None and "environment" in opts.about.split() and "settings" in opts.defs.split()
+    assert "flag" not in opts.about.split()
+    # An added importer: the imported file's importer words follow.
+    write(ws, {"cli/main.py": "from cli import usage\n\n\ndef main():\n    usage.wrap_flags([])\n"})
+    engine.index()
+    usage = fd.get("cli/usage.py")
+    assert usage is not None and {"command", "main"} <= set(usage.importers.split())
+    # A removal: the file's document goes, and it is no longer anyone's importer.
+    (ws / "cli/command.py").unlink()
+    rep = engine.index()
+    assert rep.files_deleted == 1 and fd.get("cli/command.py") is None
+    usage = fd.get("cli/usage.py")
+    assert usage is not None and usage.importers.split() == ["cli", "main"]
+    # Newly ignored: out of the index, documents included; the search no longer returns it.
+    (ws / ".gitignore").write_text("scratch/\nnet/\n")
+    engine.index()
+    assert fd.get("net/retry.go") is None
+    assert all(p != "net/retry.go" for p, _s in fd.search(["retries", "backoff"], 10))
+    assert fd.count() == len(engine.files())
+
+
+def test_an_index_from_before_file_documents_is_filled_from_the_manifest(engine: Engine) -> None:
+    fd = docs(engine)
+    before = {p: fd.get(p) for p, _k, _n in engine.files()}
+    # What an older index looks like: no tables, no version. Queries find nothing there, without error.
+    engine.meta.db.executescript("DROP TABLE file_docs_fts; DROP TABLE file_docs;")
+    engine.meta.db.execute("DELETE FROM state WHERE key='filedocs_version'")
+    assert fd.search(["usage"], 10) == [] and fd.count() == 0
+    rep = engine.index()
+    assert rep.files_indexed == 0  # nothing re-read or re-parsed
+    after = {p: fd.get(p) for p, _k, _n in engine.files()}
+    assert after == before
+
+
+def test_a_rebuild_leaves_no_document_of_a_file_that_went_away(engine: Engine) -> None:
+    (engine.root / "README.md").unlink()
+    engine.index(rebuild=True)  # the manifest is emptied first, so the removal is not seen as one
+    assert docs(engine).get("README.md") is None
+    assert docs(engine).count() == len(engine.files())
+
+
+def test_leading_comment_takes_docstrings_and_comment_headers() -> None:
+    assert leading_comment('"""Parse flags.\n\nMore words.\n"""\nimport os\n') == "parse flags more words"
+    assert leading_comment("// Package cli builds help.\npackage cli\n") == "package cli builds help"
+    assert leading_comment("/**\n * Retry policy.\n */\nexport const x = 1;\n") == "retry policy"
+    assert leading_comment("x = 1\ny = 2\n") == ""
+
+
+def test_registered_with_a_weight_for_every_shape() -> None:
+    spec = next(s for s in registered() if s.name == "filedoc")
+    assert set(spec.weights) == set(Shape)
