@@ -473,10 +473,11 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     got = Engine.load_snapshot(args.file, args.path, **_overrides(args))
     c = got["header"]["counts"]
     if args.json:
-        _dump({"file": args.file, "counts": c, "vectors": got["chroma"]})
+        _dump({"file": args.file, "counts": c, "vectors": got["vectors"]})
     else:
-        print(f"loaded {args.file}: {c['files']} files, {c['chunks']} chunks (vectors: {got['chroma']}); "
-              f"the next `delphi index` or question re-indexes only the files whose content differs")
+        print(f"loaded {args.file}: {c['files']} files, {c['chunks']} chunks, {c['vectors']} vectors "
+              f"({got['vectors']}); the next `delphi index` or question re-indexes only the files whose "
+              "content differs")
     return 0
 
 

@@ -270,6 +270,8 @@ class Engine:
             vec = self._vectors.check(counts["vectors"])
             if vec and vec.startswith("it holds") and self.writer_holder() is not None:
                 vec = None  # another process is adding vectors this view has not loaded: not damage
+            if vec and vec.startswith("it holds") and self.meta.get_state("vectors_refill"):
+                vec = None  # a snapshot was loaded: Chroma is filled from the embedding cache (_repair)
             if vec:
                 self.problems["vector_store_damaged"] = (
                     f"vector store (Chroma, {self._vectors.where}) is damaged: {vec}; "
@@ -299,6 +301,10 @@ class Engine:
                 self.problems.pop("lexical_store", None)
                 done.append(f"lexical index rebuilt from the manifest ({n} documents)")
         broken_vectors = rebuild or self._reset_vectors or "vector_store_damaged" in self.problems
+        # A loaded snapshot ships no Chroma files (indexing/snapshot.py): a full run, which has Chroma
+        # open by now, fills it from the embedding cache; a query's catch-up leaves it to that run.
+        refill = self._vectors is not None and bool(self.meta.get_state("vectors_refill"))
+        broken_vectors = broken_vectors or refill
         fresh = False
         if "vector_store" in self.problems and self.settings.vectors and vectors:
             # It failed to open: local files are derived, so start them over; a server may be back.
@@ -319,7 +325,10 @@ class Engine:
             self._reset_vectors = False
             self.problems.pop("vector_store_damaged", None)
             self._probe = None
-            done.append("vector store emptied; refilled from the embedding cache")
+            done.append("vector store filled from the embedding cache (a snapshot was loaded)" if refill and not rebuild
+                        else "vector store emptied; refilled from the embedding cache")
+        if refill:
+            self.meta.set_state("vectors_refill", False)  # the flags say what Chroma holds again
         return done
 
     def _reopen_vectors_if_written_elsewhere(self) -> None:
@@ -356,7 +365,8 @@ class Engine:
         return self.writer.holder()
 
     def _collection_name(self) -> str:
-        return collection_name(self.root)
+        name = re.sub(r"[^A-Za-z0-9._-]", "_", self.root.name)[:40].strip("._-") or "root"
+        return f"delphi_{name}"
 
     # ------------------------------------------------------------------ snapshots (indexing/snapshot.py)
     def snapshot(self, out: str | Path, progress: Progress | None = None) -> dict[str, Any]:
@@ -367,8 +377,7 @@ class Engine:
         rep = self.index(progress=progress)
         if rep.errors:
             raise snapshot.SnapshotError("indexing did not finish, so no snapshot was written: " + "; ".join(rep.errors))
-        return snapshot.create(self.root, self.index_dir, self.writer, self.settings, INDEX_FORMAT,
-                               self._collection_name(), Path(out))
+        return snapshot.create(self.root, self.index_dir, self.writer, self.settings, INDEX_FORMAT, Path(out))
 
     @staticmethod
     def load_snapshot(file: str | Path, root: str | Path, settings: Settings | None = None,
@@ -384,8 +393,7 @@ class Engine:
             raise FileNotFoundError(f"workspace folder not found: {root}")
         settings = settings or Settings.load(root, overrides)
         serving = load_embedder(settings.embedder).identity.as_dict() if settings.vectors else None
-        return snapshot.load(Path(file), root, settings.index_path(root), settings, INDEX_FORMAT,
-                             collection_name(root), serving)
+        return snapshot.load(Path(file), root, settings.index_path(root), settings, INDEX_FORMAT, serving)
 
     # ------------------------------------------------------------------ indexing
     def _indexer(self) -> Indexer:
@@ -531,6 +539,9 @@ class Engine:
             return False, "off: vectors disabled by settings (vectors = false)"
         counts = counts or self.meta.counts()
         if self._hnsw_answers(counts["vectors"]):
+            if self.meta.get_state("vectors_refill"):
+                return False, ("not ready: a snapshot was loaded and Chroma is not filled yet; "
+                               "`delphi index` fills it from the embedding cache")
             _ = self.vectors  # opens Chroma; a failure to open lands in problems, read next
         for key in ("embedder", "vector_store", "vector_store_damaged"):
             if key in self.problems:
@@ -767,13 +778,6 @@ class Engine:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-
-
-def collection_name(root: Path) -> str:
-    """The Chroma collection of a workspace: named after its folder (a snapshot's Chroma files load
-    where the folder's name is the same)."""
-    name = re.sub(r"[^A-Za-z0-9._-]", "_", root.name)[:40].strip("._-") or "root"
-    return f"delphi_{name}"
 
 
 def _fuzzy(q: str, name: str) -> float | None:

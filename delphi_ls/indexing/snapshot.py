@@ -4,10 +4,13 @@ file, another loads it and brings it up to date with the normal incremental inde
 The file is a gzip'd tar. Its first member, ``delphi-snapshot.json``, is the header: what built the
 index (the engine's index format, the parser version, the manifest and lexical schemas, the chunk size,
 the embedding model's identity), the counts, and the size and sha256 of every other member. The other
-members live under ``index/``: ``meta.sqlite`` (a consistent copy made with SQLite's backup API),
-``whoosh/`` and, for an embedded vector store, ``chroma/``; all copied while this process holds the
-index's writer lock, so no run writes meanwhile. Nothing else of the index folder goes in (no traces,
-no daemon token, no lock file, no moved-aside damaged manifest).
+members live under ``index/``: ``meta.sqlite`` (a consistent copy made with SQLite's backup API) and
+``whoosh/``, both copied while this process holds the index's writer lock, so no run writes meanwhile.
+Nothing else of the index folder goes in (no traces, no daemon token, no lock file, no moved-aside
+damaged manifest), and not Chroma's files either: they include a Python pickle, which a file from
+another machine must never hand to ``pickle.load``. Every embedded chunk's vector is in the manifest's
+embedding cache, so the loader's next full index refills Chroma from it (no re-embedding), and until
+then the exact vector search answers from the cache (stores/exact.py).
 
 Everything inside is relative to the workspace (paths, chunk ids, co-change pairs), so a snapshot
 made in /a/repo loads into /b/repo. The manifest records each file's content hash; loading sets every
@@ -26,7 +29,6 @@ and put back if the swap fails.
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import json
 import os
 import re
@@ -50,7 +52,7 @@ MAGIC = "delphi-snapshot"
 VERSION = 1
 HEADER = "delphi-snapshot.json"
 PREFIX = "index/"
-STORES = ("meta.sqlite", "whoosh", "chroma")  # what of an index folder a snapshot holds, nothing else
+STORES = ("meta.sqlite", "whoosh")  # what of an index folder a snapshot holds, nothing else
 HEADER_MAX = 1 << 20  # a header larger than this is not one of ours
 COMPRESS_LEVEL = 1  # gzip: level 1 is within a few per cent of 6 on an index, at a third of the CPU
 _CHUNK = 1 << 20
@@ -81,13 +83,6 @@ def built_with(settings: Settings, index_format: int) -> Built:
                  ",".join(fields), settings.chunk_chars)
 
 
-def _chromadb_version() -> str | None:
-    try:
-        return importlib.metadata.version("chromadb")
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
 def _sha256(path: Path) -> str:
     h = hashlib.sha256()
     with path.open("rb") as f:
@@ -109,8 +104,7 @@ def _copy_sqlite(src: Path, dst: Path) -> None:
 
 
 def _stage_tree(src: Path, dst: Path) -> None:
-    """Copy a store's folder: regular files only (a link in an index folder is not ours to ship), and
-    any SQLite file inside (Chroma's) through the backup API."""
+    """Copy a store's folder: regular files only (a link in an index folder is not ours to ship)."""
     for dirpath, dirnames, filenames in os.walk(src, followlinks=False):
         here = Path(dirpath)
         rel = here.relative_to(src)
@@ -118,12 +112,9 @@ def _stage_tree(src: Path, dst: Path) -> None:
         dirnames[:] = [d for d in dirnames if not (here / d).is_symlink()]
         for name in filenames:
             p = here / name
-            if p.is_symlink() or not p.is_file() or name.endswith(("-wal", "-shm", "-journal")):
+            if p.is_symlink() or not p.is_file():
                 continue
-            if name.endswith((".sqlite3", ".sqlite")):
-                _copy_sqlite(p, dst / rel / name)
-            else:
-                shutil.copy2(p, dst / rel / name)
+            shutil.copy2(p, dst / rel / name)
 
 
 def _prune(meta: Path) -> None:
@@ -158,7 +149,7 @@ def _manifest_facts(meta_path: Path) -> dict[str, Any]:
 
 
 def create(root: Path, index_dir: Path, writer: WriterLock, settings: Settings, index_format: int,
-           collection: str, out: Path) -> dict[str, Any]:
+           out: Path) -> dict[str, Any]:
     """Write the index at ``index_dir`` (of workspace ``root``) to ``out``; returns the header.
 
     The stores are copied under the writer lock (no run writes while they are read); the archive is
@@ -180,9 +171,6 @@ def create(root: Path, index_dir: Path, writer: WriterLock, settings: Settings, 
         try:
             _copy_sqlite(index_dir / "meta.sqlite", stage / "meta.sqlite")
             _stage_tree(index_dir / "whoosh", stage / "whoosh")
-            embedded_chroma = settings.chroma_url is None and (index_dir / "chroma").is_dir()
-            if embedded_chroma:
-                _stage_tree(index_dir / "chroma", stage / "chroma")
         finally:
             writer.release()
         _prune(stage / "meta.sqlite")
@@ -199,9 +187,6 @@ def create(root: Path, index_dir: Path, writer: WriterLock, settings: Settings, 
             "built": built_with(settings, index_format).as_dict(),
             "embedder": facts["state"].get("embedder"),
             "counts": facts["counts"], "content": facts["content"],
-            # Chroma's files load only into the same collection name and chromadb version; elsewhere the
-            # vectors are refilled from the embedding cache in meta.sqlite (no re-embedding).
-            "chroma": {"collection": collection, "chromadb": _chromadb_version()} if embedded_chroma else None,
             "members": members,
         }
         data = json.dumps(header, indent=1, sort_keys=True).encode()
@@ -300,7 +285,7 @@ def refusals(header: dict[str, Any], here: Built, serving: dict[str, Any] | None
     return out
 
 
-def load(file: Path, root: Path, index_dir: Path, settings: Settings, index_format: int, collection: str,
+def load(file: Path, root: Path, index_dir: Path, settings: Settings, index_format: int,
          serving: dict[str, Any] | None) -> dict[str, Any]:
     """Replace the index at ``index_dir`` with the snapshot ``file``; returns what was loaded.
 
@@ -313,26 +298,24 @@ def load(file: Path, root: Path, index_dir: Path, settings: Settings, index_form
     why = refusals(header, built_with(settings, index_format), serving)
     if why:
         raise SnapshotError("snapshot refused, the existing index is unchanged: " + "; ".join(why))
-    chroma = header.get("chroma")
-    # Chroma's own files are used only where they will be opened as they are: embedded here too, the
-    # same collection name (from the workspace folder's name) and the same chromadb.
-    use_chroma = bool(chroma) and settings.chroma_url is None and chroma.get("collection") == collection \
-        and chroma.get("chromadb") == _chromadb_version()
     index_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     stage = index_dir / f".snapshot-in-{os.getpid()}"
     shutil.rmtree(stage, ignore_errors=True)
     stage.mkdir(mode=0o700)
     try:
-        _extract(file, header, stage, use_chroma)
-        _adopt(stage / "meta.sqlite", root, file, header, reset_vectors=not use_chroma and settings.chroma_url is None)
+        _extract(file, header, stage)
+        # Embedded Chroma starts empty here and is refilled by the next full index (engine._repair); a
+        # server's collection may hold the vectors already (same chunk ids), and the engine's check
+        # refills it if it does not.
+        _adopt(stage / "meta.sqlite", root, file, header, refill=settings.chroma_url is None)
         _swap(index_dir, stage, settings.chroma_url is None)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
-    return {"header": header, "chroma": "loaded" if use_chroma else
-            ("kept on the server" if settings.chroma_url else "refilled from the embedding cache by the next index")}
+    return {"header": header, "vectors": "on the server (checked by the next index)" if settings.chroma_url else
+            "exact search from the embedding cache now; Chroma filled from it by the next `delphi index`"}
 
 
-def _extract(file: Path, header: dict[str, Any], stage: Path, use_chroma: bool) -> None:
+def _extract(file: Path, header: dict[str, Any], stage: Path) -> None:
     members: dict[str, dict[str, Any]] = header["members"]
     seen: set[str] = set()
     try:
@@ -349,8 +332,6 @@ def _extract(file: Path, header: dict[str, Any], stage: Path, use_chroma: bool) 
                 if m.size != want.get("size"):
                     raise SnapshotError(f"{m.name} is {m.size} bytes but the header says {want.get('size')} (corrupt)")
                 seen.add(m.name)
-                if rel.startswith("chroma/") and not use_chroma:
-                    continue
                 dst = stage / rel
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 src = tar.extractfile(m)
@@ -373,18 +354,55 @@ def _extract(file: Path, header: dict[str, Any], stage: Path, use_chroma: bool) 
         raise SnapshotError("the snapshot holds no manifest or no lexical index; refused")
 
 
-def _adopt(meta: Path, root: Path, file: Path, header: dict[str, Any], reset_vectors: bool) -> None:
+def _check_schema(meta: Path) -> None:
+    """Triggers and views run inside our own writes: the staged manifest may hold only those this
+    Delphi makes (the manifest's and the file documents'), word for word. Tables and indexes run
+    nothing and may differ (an older or newer manifest is the index format's business)."""
+    import tempfile
+
+    from ..stores.filedocs import FileDocs
+    from ..stores.meta import MetaStore
+
+    def code(path: Path) -> set[tuple[str, str, str]]:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            db.execute("PRAGMA trusted_schema=OFF")
+            return {(t, n, " ".join((sql or "").split())) for t, n, sql in
+                    db.execute("SELECT type, name, sql FROM sqlite_master WHERE type IN ('trigger', 'view')")}
+        finally:
+            db.close()
+
+    try:
+        got = code(meta)
+    except sqlite3.DatabaseError as e:
+        raise SnapshotError(f"the snapshot's manifest does not open ({e})") from None
+    with tempfile.TemporaryDirectory() as tmp:
+        ref = MetaStore(Path(tmp) / "meta.sqlite")
+        FileDocs(ref).ensure()
+        ref.close()
+        want = code(Path(tmp) / "meta.sqlite")
+    extra = sorted(f"{t} {n}" for t, n, _sql in got - want)
+    if extra:
+        raise SnapshotError(f"the snapshot's manifest holds triggers or views this Delphi does not make "
+                            f"({', '.join(extra[:5])}); refused")
+
+
+def _adopt(meta: Path, root: Path, file: Path, header: dict[str, Any], refill: bool) -> None:
     """Make the staged manifest this machine's: no mtime is trusted (every file is hashed once by the
-    next run), the root is this workspace, and the builder's machine-specific notes go."""
+    next run), the root is this workspace, and the builder's machine-specific notes go. The schema is
+    checked to be the one this Delphi writes (a file from elsewhere could carry triggers or views of
+    its own, which would run inside our writes)."""
+    _check_schema(meta)
     try:
         db = sqlite3.connect(str(meta), isolation_level=None)
+        db.execute("PRAGMA trusted_schema=OFF")
     except sqlite3.DatabaseError as e:
         raise SnapshotError(f"the snapshot's manifest does not open ({e})") from None
     try:
         db.execute("BEGIN")
         db.execute("UPDATE files SET mtime_ns = -1")
-        if reset_vectors:  # no Chroma files came: the next index refills it from the embedding cache
-            db.execute("UPDATE chunks SET embedded = 0")
+        if refill:  # the engine refills Chroma from the embedding cache at its next full index
+            db.execute("INSERT OR REPLACE INTO state VALUES ('vectors_refill', 'true')")
         db.execute("DELETE FROM state WHERE key IN ('recovered', 'recovered_rebuilt')")
         db.execute("INSERT OR REPLACE INTO state VALUES ('root', ?)", (json.dumps(str(root)),))
         db.execute("INSERT OR REPLACE INTO state VALUES ('snapshot', ?)", (json.dumps({
@@ -406,6 +424,7 @@ def _swap(index_dir: Path, stage: Path, local_chroma: bool) -> None:
     old = index_dir / f".snapshot-old-{os.getpid()}"
     shutil.rmtree(old, ignore_errors=True)
     old.mkdir(mode=0o700)
+    # The old Chroma folder describes the old manifest: it goes too (refilled from the cache).
     names = ["meta.sqlite", "meta.sqlite-wal", "meta.sqlite-shm", "whoosh"] + (["chroma"] if local_chroma else [])
     moved_out: list[str] = []
     moved_in: list[str] = []
@@ -415,7 +434,7 @@ def _swap(index_dir: Path, stage: Path, local_chroma: bool) -> None:
                 if (index_dir / n).exists():
                     (index_dir / n).rename(old / n)
                     moved_out.append(n)
-            for n in ("meta.sqlite", "whoosh", "chroma"):
+            for n in STORES:
                 if (stage / n).exists():
                     (stage / n).rename(index_dir / n)
                     moved_in.append(n)

@@ -1,0 +1,295 @@
+"""Index snapshots (issue 18): one machine writes a workspace's index to a file, another loads it into
+its own checkout (another folder) and brings it up to date with the normal index run.
+
+Real workspaces in tmp_path (the shipyard fixture), real SQLite, Whoosh and Chroma, the shipped
+embedder. A second machine is a second folder with a second index folder; its files get new mtimes,
+as a fresh checkout does.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from delphi_ls import Engine
+from delphi_ls.indexing.snapshot import HEADER, SnapshotError
+
+from .conftest import IGNORED_JUNK, build_workspace
+
+REPO = Path(__file__).resolve().parent.parent
+QUESTIONS = ["where is the retry backoff computed?", "grpc proxy TLS configuration", "CacheKey"]
+
+
+def checkout(src: Path, dst: Path) -> Path:
+    """A copy of the workspace as another machine's checkout: same bytes, new mtimes, no links."""
+    shutil.copytree(src, dst, symlinks=True, ignore=shutil.ignore_patterns("loop", "outside"))
+    for p in dst.rglob("*"):
+        if p.is_file() and not p.is_symlink():
+            os.utime(p, ns=(p.stat().st_atime_ns, p.stat().st_mtime_ns + 7_000_000_000))
+    return dst
+
+
+def top(eng: Engine, q: str) -> list[str]:
+    return [r["path"] for r in eng.context(q, limit=5)["results"]]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[str, list[str]]]:
+    """A workspace in /…/a/repo indexed and written to a snapshot; the source's answers."""
+    base = tmp_path_factory.mktemp("snap")
+    ws = build_workspace(base / "a" / "repo", huge_bytes=2_000)
+    with Engine(ws, index_dir=base / "index-a") as eng:
+        # Things of the index folder that are not the index, none of which may travel.
+        eng.context("warm up", trace_file=base / "index-a" / "traces.jsonl")
+        (base / "index-a" / "daemon.token").write_text("not-for-sharing")
+        head = eng.snapshot(base / "repo.delphi-snapshot")
+        assert head["counts"]["vectors"] == head["counts"]["chunks"] > 0
+        answers = {q: top(eng, q) for q in QUESTIONS}
+    return ws, base / "repo.delphi-snapshot", answers
+
+
+def members(snapshot: Path) -> list[tarfile.TarInfo]:
+    with tarfile.open(snapshot, "r:gz") as tar:
+        return tar.getmembers()
+
+
+def test_round_trip_into_another_folder_answers_the_same_and_redoes_nothing(built, tmp_path: Path) -> None:
+    ws, snap, answers = built
+    other = checkout(ws, tmp_path / "b" / "repo")
+    got = Engine.load_snapshot(snap, other, index_dir=tmp_path / "index-b")
+    assert got["vectors"].startswith("exact search from the embedding cache")
+    with Engine(other, index_dir=tmp_path / "index-b") as eng:
+        assert eng.meta.get_state("root") == str(other.resolve())
+        # Answers straight from the loaded index, before any run (the exact search reads the cache).
+        assert {q: top(eng, q) for q in QUESTIONS} == answers
+        assert eng.vector_status()[0] and eng._vectors is None  # noqa: SLF001 (Chroma not needed for that)
+        rep = eng.index()
+        # Every mtime differs here, every content matches: all kept, nothing parsed or embedded again;
+        # Chroma (no files of it travel) is filled from the embedding cache.
+        assert (rep.files_indexed, rep.files_deleted) == (0, 0)
+        assert rep.files_unchanged == eng.counts()["files"] > 10
+        assert rep.chunks_embedded == rep.vectors_from_cache == eng.counts()["chunks"]
+        assert rep.repaired == ["vector store filled from the embedding cache (a snapshot was loaded)"]
+        assert eng.index().chunks_embedded == 0  # once
+        assert eng.check_stores() == {}
+        assert {q: top(eng, q) for q in QUESTIONS} == answers
+        h = eng.health()
+        assert h["ok"] and h["branches"]["vector"] == "ready", h["problems"]
+        assert h["model"]["match"] and h["model"]["probe"]["cosine"] > 0.99
+
+
+def test_edits_additions_and_removals_after_load_are_brought_up_to_date(built, tmp_path: Path) -> None:
+    ws, snap, _answers = built
+    other = checkout(ws, tmp_path / "b" / "repo")
+    retry = other / "shipyard" / "retry.py"
+    old = retry.read_bytes()
+    # Same size, and the mtime the source recorded: only the content hash can tell it changed.
+    new = old.replace(b"flaky uploads", b"quirky jetski", 1)
+    assert len(new) == len(old) and new != old
+    retry.write_bytes(new)
+    src_mtime = (ws / "shipyard" / "retry.py").stat().st_mtime_ns
+    os.utime(retry, ns=(src_mtime, src_mtime))
+    (other / "shipyard" / "harbour.py").write_text("def moor_the_quokka_vessel():\n    return 'quokka'\n")
+    (other / "docs" / "retry.md").unlink()
+    Engine.load_snapshot(snap, other, index_dir=tmp_path / "index-b")
+    with Engine(other, index_dir=tmp_path / "index-b") as eng:
+        before = eng.counts()["files"]
+        rep = eng.index()
+        assert rep.files_indexed == 2 and rep.files_deleted == 1, rep
+        assert rep.files_unchanged == before - 2
+        assert eng.counts()["files"] == before
+        assert "shipyard/harbour.py" in top(eng, "moor the quokka vessel")
+        assert all(r["path"] != "docs/retry.md" for r in eng.context("retry", limit=50)["results"])
+        text = "".join(c.text for c in eng.chunks("shipyard/retry.py"))
+        assert "quirky jetski" in text and "flaky uploads" not in text  # the edited text, not the snapshot's
+        assert eng.check_stores() == {}
+
+
+def test_ignored_files_and_private_files_of_the_index_folder_never_travel(built) -> None:
+    ws, snap, _answers = built
+    names = [m.name for m in members(snap)]
+    assert names[0] == HEADER
+    # Not Chroma's files: they include a Python pickle, never to be handed over from another machine.
+    assert all(n.startswith(("index/meta.sqlite", "index/whoosh/")) for n in names[1:]), names
+    raw = gzip.decompress(snap.read_bytes())
+    assert b"not-for-sharing" not in raw and b"warm up" not in raw  # daemon token, traces
+    for rel, text in IGNORED_JUNK.items():
+        assert text.encode() not in raw and rel.encode() not in raw, rel
+    assert b"ignored by delphiignore" not in raw  # secret_notes.txt, ignored by .delphiignore
+    assert b"shipyard/retry.py" in raw  # (the check can fail: indexed files are there)
+    assert oct(snap.stat().st_mode & 0o777) == oct(0o600)
+
+
+def test_a_snapshot_from_another_model_or_chunker_is_refused_and_the_index_kept(built, tmp_path: Path) -> None:
+    ws, snap, _answers = built
+    other = checkout(ws, tmp_path / "b" / "repo")
+    (other / "mine.py").write_text("def only_in_this_checkout():\n    return 1\n")
+    idx = tmp_path / "index-b"
+    with Engine(other, index_dir=idx) as eng:
+        eng.index()
+        counts = eng.counts()
+    listing = sorted(p.relative_to(idx).as_posix() for p in idx.rglob("*"))
+    with pytest.raises(SnapshotError, match=r"embedding model: .*potion-base-8M.*all-MiniLM"):
+        Engine.load_snapshot(snap, other, index_dir=idx, embedder="minilm-l6-int8")
+    with pytest.raises(SnapshotError, match=r"chunk size \(setting chunk_chars\): the snapshot has 1500, this machine 800"):
+        Engine.load_snapshot(snap, other, index_dir=idx, chunk_chars=800)
+    assert sorted(p.relative_to(idx).as_posix() for p in idx.rglob("*")) == listing
+    with Engine(other, index_dir=idx) as eng:
+        assert eng.counts() == counts
+        assert "mine.py" in top(eng, "only_in_this_checkout")
+
+
+def rewrite(snap: Path, out: Path, extra: list[tuple[tarfile.TarInfo, bytes]] = (),
+            keep=lambda m: True, replace: dict[str, bytes] | None = None) -> Path:
+    """The snapshot with members added, dropped or replaced, the header listing them with their true
+    sizes and hashes (so only the loader's own checks can refuse them)."""
+    with tarfile.open(snap, "r:gz") as tar:
+        items = [(m, tar.extractfile(m).read() if m.isreg() else b"") for m in tar.getmembers()]
+    for i, (m, _data) in enumerate(items):
+        if m.name in (replace or {}):
+            m.size = len(replace[m.name])
+            items[i] = (m, replace[m.name])
+            extra = [*extra, (m, replace[m.name])]
+    header = json.loads(items[0][1])
+    for m, data in extra:
+        header["members"][m.name] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    extra = [(m, d) for m, d in extra if m.name not in (replace or {})]
+    data = json.dumps(header).encode()
+    items[0][0].size = len(data)
+    items = [(items[0][0], data)] + [it for it in items[1:] if keep(it[0])] + list(extra)
+    with tarfile.open(out, "w:gz") as tar:
+        for m, body in items:
+            tar.addfile(m, io.BytesIO(body) if m.isreg() else None)
+    return out
+
+
+def member(name: str, data: bytes = b"x", kind: bytes = tarfile.REGTYPE, link: str = "") -> tuple[tarfile.TarInfo, bytes]:
+    m = tarfile.TarInfo(name)
+    m.type, m.linkname, m.size = kind, link, len(data) if kind == tarfile.REGTYPE else 0
+    return m, data
+
+
+@pytest.mark.parametrize("bad, said", [
+    (member("index/../../escaped.txt"), "escapes"),
+    (member("/tmp/delphi-absolute-escape.txt"), "unexpected member"),
+    (member("index/whoosh/../../../escaped.txt"), "escapes"),
+    (member("index/whoosh/link", kind=tarfile.SYMTYPE, link="/etc/passwd"), "link"),
+    (member("index/whoosh/hard", kind=tarfile.LNKTYPE, link="index/meta.sqlite"), "link"),
+    (member("index/traces.jsonl"), "not part of an index"),
+])
+def test_hostile_archives_are_refused_and_nothing_lands_outside(built, tmp_path: Path, bad, said) -> None:
+    ws, snap, _answers = built
+    other = checkout(ws, tmp_path / "b" / "repo")
+    idx = tmp_path / "deep" / "er" / "index-b"
+    hostile = rewrite(snap, tmp_path / "hostile.snap", extra=[bad])
+    with pytest.raises(SnapshotError, match=said):
+        Engine.load_snapshot(hostile, other, index_dir=idx)
+    assert not (tmp_path / "escaped.txt").exists() and not (tmp_path / "deep" / "escaped.txt").exists()
+    assert not Path("/tmp/delphi-absolute-escape.txt").exists()
+    assert not (idx / "meta.sqlite").exists()  # nothing installed
+    assert [p.name for p in idx.iterdir()] in ([], ["writer.lock"])  # no staging left behind
+
+
+def test_a_manifest_carrying_its_own_trigger_is_refused(built, tmp_path: Path) -> None:
+    ws, snap, _answers = built
+    with tarfile.open(snap, "r:gz") as tar:
+        (tmp_path / "meta.sqlite").write_bytes(tar.extractfile("index/meta.sqlite").read())
+    db = sqlite3.connect(tmp_path / "meta.sqlite")
+    db.execute("CREATE TRIGGER sneaky AFTER UPDATE ON files BEGIN DELETE FROM chunks; END")
+    db.commit()
+    db.close()
+    bad = rewrite(snap, tmp_path / "trigger.snap", replace={"index/meta.sqlite": (tmp_path / "meta.sqlite").read_bytes()})
+    other = checkout(ws, tmp_path / "b" / "repo")
+    with pytest.raises(SnapshotError, match="triggers or views this Delphi does not make .*trigger sneaky"):
+        Engine.load_snapshot(bad, other, index_dir=tmp_path / "index-b")
+    assert not (tmp_path / "index-b" / "meta.sqlite").exists()
+
+
+def test_truncated_corrupt_or_incomplete_snapshots_are_refused_and_the_index_kept(built, tmp_path: Path) -> None:
+    ws, snap, _answers = built
+    other = checkout(ws, tmp_path / "b" / "repo")
+    idx = tmp_path / "index-b"
+    with Engine(other, index_dir=idx, vectors=False) as eng:
+        eng.index()
+        counts = eng.counts()
+    data = snap.read_bytes()
+    cut = tmp_path / "cut.snap"
+    cut.write_bytes(data[: len(data) // 2])
+    with pytest.raises(SnapshotError, match="corrupt or truncated"):
+        Engine.load_snapshot(cut, other, index_dir=idx)
+    flipped = bytearray(data)
+    flipped[len(data) // 2] ^= 0xFF
+    (tmp_path / "flip.snap").write_bytes(bytes(flipped))
+    with pytest.raises(SnapshotError, match="corrupt"):
+        Engine.load_snapshot(tmp_path / "flip.snap", other, index_dir=idx)
+    # A whole archive that lost a member its header lists (cut at a member boundary).
+    short = rewrite(snap, tmp_path / "short.snap", keep=lambda m: m.name != "index/meta.sqlite")
+    with pytest.raises(SnapshotError, match="lacks 1 member"):
+        Engine.load_snapshot(short, other, index_dir=idx)
+    (tmp_path / "not.snap").write_bytes(b"hello, not a snapshot")
+    with pytest.raises(SnapshotError, match="not a readable snapshot"):
+        Engine.load_snapshot(tmp_path / "not.snap", other, index_dir=idx)
+    with Engine(other, index_dir=idx, vectors=False) as eng:
+        assert eng.counts() == counts
+        assert eng.check_stores() == {}
+
+
+def test_with_hnsw_the_vector_branch_waits_for_the_refill_and_says_so(built, tmp_path: Path) -> None:
+    ws, snap, _answers = built
+    other = checkout(ws, tmp_path / "b" / "renamed")  # another folder name: another Chroma collection
+    Engine.load_snapshot(snap, other, index_dir=tmp_path / "index-b")
+    with Engine(other, index_dir=tmp_path / "index-b", vector_search="hnsw") as eng:
+        ok, status = eng.vector_status()
+        assert not ok and "snapshot was loaded" in status
+        assert eng.context("retry backoff")["branchesReady"]["vector"] == status  # said, not silent
+        eng.index(reembed=False)  # a question's catch-up leaves Chroma alone
+        assert not eng.vector_status()[0]
+        eng.index()
+        assert eng.vector_status() == (True, "ready")
+        h = eng.health()
+        assert h["ok"] and h["model"]["probe"]["cosine"] > 0.99, h["problems"]
+
+
+def readme_block() -> str:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Index snapshots", 1)[1].split("\n## ", 1)[0]
+    m = re.search(r"```sh\n(.*?)```", section, re.S)
+    assert m, "README lost the ```sh block under ### Index snapshots"
+    return m.group(1)
+
+
+def test_the_readme_snapshot_commands_run_as_written(tmp_path: Path) -> None:
+    """The README's block: the first command on the machine that builds (cwd: its checkout), the rest
+    on the other (cwd: its checkout, another folder; the snapshot file carried beside it)."""
+    lines = [ln.split("#", 1)[0].strip() for ln in readme_block().splitlines()]
+    lines = [ln for ln in lines if ln]
+    assert lines[0].startswith("delphi snapshot create") and lines[1].startswith("delphi snapshot load")
+    a = build_workspace(tmp_path / "a" / "repo", huge_bytes=2_000)
+    b = checkout(a, tmp_path / "b" / "repo")
+    bin_ = Path(sys.executable).parent
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache-a"), "HOME": str(tmp_path)}
+    outs = []
+    for i, line in enumerate(lines):
+        if i == 1:  # the other machine: its own cache, the snapshot copied over
+            env["XDG_CACHE_HOME"] = str(tmp_path / "cache-b")
+            made = list((tmp_path / "a").glob("*.delphi-snapshot"))
+            assert len(made) == 1, made
+            shutil.copy(made[0], tmp_path / "b" / made[0].name)
+        cwd = a if i == 0 else b
+        proc = subprocess.run(["bash", "-c", f'PATH="{bin_}:$PATH" {line}'], cwd=cwd, env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, (line, proc.stdout, proc.stderr)
+        outs.append(proc.stdout)
+    assert re.search(r"indexed 0 files \(\d+ unchanged", outs[-1]), outs[-1]
