@@ -9,7 +9,8 @@ checkout's do). Every step is a `delphi` process, as a user runs it, with its ow
 - cold: ``delphi context b/NAME QUESTION`` on an empty index (it indexes everything, vectors
   included, then answers);
 - snapshot: ``delphi snapshot load FILE b/NAME`` then ``delphi context b/NAME QUESTION`` (which hashes
-  every file once, keeps those whose content matches, then answers);
+  every file once, keeps those whose content matches, then answers from the exact vector search);
+  then ``delphi index b/NAME`` (what completes it: Chroma filled from the embedding cache), timed apart;
 - create (once per run): ``delphi snapshot create a/NAME --out FILE`` on an index already built.
 
 CPU is the children's user+system time (resource.RUSAGE_CHILDREN), which reads true on a loaded
@@ -82,7 +83,8 @@ def main() -> None:
     shutil.rmtree(idx_a, ignore_errors=True)
     run("index", str(a), "--index-dir", str(idx_a), "--quiet")
     rows: dict[str, list[float]] = {k: [] for k in ("cold_wall", "cold_cpu", "load_wall", "load_cpu", "snap_ctx_wall",
-                                                     "snap_ctx_cpu", "snap_wall", "snap_cpu", "create_wall", "create_cpu")}
+                                                     "snap_ctx_cpu", "snap_wall", "snap_cpu", "create_wall", "create_cpu",
+                                                     "then_index_wall", "then_index_cpu")}
     answers: dict[str, list[str]] = {}
     for i in range(args.runs):
         w, c, _ = run("snapshot", "create", str(a), "--out", str(snap), "--index-dir", str(idx_a), "--quiet")
@@ -106,9 +108,13 @@ def main() -> None:
         rows["snap_wall"].append(w1 + w2)
         rows["snap_cpu"].append(c1 + c2)
         answers["snapshot"] = first_paths(out)
+        w3, c3, _ = run("index", str(b), "--index-dir", str(warm), "--quiet")
+        rows["then_index_wall"].append(w3)
+        rows["then_index_cpu"].append(c3)
         shutil.rmtree(warm, ignore_errors=True)
         print(f"run {i + 1}: cold {rows['cold_wall'][-1]:.2f} s wall / {rows['cold_cpu'][-1]:.2f} s CPU; "
-              f"snapshot {w1 + w2:.2f} s / {c1 + c2:.2f} s (load {w1:.2f}, first answer {w2:.2f})", flush=True)
+              f"snapshot {w1 + w2:.2f} s / {c1 + c2:.2f} s (load {w1:.2f}, first answer {w2:.2f}); "
+              f"then index {w3:.2f} s / {c3:.2f} s", flush=True)
     db = sqlite3.connect(idx_a / "meta.sqlite")
     indexed = db.execute("SELECT COUNT(*), SUM(size) FROM files").fetchone()
     chunks = db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]

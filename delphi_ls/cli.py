@@ -164,6 +164,12 @@ def _dump(obj: Any) -> None:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
+    if args.snapshot:  # a team's snapshot as the starting point of a new index (README, "Index snapshots")
+        from .engine import Engine
+
+        if Engine.load_snapshot(args.snapshot, args.path, only_if_new=True, **_overrides(args)) is None:
+            print("delphi: --snapshot ignored: this workspace has an index already "
+                  "(`delphi snapshot load` replaces it)", file=sys.stderr)
     with _engine(args) as eng:
         bar = ProgressBar() if not args.quiet else None
         t0 = time.perf_counter()
@@ -370,6 +376,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("--rebuild", action="store_true",
                    help="rebuild every store from the workspace and the embedding cache (nothing is re-embedded)")
+    p.add_argument("--snapshot", metavar="FILE",
+                   help="a new index starts from this snapshot (`delphi snapshot create`); ignored if one exists")
     p.set_defaults(fn=cmd_index)
 
     p = sub.add_parser("context", help="ask a question; ranked files with reasons")

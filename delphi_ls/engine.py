@@ -381,19 +381,23 @@ class Engine:
 
     @staticmethod
     def load_snapshot(file: str | Path, root: str | Path, settings: Settings | None = None,
-                      **overrides: Any) -> dict[str, Any]:
+                      only_if_new: bool = False, **overrides: Any) -> dict[str, Any] | None:
         """Replace the index of the workspace ``root`` with a snapshot (no engine may have it open in
         this process); the next ``index()`` brings it up to date, redoing only files whose content
         differs. Raises ``SnapshotError``, the existing index untouched, when the snapshot was built
-        with another model, parser or index format, or is corrupt, truncated or hostile."""
+        with another model, parser or index format, or is corrupt, truncated or hostile.
+        ``only_if_new``: load only where there is no index yet (else None)."""
         from .indexing import snapshot
 
         root = Path(root).resolve()
         if not root.is_dir():
             raise FileNotFoundError(f"workspace folder not found: {root}")
         settings = settings or Settings.load(root, overrides)
+        index_dir = settings.index_path(root)
+        if only_if_new and (index_dir / "meta.sqlite").exists():
+            return None
         serving = load_embedder(settings.embedder).identity.as_dict() if settings.vectors else None
-        return snapshot.load(Path(file), root, settings.index_path(root), settings, INDEX_FORMAT, serving)
+        return snapshot.load(Path(file), root, index_dir, settings, INDEX_FORMAT, serving)
 
     # ------------------------------------------------------------------ indexing
     def _indexer(self) -> Indexer:

@@ -293,3 +293,17 @@ def test_the_readme_snapshot_commands_run_as_written(tmp_path: Path) -> None:
         assert proc.returncode == 0, (line, proc.stdout, proc.stderr)
         outs.append(proc.stdout)
     assert re.search(r"indexed 0 files \(\d+ unchanged", outs[-1]), outs[-1]
+
+
+def test_index_with_snapshot_starts_a_new_index_from_it_and_ignores_it_after(built, tmp_path: Path) -> None:
+    ws, snap, _answers = built
+    other = checkout(ws, tmp_path / "b" / "repo")
+    cmd = [str(Path(sys.executable).parent / "delphi"), "index", str(other), "--index-dir", str(tmp_path / "ix"),
+           "--quiet", "--snapshot", str(snap)]
+    first = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr
+    assert re.search(r"indexed 0 files \(\d+ unchanged", first.stdout), first.stdout  # nothing parsed again
+    (other / "shipyard" / "harbour.py").write_text("def moor():\n    return 1\n")
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and "--snapshot ignored" in again.stderr
+    assert "indexed 1 files (" in again.stdout  # the existing index was kept and brought up to date
