@@ -28,44 +28,47 @@ import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..core.tokens import code_tokens
+from ..core.tokens import STOPWORDS, code_tokens
 from .meta import MetaStore
 
 # Bumped when what a document holds changes: a full index run refills every document from the manifest.
-FILEDOCS_VERSION = 1
+FILEDOCS_VERSION = 2
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS file_docs (
-  path TEXT PRIMARY KEY, pathwords TEXT, about TEXT, defs TEXT, imports TEXT, importers TEXT
+  path TEXT PRIMARY KEY, pathwords TEXT, about TEXT, defs TEXT, keywords TEXT, imports TEXT, importers TEXT
 );
 CREATE VIRTUAL TABLE IF NOT EXISTS file_docs_fts USING fts5(
-  pathwords, about, defs, imports, importers, content='file_docs', content_rowid='rowid',
+  pathwords, about, defs, keywords, imports, importers, content='file_docs', content_rowid='rowid',
   tokenize='porter unicode61'
 );
 CREATE TRIGGER IF NOT EXISTS file_docs_ai AFTER INSERT ON file_docs BEGIN
-  INSERT INTO file_docs_fts(rowid, pathwords, about, defs, imports, importers)
-  VALUES (new.rowid, new.pathwords, new.about, new.defs, new.imports, new.importers);
+  INSERT INTO file_docs_fts(rowid, pathwords, about, defs, keywords, imports, importers)
+  VALUES (new.rowid, new.pathwords, new.about, new.defs, new.keywords, new.imports, new.importers);
 END;
 CREATE TRIGGER IF NOT EXISTS file_docs_ad AFTER DELETE ON file_docs BEGIN
-  INSERT INTO file_docs_fts(file_docs_fts, rowid, pathwords, about, defs, imports, importers)
-  VALUES ('delete', old.rowid, old.pathwords, old.about, old.defs, old.imports, old.importers);
+  INSERT INTO file_docs_fts(file_docs_fts, rowid, pathwords, about, defs, keywords, imports, importers)
+  VALUES ('delete', old.rowid, old.pathwords, old.about, old.defs, old.keywords, old.imports, old.importers);
 END;
 CREATE TRIGGER IF NOT EXISTS file_docs_au AFTER UPDATE ON file_docs BEGIN
-  INSERT INTO file_docs_fts(file_docs_fts, rowid, pathwords, about, defs, imports, importers)
-  VALUES ('delete', old.rowid, old.pathwords, old.about, old.defs, old.imports, old.importers);
-  INSERT INTO file_docs_fts(rowid, pathwords, about, defs, imports, importers)
-  VALUES (new.rowid, new.pathwords, new.about, new.defs, new.imports, new.importers);
+  INSERT INTO file_docs_fts(file_docs_fts, rowid, pathwords, about, defs, keywords, imports, importers)
+  VALUES ('delete', old.rowid, old.pathwords, old.about, old.defs, old.keywords, old.imports, old.importers);
+  INSERT INTO file_docs_fts(rowid, pathwords, about, defs, keywords, imports, importers)
+  VALUES (new.rowid, new.pathwords, new.about, new.defs, new.keywords, new.imports, new.importers);
 END;
 """
 
-# BM25 weight of each column: the path and the defined names say most about a file's role; what it
-# imports and who imports it are hints shared by many files.
-COLUMN_WEIGHTS = (3.0, 1.0, 2.0, 0.5, 0.5)
+# BM25 weight of each column: the path and the defined names say most about a file's role; its most
+# frequent words say what it mostly handles; what it imports and who imports it are hints shared by many.
+COLUMN_WEIGHTS = (3.0, 1.0, 2.0, 1.0, 0.5, 0.5)
+KEYWORDS = 30  # a file's most frequent words kept (identifier parts, 3+ letters, stop words out)
 MAX_ABOUT_CHARS = 1500
 MAX_DEFS = 200
 MAX_IMPORTERS = 40
 _EXT_WORDS = re.compile(r"\.[A-Za-z0-9]{1,5}$")
 # A comment line (//, #, /*, *, --, ;, %) or a docstring's quotes, at the start of a line.
+# Lines that may sit between a file's head comment and its code: package clauses, imports, pragmas.
+_PREAMBLE = re.compile(r"^(package|import|from\s+\S+\s+import|use|using|namespace|require|#include|#!|\)|\"use strict\"|'use strict'|\"[^\"]*\"$)")
 _COMMENT = re.compile(r"^\s*(?://+!?|#+!?|/\*+!?|\*+/?|--|;+|%+|\"\"\"|''')")
 
 
@@ -75,6 +78,7 @@ class FileDoc:
     pathwords: str
     about: str
     defs: str
+    keywords: str
     imports: str
     importers: str = ""
 
@@ -89,11 +93,11 @@ def path_words(path: str) -> str:
 
 
 def leading_comment(text: str) -> str:
-    """The comments and docstring at the head of a file's first chunk: what the file says it is for.
+    """The comments and docstring at the head of a file: what the file says it is for.
 
-    Comment lines and Python docstring lines are kept from the first 80 lines (package clauses and
-    imports in between are skipped, so Go's ``// Package x`` and a licence header both count); code lines
-    end nothing, since a header chunk also holds per-declaration comments of its own."""
+    Comment and docstring lines are kept until the first line of code that is not a package clause or
+    an import (so Go's ``// Package x`` above ``package x`` and a licence header both count, and the
+    comments of a test data file's cases do not)."""
     out: list[str] = []
     in_doc = False
     for line in text.splitlines()[:80]:
@@ -111,6 +115,8 @@ def leading_comment(text: str) -> str:
         m = _COMMENT.match(line)
         if m:
             out.append(line[m.end():])
+        elif s and not _PREAMBLE.match(s):
+            break
         if sum(len(x) for x in out) > MAX_ABOUT_CHARS:
             break
     return words(" ".join(out)[:MAX_ABOUT_CHARS])
@@ -121,15 +127,27 @@ def import_words(specs: Iterable[str]) -> str:
     return words(" ".join(s.partition(":")[2] or s for s in specs))
 
 
-def build_doc(path: str, first_chunk: str, top_level: Iterable[str], imports: Iterable[str]) -> FileDoc:
+def keywords(texts: Iterable[str]) -> str:
+    """A file's most frequent words (identifier parts of 3+ letters, stop words out), most frequent first:
+    what a file mostly handles even when its name and header do not say it (``help`` in a CLI module)."""
+    counts: dict[str, int] = {}
+    for text in texts:
+        for tok, _ in code_tokens(text):
+            if len(tok) >= 3 and tok.isalpha() and tok not in STOPWORDS:
+                counts[tok] = counts.get(tok, 0) + 1
+    return " ".join(sorted(counts, key=lambda t: (-counts[t], t))[:KEYWORDS])
+
+
+def build_doc(path: str, chunks: list[str], top_level: Iterable[str], imports: Iterable[str]) -> FileDoc:
+    """``chunks``: the file's chunk texts in order (the first holds its head: comment, package, imports)."""
     names: dict[str, None] = {}
     for n in top_level:
         if n and n != "<module>":
             names.setdefault(n, None)
         if len(names) >= MAX_DEFS:
             break
-    return FileDoc(path, path_words(path), leading_comment(first_chunk), words(" ".join(names)),
-                   import_words(imports))
+    return FileDoc(path, path_words(path), leading_comment(chunks[0] if chunks else ""), words(" ".join(names)),
+                   keywords(chunks), import_words(imports))
 
 
 def importer_words(importers: Iterable[str]) -> str:
@@ -154,10 +172,14 @@ class FileDocs:
             return self.meta.db.execute(
                 "SELECT 1 FROM sqlite_master WHERE name='file_docs_fts'").fetchone() is not None
 
-    def ensure(self) -> None:
-        """Create the tables (writers only: a reader opening an index must not need the write lock)."""
-        if not self.exists():
-            with self.meta._lock:
+    def ensure(self, fresh: bool = False) -> None:
+        """Create the tables (writers only: a reader opening an index must not need the write lock);
+        ``fresh``: made again, empty (documents of an older version may lack columns; the run's end
+        refills them from the manifest)."""
+        with self.meta._lock:
+            if fresh:
+                self.meta.db.executescript("DROP TABLE IF EXISTS file_docs_fts; DROP TABLE IF EXISTS file_docs;")
+            if fresh or not self.exists():
                 self.meta.db.executescript(SCHEMA)
 
     def put(self, docs: list[FileDoc]) -> bool:
@@ -176,8 +198,9 @@ class FileDocs:
                     moved = moved or old is None or old[1] != d.imports
                     # DELETE then INSERT: INSERT OR REPLACE would not fire the delete trigger.
                     db.execute("DELETE FROM file_docs WHERE path=?", (d.path,))
-                    db.execute("INSERT INTO file_docs VALUES (?,?,?,?,?,?)",
-                               (d.path, d.pathwords, d.about, d.defs, d.imports, old[0] if old else d.importers))
+                    db.execute("INSERT INTO file_docs VALUES (?,?,?,?,?,?,?)",
+                               (d.path, d.pathwords, d.about, d.defs, d.keywords, d.imports,
+                                old[0] if old else d.importers))
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
@@ -216,7 +239,9 @@ class FileDocs:
         db = self.meta.db
         with self.meta._lock:
             paths = [r[0] for r in db.execute("SELECT path FROM files")]
-            first = dict(db.execute("SELECT path, text FROM chunks WHERE ord=0").fetchall())
+            texts: dict[str, list[str]] = {}
+            for path, text in db.execute("SELECT path, text FROM chunks ORDER BY path, ord"):
+                texts.setdefault(path, []).append(text)
             defs: dict[str, list[str]] = {}
             for name, path in db.execute(
                     "SELECT name, path FROM symbols WHERE container IS NULL OR container='' ORDER BY path, line"):
@@ -228,9 +253,9 @@ class FileDocs:
             try:
                 db.execute("DELETE FROM file_docs")
                 for p in paths:
-                    d = build_doc(p, first.get(p, ""), defs.get(p, []), imps.get(p, []))
-                    db.execute("INSERT INTO file_docs VALUES (?,?,?,?,?,'')",
-                               (d.path, d.pathwords, d.about, d.defs, d.imports))
+                    d = build_doc(p, texts.get(p, []), defs.get(p, []), imps.get(p, []))
+                    db.execute("INSERT INTO file_docs VALUES (?,?,?,?,?,?,'')",
+                               (d.path, d.pathwords, d.about, d.defs, d.keywords, d.imports))
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")

@@ -22,5 +22,10 @@ class FileDocBranch:
 
     def search(self, q: QueryInfo, ctx: SearchContext) -> list[Hit]:
         terms = ctx.lexical.rarest(q.terms, MAX_TERMS)
-        rows = FileDocs(ctx.meta).search(terms, limit=ctx.depth)
-        return [Hit(p, s, [], "the file's name, names and header match") for p, s in rows if p in ctx.files]
+        # Asked for a kind (source files, tests), it proposes only that kind, as the structure branches do:
+        # a file's name and header match role words in test and data files as readily as in the source.
+        want = q.prefer
+        rows = FileDocs(ctx.meta).search(terms, limit=ctx.depth * (3 if want else 1))
+        hits = [Hit(p, s, [], "the file's name, names and header match") for p, s in rows
+                if p in ctx.files and (not want or ctx.files[p] in want)]
+        return hits[: ctx.depth]
