@@ -23,6 +23,9 @@ from .settings import Settings, SettingsError
 
 log = logging.getLogger("delphi_ls")
 DEBOUNCE_S = 0.3
+# A small update (a save) leaves its index segment unmerged; after this long without changes the worker
+# merges what piled up (Engine.maintain), so no save pays for a merge (issue 18).
+MAINTAIN_AFTER_S = 5.0
 MAX_FILE_PROBLEMS = 500
 STALENESS_EVERY_S = 10.0
 DEFINITION_KINDS = ("function", "method", "class", "struct", "interface", "trait", "enum", "type")
@@ -75,6 +78,7 @@ class Session:
         self._stopping = False
         self._stopped = False
         self._busy = False  # the worker holds work taken from `pending`
+        self._maintain_due: dict[Path, float] = {}  # root -> when its merges may run (after small updates)
         self._polling = False  # watch() looks for changes itself (no editor): see there
         self._staleness: dict[Path, tuple[float, Any]] = {}  # root -> (when scanned, what it found)
         self._worker: threading.Thread | None = None
@@ -229,10 +233,28 @@ class Session:
     def _run(self) -> None:
         while True:
             with self._cv:
+                due: list[Path] = []
                 while not self.pending and not self._stopping:
-                    self._cv.wait()
+                    now = time.monotonic()
+                    due = [r for r, at in self._maintain_due.items() if at <= now]
+                    if due:
+                        break
+                    self._cv.wait(timeout=min(self._maintain_due.values()) - now if self._maintain_due else None)
                 if self._stopping:
                     return
+                maintain = bool(due) and not self.pending
+                if maintain:  # a quiet spell after small updates: merge what they left
+                    for r in due:
+                        self._maintain_due.pop(r, None)
+                    self._busy = True
+            if maintain:
+                try:
+                    self._maintain(due)
+                finally:
+                    with self._cv:
+                        self._busy = False
+                continue
+            with self._cv:
                 # Debounce: let a burst of edits settle before indexing.
                 while time.monotonic() - self._last_change < DEBOUNCE_S and not self._stopping:
                     self._cv.wait(timeout=DEBOUNCE_S)
@@ -256,12 +278,25 @@ class Session:
             self.queued.discard(root)
             try:
                 self._index(eng, paths)
+                if paths is not None or self._polling:  # a small update: merges wait for a quiet spell
+                    with self._cv:
+                        self._maintain_due[root] = time.monotonic() + MAINTAIN_AFTER_S
             except Exception as e:  # an indexing failure must show, and not kill the worker
                 log.exception("indexing %s failed", root)
                 self.events.message("error", f"Delphi: indexing {root} failed: {type(e).__name__}: {e}")
             self._staleness.pop(root, None)  # a run just brought it up to date: look afresh next time
             if not self._stopping:
                 self.publish_problems(eng)
+
+    def _maintain(self, roots: list[Path]) -> None:
+        for root in roots:
+            eng = self.engines.get(root)
+            if eng is None or self._stopping:
+                continue
+            try:
+                eng.maintain()
+            except Exception:  # a merge that fails leaves the committed segments as they were
+                log.exception("merging the index segments of %s failed", root)
 
     def _buffers_of(self, eng: Engine) -> dict[str, str]:
         out = {}

@@ -170,9 +170,18 @@ class MetaStore:
             self.db.execute("COMMIT")
 
     # --- files -------------------------------------------------------------
-    def file_hashes(self) -> dict[str, tuple[str, int, int]]:
+    def file_hashes(self, paths: Iterable[str] | None = None) -> dict[str, tuple[str, int, int]]:
+        """(hash, size, mtime) by path: of every indexed file, or of ``paths`` and the indexed files under
+        them as folders (an update of named paths reads their rows only, not a row per file)."""
         with self._lock:
-            rows = self.db.execute("SELECT path, hash, size, mtime_ns FROM files").fetchall()
+            if paths is None:
+                rows = self.db.execute("SELECT path, hash, size, mtime_ns FROM files").fetchall()
+            else:
+                rows = []
+                for p in dict.fromkeys(paths):
+                    # A range on the primary key: the folder's files sort between "p/" and "p0".
+                    rows += self.db.execute("SELECT path, hash, size, mtime_ns FROM files WHERE path = ? "
+                                            "OR (path > ? AND path < ?)", (p, p + "/", p + "0")).fetchall()
         return {p: (h, s, m) for p, h, s, m in rows}
 
     def files(self) -> list[tuple[str, str, int]]:

@@ -1,0 +1,151 @@
+"""Issue 18: an update of named paths (an editor's save, a watcher's event) costs the file, not the index.
+
+Structure, not wall time (the CI machine is shared): an update of one named path does not walk the
+tree, does not merge segments, and leaves answers as a full run would (the new text is found, the old
+is not, by BM25 and by the vector search).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from delphi_ls import Engine
+from delphi_ls.indexing import named, pipeline
+from delphi_ls.indexing.named import WalkNeeded, scan_named
+from delphi_ls.session import Session
+from delphi_ls.workspace.scan import scan
+
+EDITED = "shipyard/scheduler.py"
+
+
+class Calls:
+    """Counts the calls of a real function it wraps (the function still runs)."""
+
+    def __init__(self, fn):  # type: ignore[no-untyped-def]
+        self.fn = fn
+        self.n = 0
+
+    def __call__(self, *a, **k):  # type: ignore[no-untyped-def]
+        self.n += 1
+        return self.fn(*a, **k)
+
+
+def _bm25_paths(eng: Engine, word: str) -> set[str]:
+    eng.lexical.refresh()
+    return {p for _i, p, _s in eng.lexical.search_terms([word], 20)}
+
+
+def _edit(ws: Path, rel: str, old: str, new: str) -> None:
+    p = ws / rel
+    text = p.read_text()
+    assert old in text
+    p.write_text(text.replace(old, new))
+
+
+def test_named_update_reads_no_tree_and_answers_as_a_full_run(engine: Engine, workspace: Path, monkeypatch):
+    walks = Calls(pipeline.scan)
+    monkeypatch.setattr(pipeline, "scan", walks)
+    merges = Calls(engine.lexical.merge_tiers)
+    monkeypatch.setattr(engine.lexical, "merge_tiers", merges)
+    assert "next_job" in (workspace / EDITED).read_text()
+    _edit(workspace, EDITED, "next_job", "zebracrossing_job")
+    rep = engine.index(only=[EDITED], reembed=False)
+    assert walks.n == 0 and merges.n == 0  # no walk of the tree, no merge on a save
+    assert rep.files_indexed == 1 and rep.files_seen == 1
+    # Lexical: the new word is found in the edited file, the old one is gone from it.
+    assert _bm25_paths(engine, "zebracrossing_job") == {EDITED}
+    assert EDITED not in _bm25_paths(engine, "next_job")
+    # Vectors: the edited file's chunks are the manifest's, each searchable by its own vector, in the
+    # exact search (what answers a workspace this size) and in Chroma.
+    ids = set(engine.meta.chunk_ids_of(EDITED))
+    c = engine.meta.counts()
+    assert c["vectors"] == c["chunks"]
+    exact = engine._exact_vectors(c["vectors"])
+    assert exact is not None and {i for i, p in zip(exact.ids, exact.paths, strict=True) if p == EDITED} == ids
+    new_chunk = next(r for r in engine.meta.chunks_of(EDITED) if "zebracrossing_job" in r.text)
+    vec = engine.embedder.embed([pipeline.embed_text(new_chunk)])[0]
+    assert exact.query(vec, 1)[0][0] == new_chunk.id
+    assert engine.vectors.count() == c["vectors"]
+    assert engine.vectors.query(np.asarray(vec), 1)[0][0] == new_chunk.id
+    ans = engine.context("zebracrossing_job")
+    assert ans["results"][0]["path"] == EDITED
+    # A full run afterwards finds nothing left to do: the named update did what it would have done.
+    rep = engine.index()
+    assert (rep.files_indexed, rep.files_deleted, rep.chunks_embedded) == (0, 0, 0)
+
+
+def test_named_paths_scan_as_the_walk_does(workspace: Path, engine: Engine):
+    (workspace / "docs" / "empty.md").write_text("")
+    (workspace / "shipyard" / "poetry.lock").write_text("lock\n")
+    os.symlink(workspace / "shipyard" / "retry.py", workspace / "shipyard" / "alias.py")
+    walk = scan(workspace, engine.settings.max_file_bytes, engine.settings.extra_ignores)
+    listed = {f.path: f for f in walk.files}
+    names = [*listed, *walk.skipped, "build/output.py", "web/dist/bundle.js", "app.log", "loop/shipyard/retry.py",
+             "outside/passwd", "no/such/file.py", ".git/config", "shipyard/../README.md"]
+    for rel in names:
+        try:
+            got = scan_named(workspace, [rel], engine.settings)
+        except WalkNeeded:
+            assert (workspace / rel).is_dir() and not (workspace / rel).is_symlink(), rel
+            continue
+        assert got.files == ([listed[rel]] if rel in listed else []), rel
+        assert got.skipped == ({rel: walk.skipped[rel]} if rel in walk.skipped else {}), rel
+
+
+def test_a_named_folder_walks_and_a_deleted_folder_leaves_the_index(engine: Engine, workspace: Path):
+    with pytest.raises(WalkNeeded):
+        scan_named(workspace, ["shipyard"], engine.settings)
+    before = {p for p, _k, _n in engine.files() if p.startswith("web/")}
+    assert before
+    import shutil
+    shutil.rmtree(workspace / "web")
+    rep = engine.index(only=["web"], reembed=False)
+    assert rep.files_deleted == len(before)
+    assert not {p for p, _k, _n in engine.files() if p.startswith("web/")}
+    assert named  # the module is the one the indexer uses
+
+
+def test_saves_leave_segments_unmerged_until_maintain(engine: Engine, workspace: Path):
+    sizes = engine.lexical.segment_sizes()
+    saves = 17  # more than a tier holds (MERGE_FANOUT): a save used to pay for the merge
+    for i in range(saves):
+        _edit(workspace, EDITED, "next_job" if i == 0 else f"edit{i - 1}_job", f"edit{i}_job")
+        engine.index(only=[EDITED], reembed=False)
+    after = engine.lexical.segment_sizes()
+    assert len(after) == len(sizes) + saves  # one small segment per save, nothing merged
+    merged = engine.maintain()
+    assert merged >= 16 and len(engine.lexical.segment_sizes()) == len(after) - merged + 1
+    assert _bm25_paths(engine, f"edit{saves - 1}_job") == {EDITED} and not _bm25_paths(engine, "edit3_job")
+    assert engine.maintain() == 0  # nothing left to merge
+
+
+def test_session_save_updates_the_named_file_and_merges_when_quiet(workspace: Path, tmp_path: Path, monkeypatch):
+    import delphi_ls.session as session_mod
+
+    monkeypatch.setattr(session_mod, "MAINTAIN_AFTER_S", 0.2)
+    s = Session(options={"indexDir": str(tmp_path / "sidx")})
+    try:
+        s.start([workspace])
+        assert s.wait_idle(120)
+        eng = next(iter(s.engines.values()))
+        walks = Calls(pipeline.scan)
+        monkeypatch.setattr(pipeline, "scan", walks)
+        maintained = Calls(eng.maintain)
+        monkeypatch.setattr(eng, "maintain", maintained)
+        _edit(workspace, EDITED, "next_job", "zebracrossing_job")
+        s.file_changed((workspace / EDITED).as_uri(), saved=True)
+        time.sleep(0.05)
+        assert s.wait_idle(60)
+        assert walks.n == 0
+        assert _bm25_paths(eng, "zebracrossing_job") == {EDITED}
+        deadline = time.monotonic() + 10
+        while maintained.n == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert maintained.n == 1  # after a quiet spell, once
+    finally:
+        s.shutdown()
