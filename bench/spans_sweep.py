@@ -52,7 +52,9 @@ def dump(args: argparse.Namespace) -> None:
             r = eng.retrieve(text, valid)  # the same branches the answer used (deterministic)
             out.append({"id": s["id"], "task": s["task_type"], "root": str(cdir), "q": r.q, "lists": r.lists,
                         "anchors": valid, "order": order, "chunks": {p: eng.chunks(p) for p in order},
-                        "syms": {a: eng.definitions(a) for a in valid}, "regs": regs})
+                        "syms": {a: eng.definitions(a) for a in valid}, "regs": regs,
+                        "defs": {p: eng.definitions(p) for p in order}, "repo": s["repo"],
+                        "base": s["base_commit"]})
         eng.close()
         print(cdir.name, file=sys.stderr)
     with open(args.out, "wb") as f:
