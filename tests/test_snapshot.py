@@ -152,7 +152,7 @@ def test_a_snapshot_from_another_model_or_chunker_is_refused_and_the_index_kept(
 
 
 def rewrite(snap: Path, out: Path, extra: list[tuple[tarfile.TarInfo, bytes]] = (),
-            keep=lambda m: True, replace: dict[str, bytes] | None = None) -> Path:
+            keep=lambda m: True, replace: dict[str, bytes] | None = None, patch=lambda header: None) -> Path:
     """The snapshot with members added, dropped or replaced, the header listing them with their true
     sizes and hashes (so only the loader's own checks can refuse them)."""
     with tarfile.open(snap, "r:gz") as tar:
@@ -166,6 +166,7 @@ def rewrite(snap: Path, out: Path, extra: list[tuple[tarfile.TarInfo, bytes]] = 
     for m, data in extra:
         header["members"][m.name] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
     extra = [(m, d) for m, d in extra if m.name not in (replace or {})]
+    patch(header)
     data = json.dumps(header).encode()
     items[0][0].size = len(data)
     items = [(items[0][0], data)] + [it for it in items[1:] if keep(it[0])] + list(extra)
@@ -215,6 +216,42 @@ def test_a_manifest_carrying_its_own_trigger_is_refused(built, tmp_path: Path) -
     with pytest.raises(SnapshotError, match="triggers or views this Delphi does not make .*trigger sneaky"):
         Engine.load_snapshot(bad, other, index_dir=tmp_path / "index-b")
     assert not (tmp_path / "index-b" / "meta.sqlite").exists()
+
+
+def test_another_index_format_parser_or_schema_is_refused_naming_each(built, tmp_path: Path) -> None:
+    ws, snap, _answers = built
+    other = checkout(ws, tmp_path / "b" / "repo")
+
+    def older(h: dict) -> None:
+        h["built"].update(index_format=h["built"]["index_format"] - 1, parser_version=1, manifest_schema="0" * 16)
+    with pytest.raises(SnapshotError) as e:
+        Engine.load_snapshot(rewrite(snap, tmp_path / "old.snap", patch=older), other, index_dir=tmp_path / "ix")
+    for what in ("engine index format", "chunker/parser version: the snapshot has 1", "manifest schema"):
+        assert what in str(e.value)
+    assert "lexical schema" not in str(e.value)  # only what differs
+    assert not (tmp_path / "ix" / "meta.sqlite").exists()
+
+
+def test_a_header_that_claims_too_much_or_lies_is_refused(built, tmp_path: Path) -> None:
+    ws, snap, _answers = built
+    other = checkout(ws, tmp_path / "b" / "repo")
+    idx = tmp_path / "index-b"
+
+    def huge(h: dict) -> None:
+        h["members"]["index/meta.sqlite"]["size"] = 1 << 60
+    with pytest.raises(SnapshotError, match="unpacks to .* MiB free"):
+        Engine.load_snapshot(rewrite(snap, tmp_path / "huge.snap", patch=huge), other, index_dir=idx)
+
+    def bad_size(h: dict) -> None:
+        h["members"]["index/meta.sqlite"]["size"] = "12"
+    with pytest.raises(SnapshotError, match="does not list its members properly"):
+        Engine.load_snapshot(rewrite(snap, tmp_path / "bad.snap", patch=bad_size), other, index_dir=idx)
+
+    def wrong_hash(h: dict) -> None:
+        h["members"]["index/meta.sqlite"]["sha256"] = "0" * 64
+    with pytest.raises(SnapshotError, match="does not match its checksum"):
+        Engine.load_snapshot(rewrite(snap, tmp_path / "hash.snap", patch=wrong_hash), other, index_dir=idx)
+    assert not (idx / "meta.sqlite").exists()
 
 
 def test_truncated_corrupt_or_incomplete_snapshots_are_refused_and_the_index_kept(built, tmp_path: Path) -> None:

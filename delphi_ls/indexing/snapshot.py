@@ -79,7 +79,10 @@ class Built:
 
 def built_with(settings: Settings, index_format: int) -> Built:
     fields = sorted(f"{name}:{type(f).__name__}" for name, f in lexical_schema().items())
-    return Built(index_format, PARSER_VERSION, hashlib.sha256(MANIFEST_SCHEMA.encode()).hexdigest()[:16],
+    # The manifest's schema as SQL, comments and spacing aside: a table or column added or changed is
+    # another Delphi (a team shares snapshots between machines running the same version).
+    sql = " ".join(re.sub(r"--[^\n]*", " ", MANIFEST_SCHEMA).split())
+    return Built(index_format, PARSER_VERSION, hashlib.sha256(sql.encode()).hexdigest()[:16],
                  ",".join(fields), settings.chunk_chars)
 
 
@@ -259,9 +262,10 @@ def _header(tar: tarfile.TarFile, first: tarfile.TarInfo | None) -> dict[str, An
     if header.get("version") != VERSION:
         raise SnapshotError(f"snapshot format version {header.get('version')!r}; this Delphi reads version {VERSION}")
     members = header.get("members")
-    if not isinstance(members, dict) or not all(isinstance(v, dict) for v in members.values()) \
-            or not isinstance(header.get("workspace"), dict):
-        raise SnapshotError("the snapshot's header lists no members (corrupt)")
+    if not isinstance(members, dict) or not isinstance(header.get("workspace"), dict) or not all(
+            isinstance(v, dict) and type(v.get("size")) is int and v["size"] >= 0
+            and isinstance(v.get("sha256"), str) for v in members.values()):
+        raise SnapshotError("the snapshot's header does not list its members properly (corrupt)")
     return header
 
 
@@ -299,6 +303,13 @@ def load(file: Path, root: Path, index_dir: Path, settings: Settings, index_form
     if why:
         raise SnapshotError("snapshot refused, the existing index is unchanged: " + "; ".join(why))
     index_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    # Sizes are checked member by member as they are read; here, that they fit at all (a small gzip
+    # can claim a huge unpacked size, and a full disk mid-load would help no one).
+    need = sum(m["size"] for m in header["members"].values())
+    free = shutil.disk_usage(index_dir).free
+    if need > free:
+        raise SnapshotError(f"the snapshot unpacks to {need / 2**20:,.0f} MiB but {index_dir} has "
+                            f"{free / 2**20:,.0f} MiB free; the existing index is unchanged")
     stage = index_dir / f".snapshot-in-{os.getpid()}"
     shutil.rmtree(stage, ignore_errors=True)
     stage.mkdir(mode=0o700)
