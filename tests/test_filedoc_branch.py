@@ -17,6 +17,8 @@ from delphi_ls.retrieval.branches.filedoc import FileDocBranch
 from delphi_ls.retrieval.branches.registry import registered
 from delphi_ls.retrieval.context import SearchContext
 from delphi_ls.retrieval.query import analyse
+from delphi_ls.retrieval.router import weights_for
+from delphi_ls.settings import Settings
 from delphi_ls.stores.filedocs import FileDocs, leading_comment
 
 FILES = {
@@ -81,9 +83,14 @@ def test_every_indexed_file_has_one_document_and_ignored_files_none(engine: Engi
     assert go is not None and {"retries", "backoff", "time"} <= set(go.about.split()) and go.defs == "backoff"
 
 
-def test_the_branch_finds_a_file_by_its_role(engine: Engine) -> None:
+def test_the_branch_finds_a_file_by_its_role(engine: Engine, tmp_path: Path) -> None:
     """No file but usage.py says "usage screen" in its name and header; README.md says it in prose."""
     res = engine.context("where does the usage screen get built?", limit=5)
+    assert res["branchesReady"]["filedoc"] == "ready (not used for this query shape)"  # off by default
+    assert all("filedoc" not in r["branches"] for r in res["results"])
+    with Engine(engine.root, index_dir=str(tmp_path / "index"), vectors=False,
+                branch_weights={"filedoc": 0.6}) as on:
+        res = on.context("where does the usage screen get built?", limit=5)
     top = res["results"][0]
     assert top["path"] == "cli/usage.py" and top["branches"].get("filedoc") == 1
     view = engine.view()
@@ -149,6 +156,9 @@ def test_leading_comment_takes_docstrings_and_comment_headers() -> None:
     assert leading_comment("x = 1\ny = 2\n") == ""
 
 
-def test_registered_with_a_weight_for_every_shape() -> None:
+def test_registered_off_by_default_and_turned_on_by_settings() -> None:
     spec = next(s for s in registered() if s.name == "filedoc")
-    assert set(spec.weights) == set(Shape)
+    assert set(spec.weights) == set(Shape) and not any(spec.weights.values())
+    q = analyse("where does the usage screen get built?")
+    assert weights_for(q, Settings())["filedoc"] == 0.0
+    assert weights_for(q, Settings.from_dict({"branch_weights": {"filedoc": 0.6}}))["filedoc"] == 0.6

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -32,7 +33,7 @@ from ..core.tokens import STOPWORDS, code_tokens
 from .meta import MetaStore
 
 # Bumped when what a document holds changes: a full index run refills every document from the manifest.
-FILEDOCS_VERSION = 2
+FILEDOCS_VERSION = 3
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS file_docs (
@@ -66,6 +67,8 @@ MAX_ABOUT_CHARS = 1500
 MAX_DEFS = 200
 MAX_IMPORTERS = 40
 _EXT_WORDS = re.compile(r"\.[A-Za-z0-9]{1,5}$")
+# Identifier parts of 3+ letters: ``getUserName`` -> get, User, Name; ``HTTPServer`` -> HTTP, Server.
+_WORD_PART = re.compile(r"[A-Z][a-z]{2,}|[a-z]{3,}|[A-Z]{3,}(?![a-z])")
 # A comment line (//, #, /*, *, --, ;, %) or a docstring's quotes, at the start of a line.
 # Lines that may sit between a file's head comment and its code: package clauses, imports, pragmas.
 _PREAMBLE = re.compile(r"^(package|import|from\s+\S+\s+import|use|using|namespace|require|#include|#!|\)|\"use strict\"|'use strict'|\"[^\"]*\"$)")
@@ -130,11 +133,12 @@ def import_words(specs: Iterable[str]) -> str:
 def keywords(texts: Iterable[str]) -> str:
     """A file's most frequent words (identifier parts of 3+ letters, stop words out), most frequent first:
     what a file mostly handles even when its name and header do not say it (``help`` in a CLI module)."""
-    counts: dict[str, int] = {}
+    # One regex pass for the parts (``code_tokens`` per word cost 2.5 ms a file, 7-10% of a cold index).
+    counts: Counter[str] = Counter()
     for text in texts:
-        for tok, _ in code_tokens(text):
-            if len(tok) >= 3 and tok.isalpha() and tok not in STOPWORDS:
-                counts[tok] = counts.get(tok, 0) + 1
+        counts.update(w.lower() for w in _WORD_PART.findall(text))
+    for stop in STOPWORDS & counts.keys():
+        del counts[stop]
     return " ".join(sorted(counts, key=lambda t: (-counts[t], t))[:KEYWORDS])
 
 
