@@ -50,6 +50,12 @@ def _extra_phases(timer: PhaseTimer) -> None:
     timer._wrap(meta.MetaStore, "set_skipped", "sqlite skipped")
     timer._wrap(engine_mod, "git_head", "git head")
     timer._wrap(pipeline, "scan_named", "scan (named paths)")
+    timer._wrap(pipeline, "build_doc", "file documents")
+    timer._wrap(engine_mod.Engine, "_patch_view", "view patch")
+    timer._wrap(engine_mod.Engine, "_patch_exact", "exact matrix patch")
+    timer._wrap(meta.MetaStore, "symbols_in", "sqlite symbols of paths")
+    timer._wrap(pipeline.Indexer, "_reusable_vectors", "reusable vectors (incl. chroma delete)")
+    timer._wrap(engine_mod.Engine, "refresh_cochange", "co-change check (git)")
 
 
 def target_file(eng: Engine, root: Path) -> str:
@@ -140,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {m['mode']} | {m['median_wall_s']} | {m['median_cpu_s']} | {m['median_first_query_wall_s']} | "
               f"{m['median_next_query_wall_s']} | {m['all_found']} |")
     for m in out["modes"]:
-        top = [(k, v) for k, v in m["phases_per_edit"].items() if v >= 0.001][:10]
+        top = [(k, v) for k, v in m["phases_per_edit"].items() if v >= 0.001][:16]
         print(f"{m['mode']}, s per edit: " + ", ".join(f"{k} {v}" for k, v in top))
     if a.json:
         Path(a.json).write_text(json.dumps(out, indent=2))

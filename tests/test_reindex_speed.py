@@ -61,7 +61,8 @@ def test_named_update_reads_no_tree_and_answers_as_a_full_run(engine: Engine, wo
     assert _bm25_paths(engine, "zebracrossing_job") == {EDITED}
     assert EDITED not in _bm25_paths(engine, "next_job")
     # Vectors: the edited file's chunks are the manifest's, each searchable by its own vector, in the
-    # exact search (what answers a workspace this size) and in Chroma.
+    # exact search (what answers a workspace this size); Chroma, read by nothing here, is owed the
+    # writes (health says so) until the session's quiet spell (maintain) or a full run makes them.
     ids = set(engine.meta.chunk_ids_of(EDITED))
     c = engine.meta.counts()
     assert c["vectors"] == c["chunks"]
@@ -70,10 +71,16 @@ def test_named_update_reads_no_tree_and_answers_as_a_full_run(engine: Engine, wo
     new_chunk = next(r for r in engine.meta.chunks_of(EDITED) if "zebracrossing_job" in r.text)
     vec = engine.embedder.embed([pipeline.embed_text(new_chunk)])[0]
     assert exact.query(vec, 1)[0][0] == new_chunk.id
+    ans = engine.context("zebracrossing_job")
+    assert ans["results"][0]["path"] == EDITED and ans["branchesReady"]["vector"] == "ready"
+    h = engine.health(check_staleness=False)
+    assert h["ok"] and "Chroma is catching up" in h["vectorSearch"], h
+    assert engine.vectors.get_vector(new_chunk.id) is None  # not written on the save
+    assert engine.maintain() == 0  # nothing to merge yet; Chroma's writes are made
+    assert "catching up" not in engine.health(check_staleness=False)["vectorSearch"]
     assert engine.vectors.count() == c["vectors"]
     assert engine.vectors.query(np.asarray(vec), 1)[0][0] == new_chunk.id
-    ans = engine.context("zebracrossing_job")
-    assert ans["results"][0]["path"] == EDITED
+    assert not (set(engine.vectors.col.get(where={"path": EDITED})["ids"]) ^ ids)  # stale ones deleted
     # A full run afterwards finds nothing left to do: the named update did what it would have done.
     rep = engine.index()
     assert (rep.files_indexed, rep.files_deleted, rep.chunks_embedded) == (0, 0, 0)
@@ -149,3 +156,48 @@ def test_session_save_updates_the_named_file_and_merges_when_quiet(workspace: Pa
         assert maintained.n == 1  # after a quiet spell, once
     finally:
         s.shutdown()
+
+
+def _graph_facts(g) -> dict:  # type: ignore[no-untyped-def]
+    def norm(d: dict) -> dict:  # type: ignore[type-arg]
+        return {k: set(v) for k, v in d.items() if v}
+    return {"imports": norm(g.imports), "imported_by": norm(g.imported_by), "tests_of": norm(g.tests_of),
+            "mirrors_of": norm(g.mirrors_of), "abbreviated": dict(g.abbreviated), "edges": g.edges}
+
+
+def test_views_patched_after_a_named_update_equal_a_rebuild(engine: Engine, workspace: Path, monkeypatch):
+    from delphi_ls.retrieval.context import IndexView
+    from delphi_ls.stores.exact import ExactVectors
+
+    engine.context("build scheduler")  # the view and the exact matrix are in memory
+    builds = Calls(IndexView.build)
+    monkeypatch.setattr(IndexView, "build", builds)
+    loads = Calls(ExactVectors.load)
+    monkeypatch.setattr(ExactVectors, "load", loads)
+    # New and removed definitions, a new import (retry.py), a removed one (heapq), new chunk lines.
+    _edit(workspace, EDITED, "import heapq\n", "from shipyard.retry import RetryPolicy\nimport heapq as hq\n")
+    _edit(workspace, EDITED, "def next_job(self)", "def pop_next_zebra_job(self)")
+    (workspace / EDITED).write_text((workspace / EDITED).read_text() + "\n\nclass ZebraQueue:\n    pass\n")
+    engine.index(only=[EDITED], reembed=False)
+    ans = engine.context("ZebraQueue pop_next_zebra_job")
+    assert builds.n == 0 and loads.n == 0  # patched, not rebuilt
+    assert ans["results"][0]["path"] == EDITED
+    view = engine.view()
+    fresh = IndexView.build.fn(engine.meta)
+    assert view.files == fresh.files and view.stripped_paths == fresh.stripped_paths
+    assert view.by_basename == fresh.by_basename and view.chunk_lines == fresh.chunk_lines
+    assert view.symbols == fresh.symbols and "zebraqueue" in view.symbols and "next_job" not in view.symbols
+    assert _graph_facts(view.graph) == _graph_facts(fresh.graph)
+    assert "shipyard/retry.py" in view.graph.imports[EDITED]
+    ident = engine.embedder.identity
+    exact = engine._exact_vectors(engine.meta.counts()["vectors"])
+    reloaded = ExactVectors.load.fn(engine.meta, ident.weights_sha256, ident.dim)
+    assert loads.n == 0 and sorted(exact.ids) == sorted(reloaded.ids)
+    order = {cid: i for i, cid in enumerate(reloaded.ids)}
+    assert np.allclose(exact.matrix, reloaded.matrix[[order[c] for c in exact.ids]])
+    q = engine.embedder.embed(["priority queue of zebra jobs"])[0]
+    assert exact.query(q, 5) == reloaded.query(q, 5)
+    # A new file changes the file list: the view is rebuilt, and holds it.
+    (workspace / "shipyard" / "zebra.py").write_text("def zebra_stripes():\n    return 2\n")
+    engine.index(only=["shipyard/zebra.py"], reembed=False)
+    assert "zebra_stripes" in engine.view().symbols and builds.n == 1

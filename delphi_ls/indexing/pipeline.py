@@ -84,6 +84,9 @@ class Indexer:
         self.lexical = lexical
         self.vectors = vectors
         self.embedder = embedder
+        # Owe Chroma its writes (MetaStore.defer_chroma) instead of making them: an update of named paths
+        # while the exact search answers queries (Engine.index); a full run or Engine.maintain pays them.
+        self.defer_chroma = False
         self.filedocs = FileDocs(meta)  # one document per file, beside the manifest (stores/filedocs.py)
 
     # ------------------------------------------------------------------ lexical
@@ -328,7 +331,7 @@ class Indexer:
         new_ids = {r.id for r in rows}
         stale = sorted(old - new_ids)
         if stale and self.vectors is not None:
-            self.vectors.delete_ids(stale)
+            self._delete_vectors(stale)
         return new_ids & self.meta.embedded_ids_of(path)
 
     def _remove(self, paths: list[str]) -> None:
@@ -341,11 +344,42 @@ class Indexer:
             writer.cancel()
             raise
         if self.vectors is not None and ids:
-            self.vectors.delete_ids(ids)
+            self._delete_vectors(ids)
         self.filedocs.remove(paths)
         self.meta.remove_files(paths)
 
     # ------------------------------------------------------------------ vectors
+    def _delete_vectors(self, ids: list[str]) -> None:
+        if self.defer_chroma:
+            self.meta.defer_chroma(ids, "del")
+        else:
+            self.vectors.delete_ids(ids)  # type: ignore[union-attr]
+
+    def _add_vectors(self, rows: list[ChunkRow], mat: np.ndarray) -> None:
+        # Owed before the manifest marks the chunks embedded: a kill in between leaves them unembedded.
+        if self.defer_chroma:
+            self.meta.defer_chroma([r.id for r in rows], "add")
+        else:
+            self.vectors.upsert([r.id for r in rows], mat, [r.path for r in rows], [r.kind for r in rows])  # type: ignore[union-attr]
+
+    def flush_chroma(self, store: VectorStore) -> int:
+        """Make the Chroma writes that updates of named paths left (from the embedding cache: nothing is
+        embedded). Returns the writes made."""
+        dels, adds = self.meta.chroma_pending()
+        if dels:
+            store.delete_ids(dels)
+        model = self.embedder.identity.weights_sha256 if self.embedder is not None else None
+        cached = self.meta.cached_vectors(model, sorted({r.content_hash for r in adds})) if model and adds else {}
+        adds = [r for r in adds if r.content_hash in cached]
+        for i in range(0, len(adds), EMBED_BATCH):
+            part = adds[i: i + EMBED_BATCH]
+            store.upsert([r.id for r in part], np.stack([cached[r.content_hash] for r in part]),
+                         [r.path for r in part], [r.kind for r in part])
+        # Every pending word is settled: made, or void (a 'del' of a chunk that is back, an 'add' of one
+        # that is gone or no longer embedded, which the run that embeds it again owes anew).
+        self.meta.clear_chroma_pending()
+        return len(dels) + len(adds)
+
     def index_vectors(self, progress: Progress | None = None, rep: IndexReport | None = None,
                       should_stop: Callable[[], bool] | None = None) -> IndexReport:
         rep = rep or IndexReport()
@@ -379,7 +413,7 @@ class Indexer:
                 cached.update(fresh)
             rep.vectors_from_cache += len(rows) - len(need)
             mat = np.stack([cached[r.content_hash] for r in rows])
-            self.vectors.upsert([r.id for r in rows], mat, [r.path for r in rows], [r.kind for r in rows])
+            self._add_vectors(rows, mat)
             self.meta.mark_embedded([r.id for r in rows])
             rep.chunks_embedded += len(rows)
             done += len(rows)
