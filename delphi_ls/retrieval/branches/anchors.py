@@ -44,6 +44,42 @@ class AnchorTestsBranch:
         return ranked_hits(scores, notes, ctx.depth)
 
 
+# A file named like this stands for its folder: `models/__init__.py`, `response/index.js`, `walk/mod.rs`.
+_FOLDER_STEMS = frozenset({"init", "index", "mod"})
+
+
+class AnchorFolderTestsBranch:
+    """Tests kept in a folder named after an anchor: koa's ``__tests__/response/body.js`` for
+    ``lib/response.js``, httpx's ``tests/models/`` for ``httpx/_models.py`` (the separator-stripped stem,
+    so the leading underscore goes). A test layout that mirrors modules by folder, not by file name, which
+    ``anchor_tests`` cannot see; every test in the folder ties (the branch cannot tell them apart)."""
+
+    name = "anchor_folder"
+
+    def search(self, q: QueryInfo, ctx: SearchContext) -> list[Hit]:
+        if not ctx.anchors:
+            return []
+        tests = [p for p, k in ctx.files.items() if k == "test"]
+        scores: dict[str, float] = {}
+        notes: dict[str, str] = {}
+        for anchor in ctx.anchors:
+            if ctx.files.get(anchor) == "test":
+                continue
+            stem = stripped(stem_of(anchor))
+            if stem in _FOLDER_STEMS:
+                stem = stripped(os.path.basename(os.path.dirname(anchor)))
+            if len(stem) < 3:
+                continue
+            for t in tests:
+                folders = {stripped(part) for part in os.path.dirname(t).split("/")}
+                if stem in folders:
+                    s = 2.0 - 0.1 * dir_distance(anchor, t)
+                    if s > scores.get(t, -1e9):
+                        scores[t] = s
+                        notes[t] = f"in a test folder named after {os.path.basename(anchor)}"
+        return ranked_hits(scores, notes, ctx.depth)
+
+
 class AnchorRefsBranch:
     """Tests that mention what an anchor defines: a lexical stand-in for reference edges."""
 

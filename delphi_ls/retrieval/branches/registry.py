@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from ...core import Need, Shape
-from .anchors import AnchorBranch, AnchorRefsBranch, AnchorTestsBranch
+from .anchors import AnchorBranch, AnchorFolderTestsBranch, AnchorRefsBranch, AnchorTestsBranch
 from .base import Branch
 from .filedoc import FileDocBranch
 from .lexical import Bm25Branch
@@ -98,6 +98,9 @@ register(BranchSpec("trigram", TrigramBranch, _w(0.5, 0.6, 1.0, 0.4)))
 register(BranchSpec("anchor", AnchorBranch, _w(2.0, 2.0, 2.0, 0.1)))
 register(BranchSpec("anchor_tests", AnchorTestsBranch, _w(0.2, 0.2, 0.0, 2.0)))
 register(BranchSpec("anchor_refs", AnchorRefsBranch, _w(0.0, 0.0, 0.0, 1.0)))
+# Tests in a folder named after an anchor (issue 19, code2test depth; measured in bench/RESULTS.md, "Test
+# folders named after a module"). Half of anchor_tests' weight: a folder is weaker evidence than a name.
+register(BranchSpec("anchor_folder", AnchorFolderTestsBranch, _w(0.0, 0.0, 0.0, 1.0)))
 register(BranchSpec("graph", GraphBranch, _w(0.3, 0.3, 0.3, 0.5), stage=2))
 register(BranchSpec("cochange", CochangeBranch, _w(0.3, 0.3, 0.2, 0.5), needs=frozenset({Need.INDEX, Need.HISTORY})))
 # One document per file (path, header comment, top-level names, imports, importers): issue 19, measured in
