@@ -23,10 +23,10 @@ import argparse
 import cProfile
 import json
 import os
+import random
 import statistics
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +73,8 @@ def one_mode(eng: Engine, root: Path, target: str, mode: str, edits: int, profil
     comment = "#" if target.endswith((".py", ".rb", ".sh", ".yml", ".yaml", ".toml")) else "//"
     try:
         for i in range(edits):
-            word = f"zqreindex{mode}{i}x{uuid.uuid4().hex[:6]}"
+            # Letters only: digits would also match the number-heavy files (black's profiling/*.py).
+            word = f"zqreindex{mode}{'abcdefghij'[i % 10]}x" + "".join(random.choice("klmnopqrstuvw") for _ in range(6))
             with (root / target).open("a") as f:
                 f.write(f"\n{comment} {word}\n")
             load = os.getloadavg()[0]

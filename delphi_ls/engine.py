@@ -114,6 +114,7 @@ class Engine:
         self.retriever = Retriever(self.settings, [(spec, spec.make()) for spec in registered()],
                                    self.ltr, self.reranker, on_failure=self._branch_failed)
         self._view: IndexView | None = None
+        self._names_of: tuple[IndexView | None, dict[str, set[str]]] = (None, {})  # for _view_with
         stored_cc = self.meta.get_state("cochange")
         self.cochange_status = (f"ready: {stored_cc['commits']} commits up to {stored_cc['head'][:12]}, "
                                 f"{stored_cc['pairs']} file pairs (as of the last index)") if stored_cc else \
@@ -475,17 +476,13 @@ class Engine:
                 indexer.defer_chroma = only is not None and not full and self._chroma_may_wait()
                 if full and self._vectors is not None and self.meta.chroma_behind():
                     indexer.flush_chroma(self._vectors)
-                # A few named paths: what queries hold in memory is patched for them, not dropped (a rebuild
-                # from the whole manifest cost the next answer 1.5-2 s of CPU on spring-boot, issue 18).
-                few = only is not None and len(only) <= PATCH_MAX_PATHS
-                # The names the view holds for those paths now (it matches the manifest: see _catch_up).
-                names = {r.name.lower() for r in self.meta.symbols_in(only)} if few and only else set()
-                view_patched: list[bool] = []
+                # What queries hold in memory is patched for the few files a run changed, not dropped (a
+                # rebuild from the whole manifest cost the next answer 1.5-2 s of CPU on spring-boot, issue 18).
+                view_patched = [0]  # how many of indexer.changed the view has taken in
 
                 def on_batch() -> None:
-                    if few:
-                        self._patch_view(only, names)
-                        view_patched.append(True)
+                    if self._patch_view(indexer.changed):
+                        view_patched[0] = len(indexer.changed)
                     else:
                         self.invalidate()
 
@@ -516,8 +513,8 @@ class Engine:
                     self.meta.set_state("recovered_rebuilt", True)
                 changed = bool(repaired or rep.files_indexed or rep.files_deleted or rep.chunks_embedded
                                or rep.reembedded_all or self.meta.get_state("cochange") != cochange_before)
-                if few and not (repaired or rep.reembedded_all or rep.errors):
-                    patch = only
+                if len(indexer.changed) <= PATCH_MAX_PATHS and not (repaired or rep.reembedded_all or rep.errors):
+                    patch = indexer.changed
                 return rep
             finally:
                 self.indexing = None
@@ -529,8 +526,8 @@ class Engine:
                             self._generation = self.meta.get_state("generation", 0) + 1
                             self.meta.set_state("generation", self._generation)
                             if patch is not None:
-                                if not view_patched:  # no batch wrote (a named file deleted)
-                                    self._patch_view(patch, names)
+                                if view_patched[0] < len(patch):  # removals after the last batch
+                                    self._patch_view(patch)
                                 self._patch_exact(patch)
                 finally:
                     self.writer.release()
@@ -584,14 +581,17 @@ class Engine:
             self._view = None
             self._exact = None
 
-    def _patch_view(self, paths: list[str], names: set[str]) -> None:
-        """After an update of a few named paths, the in-memory view takes those paths' rows from the
-        manifest instead of being rebuilt from all of it by the next query (1.5-2 s of CPU on spring-boot
-        after each save, issue 18); ``names``: the lower-cased symbol names the view holds for them. A
-        new view replaces the old (a query may be reading it); it is dropped when it cannot be patched."""
+    def _patch_view(self, paths: list[str]) -> bool:
+        """After an update of a few files, the in-memory view takes those paths' rows from the manifest
+        instead of being rebuilt from all of it by the next query (1.5-2 s of CPU on spring-boot after
+        each save, issue 18). A new view replaces the old (a query may be reading it); it is dropped when
+        it cannot be patched. False (nothing done) when the paths are too many to patch."""
+        if len(paths) > PATCH_MAX_PATHS:
+            return False
         with self._lock:
-            if self._view is not None:
-                self._view = self._view_with(self._view, paths, names)
+            if self._view is not None and paths:
+                self._view = self._view_with(self._view, paths)
+            return True
 
     def _patch_exact(self, paths: list[str]) -> None:
         """The exact search's matrix with the rows of ``paths`` replaced, keyed to this index state."""
@@ -603,10 +603,10 @@ class Engine:
                 self._exact_key = (self.meta.data_version(), self._generation, self.meta.counts()["vectors"],
                                    ident.weights_sha256)
 
-    def _view_with(self, view: IndexView, paths: list[str], names: set[str]) -> IndexView | None:
+    def _view_with(self, view: IndexView, paths: list[str]) -> IndexView | None:
         """``view`` with the symbols, chunk lines and import edges of ``paths`` as the manifest holds them
-        now, in the order IndexView.build gives them (``names``: the view's symbol names for those paths);
-        None when only a rebuild is right."""
+        now, in the order IndexView.build gives them; None when only a rebuild is right."""
+        paths = list(dict.fromkeys(paths))
         kinds = {p: info[0] for p in paths if (info := self.meta.file_info(p)) is not None}
         if any(view.files.get(p) != kinds.get(p) for p in paths) or view.graph is None:
             return None  # a file added or removed: the file list, paths and name links change
@@ -614,8 +614,15 @@ class Engine:
         if graph is None:
             return None
         named = set(kinds)
+        if self._names_of[0] is not view:  # which names each file defines: once per view built
+            by_path: dict[str, set[str]] = {}
+            for name, recs in view.symbols.items():
+                for r in recs:
+                    by_path.setdefault(r.path, set()).add(name)
+            self._names_of = (view, by_path)
+        names_of = dict(self._names_of[1])
         symbols = dict(view.symbols)
-        for name in names:
+        for name in {n for p in named for n in names_of.pop(p, ())}:
             rest = [r for r in symbols.get(name, ()) if r.path not in named]
             if rest:
                 symbols[name] = rest
@@ -624,6 +631,7 @@ class Engine:
         for rec in self.meta.symbols_in(list(kinds)):  # row order: after every other file's, as in build
             key = rec.name.lower()
             symbols[key] = [*symbols.get(key, ()), rec]
+            names_of.setdefault(rec.path, set()).add(key)
         lines = dict(view.chunk_lines)
         for p in named:
             lines.pop(p, None)
@@ -631,7 +639,9 @@ class Engine:
             entry = lines.setdefault(path, ([], []))
             entry[0].append(start)
             entry[1].append(cid)
-        return dataclasses.replace(view, symbols=symbols, chunk_lines=lines, graph=graph)
+        new = dataclasses.replace(view, symbols=symbols, chunk_lines=lines, graph=graph)
+        self._names_of = (new, names_of)
+        return new
 
     def is_indexed(self) -> bool:
         return bool(self.meta.get_state("lexical_ready", False))

@@ -197,7 +197,40 @@ def test_views_patched_after_a_named_update_equal_a_rebuild(engine: Engine, work
     assert np.allclose(exact.matrix, reloaded.matrix[[order[c] for c in exact.ids]])
     q = engine.embedder.embed(["priority queue of zebra jobs"])[0]
     assert exact.query(q, 5) == reloaded.query(q, 5)
+    # A catch-up (no path named: `delphi context`, the MCP poll) patches the files it found changed too.
+    _edit(workspace, EDITED, "class ZebraQueue", "class OkapiQueue")
+    rep = engine.index(reembed=False)
+    assert rep.files_indexed == 1 and builds.n == 0 and loads.n == 0
+    assert "okapiqueue" in engine.view().symbols and "zebraqueue" not in engine.view().symbols
+    assert engine.view().symbols == IndexView.build.fn(engine.meta).symbols
     # A new file changes the file list: the view is rebuilt, and holds it.
     (workspace / "shipyard" / "zebra.py").write_text("def zebra_stripes():\n    return 2\n")
     engine.index(only=["shipyard/zebra.py"], reembed=False)
     assert "zebra_stripes" in engine.view().symbols and builds.n == 1
+
+
+def test_exact_rows_replaced_answer_as_a_reload_ties_included():
+    from delphi_ls.stores.exact import ExactVectors
+
+    rng = np.random.default_rng(7)
+    base = rng.normal(size=(40, 8)).astype(np.float32)
+    twin = base[3].tobytes()  # identical chunks embed identically: ties across the k-th place
+    rows = [(f"c{i:02d}", f"f{i % 10}.py", base[i].tobytes()) for i in range(40)]
+    rows += [(f"t{i}", "twins.py", twin) for i in range(6)]
+    ex = ExactVectors.from_rows(rows, 8)
+    q = base[3] + 0.01
+    assert [r[0] for r in ex.query(q, 3)] == ["c03", "t0", "t1"]  # ties by id, not row order
+    # Replace f3.py's rows (c03, c13, c23, c33) with new ones, several times (blocks, then compaction).
+    current = list(rows)
+    for round_ in range(20):
+        new = [(f"n{round_}_{j}", "f3.py", rng.normal(size=8).astype(np.float32).tobytes()) for j in range(3)]
+        current = [r for r in current if r[1] != "f3.py"] + new
+        ex = ex.replaced({"f3.py"}, new, 8)
+        reloaded = ExactVectors.from_rows(list(reversed(current)), 8)  # another row order
+        assert len(ex) == len(reloaded) == len(current)
+        for k in (1, 3, 7, 60):
+            got, want = ex.query(q, k), reloaded.query(q, k)
+            assert [r[:2] for r in got] == [r[:2] for r in want]
+            assert np.allclose([r[2] for r in got], [r[2] for r in want], atol=1e-6)
+        assert ex.get_vector(new[0][0]) is not None and ex.get_vector("c03") is None
+    assert len(ex._blocks) <= 17

@@ -87,6 +87,7 @@ class Indexer:
         # Owe Chroma its writes (MetaStore.defer_chroma) instead of making them: an update of named paths
         # while the exact search answers queries (Engine.index); a full run or Engine.maintain pays them.
         self.defer_chroma = False
+        self.changed: list[str] = []  # paths whose rows this indexer wrote or removed (Engine patches its views)
         self.filedocs = FileDocs(meta)  # one document per file, beside the manifest (stores/filedocs.py)
 
     # ------------------------------------------------------------------ lexical
@@ -187,6 +188,7 @@ class Indexer:
                                        rows, symbols, replaced, reuse, imports)
                 rep.files_indexed += 1
                 rep.chunks_written += len(rows)
+                self.changed.append(entry.path)
             done += len(batch)
             if on_batch and prepared:  # only a batch that wrote something changes what queries see
                 on_batch()
@@ -335,6 +337,7 @@ class Indexer:
         return new_ids & self.meta.embedded_ids_of(path)
 
     def _remove(self, paths: list[str]) -> None:
+        self.changed.extend(paths)
         ids = [i for p in paths for i in self.meta.chunk_ids_of(p)]
         writer = self.lexical.writer()
         try:
