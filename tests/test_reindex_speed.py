@@ -234,3 +234,19 @@ def test_exact_rows_replaced_answer_as_a_reload_ties_included():
             assert np.allclose([r[2] for r in got], [r[2] for r in want], atol=1e-6)
         assert ex.get_vector(new[0][0]) is not None and ex.get_vector("c03") is None
     assert len(ex._blocks) <= 17
+
+
+def test_reindex_benchmark_runs_on_a_small_workspace(workspace: Path, tmp_path: Path):
+    import json
+
+    from bench import reindex
+
+    out = tmp_path / "r.json"
+    assert reindex.main([str(workspace), "--index-dir", str(tmp_path / "bidx"), "--edits", "2",
+                         "--target", EDITED, "--json", str(out)]) == 0
+    r = json.loads(out.read_text())
+    modes = {m["mode"]: m for m in r["modes"]}
+    assert set(modes) == {"named", "catchup", "full"}
+    assert all(e["files_indexed"] == 1 for m in modes.values() for e in m["edits"])
+    assert all(m["all_found"] for m in modes.values())
+    assert "scan" not in modes["named"]["phases_per_edit"] and "scan" in modes["catchup"]["phases_per_edit"]
