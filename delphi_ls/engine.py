@@ -423,7 +423,14 @@ class Engine:
     def _indexer(self) -> Indexer:
         # Chroma opens when the run first deletes a vector (or below, before it writes one).
         usable = (self._vectors or LazyVectorStore(lambda: self.vectors)) if self.embedder is not None else None
-        return Indexer(self.root, self.settings, self.meta, self.lexical, usable, self.embedder)
+        return Indexer(self.root, self.settings, self.meta, self.lexical, usable, self.embedder,
+                       file_docs=self._file_docs_wanted())
+
+    def _file_docs_wanted(self) -> bool:
+        """Whether the filedoc branch (issue 19) can run for some question shape with these settings: only
+        then does indexing keep its file documents."""
+        spec = next((s for s in registered() if s.name == "filedoc"), None)
+        return spec is not None and any(self.settings.branch_weights.get(spec.name, w) > 0 for w in spec.weights.values())
 
     def index(self, progress: Progress | None = None, vectors: bool = True, reembed: bool = True,
               only: list[str] | None = None, buffers: dict[str, str] | None = None, wait: bool = True,

@@ -77,7 +77,7 @@ def embed_text(row: ChunkRow) -> str:
 
 class Indexer:
     def __init__(self, root: Path, settings: Settings, meta: MetaStore, lexical: LexicalStore,
-                 vectors: VectorStore | None, embedder: Embedder | None) -> None:
+                 vectors: VectorStore | None, embedder: Embedder | None, file_docs: bool = False) -> None:
         self.root = root
         self.settings = settings
         self.meta = meta
@@ -88,7 +88,9 @@ class Indexer:
         # while the exact search answers queries (Engine.index); a full run or Engine.maintain pays them.
         self.defer_chroma = False
         self.changed: list[str] = []  # paths whose rows this indexer wrote or removed (Engine patches its views)
-        self.filedocs = FileDocs(meta)  # one document per file, beside the manifest (stores/filedocs.py)
+        # One document per file beside the manifest (stores/filedocs.py), kept only while the filedoc branch
+        # can run (``file_docs``, from the engine): off, they cost ~7% of a cold lexical pass for nothing.
+        self.filedocs = FileDocs(meta) if file_docs else None
 
     # ------------------------------------------------------------------ lexical
     def index_lexical(self, progress: Progress | None = None, only: list[str] | None = None,
@@ -112,9 +114,13 @@ class Indexer:
             # A new index: all it will hold is this parser's output, so say so now. Set only at the end,
             # a first run stopped by Ctrl-C was re-parsed whole by the next one instead of resuming.
             self.meta.set_state("parser_version", PARSER_VERSION)
-            self.meta.set_state("filedocs_version", FILEDOCS_VERSION)
+            if self.filedocs is not None:
+                self.meta.set_state("filedocs_version", FILEDOCS_VERSION)
             reparse = False
-        self.filedocs.ensure(fresh=self.meta.get_state("filedocs_version") != FILEDOCS_VERSION)
+        if self.filedocs is None:
+            FileDocs(self.meta).drop()  # turned off: not kept stale (turned on again, a full run refills them)
+        else:
+            self.filedocs.ensure(fresh=self.meta.get_state("filedocs_version") != FILEDOCS_VERSION)
         imports_moved = False  # a file's import names changed, or files came or went: importers to redo
 
         deleted = sorted(set(stored) - set(current))
@@ -179,9 +185,10 @@ class Indexer:
                 prepared.append((entry, digest, text, replaced))
             rows_by_file = self._write_lexical(prepared)
             # File documents before the manifest rows (a killed run redoes these files, documents too).
-            imports_moved |= self.filedocs.put([
-                build_doc(entry.path, [r.text for r in rows], top_level_names(symbols), imports)
-                for (entry, *_), (rows, symbols, _lang, imports) in zip(prepared, rows_by_file, strict=True)])
+            if self.filedocs is not None:
+                imports_moved |= self.filedocs.put([
+                    build_doc(entry.path, [r.text for r in rows], top_level_names(symbols), imports)
+                    for (entry, *_), (rows, symbols, _lang, imports) in zip(prepared, rows_by_file, strict=True)])
             for (entry, digest, _text, replaced), (rows, symbols, language, imports) in zip(prepared, rows_by_file, strict=True):
                 reuse = self._reusable_vectors(entry.path, rows)
                 self.meta.replace_file(entry.path, digest, entry.size, entry.mtime_ns, file_kind(entry.path), language,
@@ -200,7 +207,7 @@ class Indexer:
             self._remove(gone)
             rep.files_deleted += len(gone)  # removed from the index (now skipped): what queries read changed
             imports_moved = True
-        if only is None and not rep.errors:
+        if self.filedocs is not None and only is None and not rep.errors:
             if self.meta.get_state("filedocs_version") != FILEDOCS_VERSION:
                 # An index from before file documents (or an older kind of them): filled from the manifest.
                 self.filedocs.rebuild_from_manifest()
@@ -208,7 +215,7 @@ class Indexer:
                 imports_moved = True
             if self.filedocs.prune():  # documents of files no longer listed (after a rebuild, say)
                 imports_moved = True
-        if imports_moved:
+        if self.filedocs is not None and imports_moved:
             # Who imports whom: the import graph over the whole manifest (what the query view builds too),
             # redone only when some file's imports changed or files came or went, not on every edit.
             files = {p: k for p, k, _n in self.meta.files()}
@@ -348,7 +355,8 @@ class Indexer:
             raise
         if self.vectors is not None and ids:
             self._delete_vectors(ids)
-        self.filedocs.remove(paths)
+        if self.filedocs is not None:
+            self.filedocs.remove(paths)
         self.meta.remove_files(paths)
 
     # ------------------------------------------------------------------ vectors

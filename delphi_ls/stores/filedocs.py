@@ -186,6 +186,16 @@ class FileDocs:
             if fresh or not self.exists():
                 self.meta.db.executescript(SCHEMA)
 
+    def drop(self) -> None:
+        """No file documents (the branch is off): the tables go, and so does their version, so that a later
+        full run with the branch on builds them again from the manifest. Nothing is written when absent."""
+        if self.exists():
+            with self.meta._lock:
+                self.meta.db.executescript("DROP TABLE IF EXISTS file_docs_fts; DROP TABLE IF EXISTS file_docs;")
+        if self.meta.get_state("filedocs_version") is not None:
+            with self.meta._lock:
+                self.meta.db.execute("DELETE FROM state WHERE key='filedocs_version'")
+
     def put(self, docs: list[FileDoc]) -> bool:
         """Replace the documents of these paths in one transaction; importers kept from the old row
         (another file's imports set them, see ``set_importers``). True when a path is new or its
