@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .api import ContextAnswer, ContextRequest, RelatedRequest, RequestError, SymbolsRequest, uri_to_path
-from .engine import Engine
+from .engine import Engine, IndexReport
 from .settings import Settings, SettingsError
 
 log = logging.getLogger("delphi_ls")
@@ -277,10 +277,12 @@ class Session:
                 continue
             self.queued.discard(root)
             try:
-                self._index(eng, paths)
-                if paths is not None or self._polling:  # a small update: merges wait for a quiet spell
+                rep = self._index(eng, paths)
+                if (paths is not None or self._polling) and (rep.files_indexed or rep.files_deleted):
+                    # A small update wrote: its merges (and Chroma's writes) wait for a quiet spell. Not
+                    # put off by later updates: a poll every few seconds would put it off for ever.
                     with self._cv:
-                        self._maintain_due[root] = time.monotonic() + MAINTAIN_AFTER_S
+                        self._maintain_due.setdefault(root, time.monotonic() + MAINTAIN_AFTER_S)
             except Exception as e:  # an indexing failure must show, and not kill the worker
                 log.exception("indexing %s failed", root)
                 self.events.message("error", f"Delphi: indexing {root} failed: {type(e).__name__}: {e}")
@@ -306,7 +308,7 @@ class Session:
                 out[found[1]] = text
         return out
 
-    def _index(self, eng: Engine, paths: set[str] | None) -> None:
+    def _index(self, eng: Engine, paths: set[str] | None) -> IndexReport:
         only = None if paths is None else sorted(paths)
         token = self.events.progress_begin(eng.root, f"Delphi: indexing {eng.root.name}") if paths is None else None
         last = [0.0]
@@ -339,6 +341,7 @@ class Session:
             log.info("not indexing the unsaved buffer of %s: %s", path, reason)
         if rep.errors and not self._stopping:
             self.events.message("warning", f"Delphi: indexing {eng.root.name}: {'; '.join(rep.errors)}")
+        return rep
 
     def watch(self, interval: float = 5.0) -> None:
         """Without an editor to report changes (``delphi serve``, ``delphi mcp``), look for them: an

@@ -250,3 +250,29 @@ def test_reindex_benchmark_runs_on_a_small_workspace(workspace: Path, tmp_path: 
     assert all(e["files_indexed"] == 1 for m in modes.values() for e in m["edits"])
     assert all(m["all_found"] for m in modes.values())
     assert "scan" not in modes["named"]["phases_per_edit"] and "scan" in modes["catchup"]["phases_per_edit"]
+
+
+def test_polling_session_merges_although_polls_keep_coming(workspace: Path, tmp_path: Path, monkeypatch):
+    """`delphi serve` / `delphi mcp` look for changes every few seconds: a change's maintenance is not put
+    off by the polls that follow it (they change nothing)."""
+    import delphi_ls.session as session_mod
+
+    monkeypatch.setattr(session_mod, "MAINTAIN_AFTER_S", 0.5)
+    s = Session(options={"indexDir": str(tmp_path / "pidx")})
+    try:
+        s.start([workspace])
+        assert s.wait_idle(120)
+        eng = next(iter(s.engines.values()))
+        maintained = Calls(eng.maintain)
+        monkeypatch.setattr(eng, "maintain", maintained)
+        s.watch(interval=0.1)
+        _edit(workspace, EDITED, "next_job", "zebracrossing_job")
+        deadline = time.monotonic() + 20
+        while maintained.n == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert maintained.n == 1
+        assert _bm25_paths(eng, "zebracrossing_job") == {EDITED}
+        time.sleep(1.0)
+        assert maintained.n == 1  # polls that changed nothing owe no maintenance
+    finally:
+        s.shutdown()
