@@ -23,8 +23,8 @@ from .settings import Settings, SettingsError
 
 log = logging.getLogger("delphi_ls")
 DEBOUNCE_S = 0.3
-# A small update (a save) leaves its index segment unmerged; after this long without changes the worker
-# merges what piled up (Engine.maintain), so no save pays for a merge (issue 18).
+# A small update (a save) leaves its index segment unmerged; this long after it, when no update is waiting,
+# the worker merges what piled up (Engine.maintain), so no save pays for a merge (issue 18).
 MAINTAIN_AFTER_S = 5.0
 MAX_FILE_PROBLEMS = 500
 STALENESS_EVERY_S = 10.0
