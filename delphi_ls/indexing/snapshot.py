@@ -54,7 +54,8 @@ HEADER = "delphi-snapshot.json"
 PREFIX = "index/"
 STORES = ("meta.sqlite", "whoosh")  # what of an index folder a snapshot holds, nothing else
 HEADER_MAX = 1 << 20  # a header larger than this is not one of ours
-COMPRESS_LEVEL = 1  # gzip: level 1 is within a few per cent of 6 on an index, at a third of the CPU
+# gzip level: on black's index 6 was 6% smaller than 1 (9.0 vs 9.5 MB of 23.9 MB) for 1.8x the CPU.
+COMPRESS_LEVEL = 1
 _CHUNK = 1 << 20
 _NAME = re.compile(r"^[A-Za-z0-9._-]+$")  # each part of a member's name: what the stores write
 
