@@ -73,6 +73,8 @@ class Engine:
         self.writer = WriterLock(self.index_dir)
         self.problems: dict[str, str] = {}
         self._reset_vectors = False  # the manifest was replaced: vectors in a server collection are stale
+        if self.settings.snapshot is not None and not (self.index_dir / "meta.sqlite").exists():
+            self._start_from_snapshot(self.settings.snapshot)
         self.meta = self._open_meta()
         fmt = self.meta.get_state("format")
         self.rebuilt_from_format: int | None = None
@@ -398,6 +400,16 @@ class Engine:
         if rep.errors:
             raise snapshot.SnapshotError("indexing did not finish, so no snapshot was written: " + "; ".join(rep.errors))
         return snapshot.create(self.root, self.index_dir, self.writer, self.settings, INDEX_FORMAT, Path(out))
+
+    def _start_from_snapshot(self, file: Path) -> None:
+        """A new index starts from the `snapshot` setting's file. One that cannot be loaded is a problem
+        health names (for this process), and the index is built from the workspace instead."""
+        from .indexing.snapshot import SnapshotError
+
+        try:
+            Engine.load_snapshot(file, self.root, self.settings)
+        except (SnapshotError, OSError) as e:
+            self.problems["snapshot"] = f"snapshot {file} not loaded, indexing the workspace instead: {e}"
 
     @staticmethod
     def load_snapshot(file: str | Path, root: str | Path, settings: Settings | None = None,

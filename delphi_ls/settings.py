@@ -39,10 +39,11 @@ VECTOR_SEARCHES = ("auto", "exact", "hnsw")
 log = logging.getLogger("delphi_ls.settings")
 
 # Keys only the user's own configuration may set: each reaches outside the workspace or the machine
-# (chroma_url: vectors and paths go to a server; trace_file and index_dir: files written anywhere).
+# (chroma_url: vectors and paths go to a server; trace_file and index_dir: files written anywhere;
+# snapshot: an index read from anywhere, whose chunk text answers questions).
 # embedder and reranker are in this class only when they name a folder (a model loaded from disk);
 # their built-in names are fine from a repository.
-USER_ONLY = ("chroma_url", "index_dir", "trace_file")
+USER_ONLY = ("chroma_url", "index_dir", "trace_file", "snapshot")
 USER_ONLY_AS_FOLDER = {"embedder": EMBEDDERS, "reranker": RERANKERS}
 TRUSTED_SOURCES = "user config, environment, editor settings or command line"
 
@@ -87,6 +88,8 @@ class Settings:
     # Per-query traces (JSON lines). Relative: under the index folder; absolute only from the user.
     trace_file: Path | None = None
     embed_batch: int = 256  # chunks per embedding call (the indexer reads it)
+    # A snapshot file (`delphi snapshot create`) a new index starts from; ignored once an index exists.
+    snapshot: Path | None = None
 
     def __post_init__(self) -> None:
         # Not a dataclass field: not a setting anyone can set, only what load() refused and why.
@@ -154,7 +157,7 @@ class Settings:
                 close = difflib.get_close_matches(name, list(known), n=1)
                 hint = f"did you mean {close[0]}? " if close else ""
                 raise SettingsError(key, f"unknown setting ({hint}known: {', '.join(sorted(known))})")
-            if value is None and name in ("index_dir", "chroma_url", "trace_file"):
+            if value is None and name in ("index_dir", "chroma_url", "trace_file", "snapshot"):
                 setattr(s, name, None)
                 continue
             setattr(s, name, _coerce(key, name, value))
@@ -217,7 +220,7 @@ def _snake(key: str) -> str:
 
 def _coerce(key: str, name: str, value: Any) -> Any:
     default = getattr(Settings(), name)
-    if name in ("index_dir", "trace_file"):
+    if name in ("index_dir", "trace_file", "snapshot"):
         if not isinstance(value, (str, Path)) or not str(value):
             raise SettingsError(key, "must be a path")
         return Path(value).expanduser()

@@ -344,3 +344,26 @@ def test_index_with_snapshot_starts_a_new_index_from_it_and_ignores_it_after(bui
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and "--snapshot ignored" in again.stderr
     assert "indexed 1 files (" in again.stdout  # the existing index was kept and brought up to date
+
+
+def test_the_snapshot_setting_starts_a_new_index_and_a_refused_one_is_named(built, tmp_path: Path) -> None:
+    ws, snap, answers = built
+    other = checkout(ws, tmp_path / "b" / "repo")
+    with Engine(other, index_dir=tmp_path / "ix", snapshot=str(snap)) as eng:
+        assert eng.problems == {} and eng.counts()["files"] > 10  # there before any run
+        assert {q: top(eng, q) for q in QUESTIONS} == answers
+    (other / "shipyard" / "harbour.py").write_text("def moor():\n    return 1\n")
+    with Engine(other, index_dir=tmp_path / "ix", snapshot=str(snap)) as eng:  # an index exists: not reloaded
+        assert eng.index().files_indexed == 1
+    with Engine(other, index_dir=tmp_path / "iy", snapshot=str(snap), chunk_chars=800) as eng:
+        assert "chunk size" in eng.problems["snapshot"] and eng.counts()["files"] == 0
+        assert any("not loaded, indexing the workspace instead" in p["message"] for p in eng.health()["problems"])
+        assert eng.index().files_indexed > 10  # built from the workspace
+
+
+def test_a_repository_file_may_not_set_the_snapshot(tmp_path: Path) -> None:
+    from delphi_ls.settings import Settings
+
+    (tmp_path / "delphi.toml").write_text('snapshot = "/tmp/somebody-elses.delphi-snapshot"\n')
+    s = Settings.load(tmp_path, env={}, user_config=tmp_path / "none.toml")
+    assert s.snapshot is None and any("'snapshot'" in r for r in s.refused)
