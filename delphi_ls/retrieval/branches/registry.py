@@ -104,7 +104,7 @@ register(BranchSpec("anchor_folder", AnchorFolderTestsBranch, _w(0.0, 0.0, 0.0, 
 register(BranchSpec("graph", GraphBranch, _w(0.3, 0.3, 0.3, 0.5), stage=2))
 register(BranchSpec("cochange", CochangeBranch, _w(0.3, 0.3, 0.2, 0.5), needs=frozenset({Need.INDEX, Need.HISTORY})))
 # One document per file (path, header comment, top-level names, imports, importers): issue 19, measured in
-# bench/RESULTS.md ("File-level branch"). Off by default: it lifts the fused order (MRR +0.022 on dev_mined) but
-# not the shipped learned ranker's, which was trained without its columns; `branch_weights = {filedoc = 0.6}`
-# turns it on. Its documents are built either way, so turning it on needs no re-index.
+# bench/RESULTS.md ("File-level branch", session 6). Off by default: on dev_mined it lifts the fused order (MRR
+# +0.043 [+0.013, +0.076]) but not the shipped learned ranker's (+0.006, intent2code -0.007), which was trained
+# without its columns. `branch_weights = {filedoc = 0.6}` turns it on; indexing keeps its documents only then.
 register(BranchSpec("filedoc", FileDocBranch, _w(0.0, 0.0, 0.0, 0.0), needs=frozenset({Need.INDEX, Need.LEXICAL})))
