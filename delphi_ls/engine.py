@@ -407,7 +407,7 @@ class Engine:
         from .indexing.snapshot import SnapshotError
 
         try:
-            Engine.load_snapshot(file, self.root, self.settings)
+            Engine.load_snapshot(file, self.root, self.settings, only_if_new=True)
         except (SnapshotError, OSError) as e:
             self.problems["snapshot"] = f"snapshot {file} not loaded, indexing the workspace instead: {e}"
 
@@ -429,7 +429,7 @@ class Engine:
         if only_if_new and (index_dir / "meta.sqlite").exists():
             return None
         serving = load_embedder(settings.embedder).identity.as_dict() if settings.vectors else None
-        return snapshot.load(Path(file), root, index_dir, settings, INDEX_FORMAT, serving)
+        return snapshot.load(Path(file), root, index_dir, settings, INDEX_FORMAT, serving, only_if_new)
 
     # ------------------------------------------------------------------ indexing
     def _indexer(self) -> Indexer:

@@ -291,7 +291,7 @@ def refusals(header: dict[str, Any], here: Built, serving: dict[str, Any] | None
 
 
 def load(file: Path, root: Path, index_dir: Path, settings: Settings, index_format: int,
-         serving: dict[str, Any] | None) -> dict[str, Any]:
+         serving: dict[str, Any] | None, only_if_new: bool = False) -> dict[str, Any] | None:
     """Replace the index at ``index_dir`` with the snapshot ``file``; returns what was loaded.
 
     Raises :class:`SnapshotError` (the existing index untouched) when the snapshot was built with
@@ -320,7 +320,8 @@ def load(file: Path, root: Path, index_dir: Path, settings: Settings, index_form
         # server's collection may hold the vectors already (same chunk ids), and the engine's check
         # refills it if it does not.
         _adopt(stage / "meta.sqlite", root, file, header, refill=settings.chroma_url is None)
-        _swap(index_dir, stage, settings.chroma_url is None)
+        if not _swap(index_dir, stage, settings.chroma_url is None, only_if_new):
+            return None  # another process made an index meanwhile (checked under the writer lock)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     return {"header": header, "vectors": "on the server (checked by the next index)" if settings.chroma_url else
@@ -428,19 +429,22 @@ def _adopt(meta: Path, root: Path, file: Path, header: dict[str, Any], refill: b
         db.close()
 
 
-def _swap(index_dir: Path, stage: Path, local_chroma: bool) -> None:
+def _swap(index_dir: Path, stage: Path, local_chroma: bool, only_if_new: bool) -> bool:
     """Under the writer lock, put the staged stores in place of the old ones; the old ones are moved
-    aside first and moved back if anything fails, so an index is always whole."""
+    aside first and moved back if anything fails, so an index is always whole. ``only_if_new``: do
+    nothing (False) when an index is there by the time the lock is held."""
     lock = WriterLock(index_dir)
     lock.acquire(wait=True)
-    old = index_dir / f".snapshot-old-{os.getpid()}"
-    shutil.rmtree(old, ignore_errors=True)
-    old.mkdir(mode=0o700)
     # The old Chroma folder describes the old manifest: it goes too (refilled from the cache).
     names = ["meta.sqlite", "meta.sqlite-wal", "meta.sqlite-shm", "whoosh"] + (["chroma"] if local_chroma else [])
     moved_out: list[str] = []
     moved_in: list[str] = []
     try:
+        if only_if_new and (index_dir / "meta.sqlite").exists():
+            return False
+        old = index_dir / f".snapshot-old-{os.getpid()}"
+        shutil.rmtree(old, ignore_errors=True)
+        old.mkdir(mode=0o700)
         try:
             for n in names:
                 if (index_dir / n).exists():
@@ -458,5 +462,6 @@ def _swap(index_dir: Path, stage: Path, local_chroma: bool) -> None:
                 (old / n).rename(index_dir / n)
             raise
         shutil.rmtree(old, ignore_errors=True)
+        return True
     finally:
         lock.release()
