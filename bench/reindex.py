@@ -116,6 +116,29 @@ def one_mode(eng: Engine, root: Path, target: str, mode: str, edits: int, profil
             "phases_per_edit": {k: round(v["s"] / edits, 4) for k, v in timer.report(total_wall).items()}}
 
 
+def identity(eng: Engine, root: Path, index_dir: str, embedder: str) -> dict[str, Any]:
+    """After the edits: the patched in-memory view against one built from the whole manifest, and the
+    answers of this (patched) engine against a fresh engine's on the same index, for bench.perf's questions."""
+    from delphi_ls.retrieval.context import IndexView
+
+    from .perf import questions_for
+
+    def graph(g: Any) -> tuple[Any, ...]:
+        def norm(d: dict[str, Any]) -> dict[str, set[str]]:
+            return {k: set(v) for k, v in d.items() if v}
+        return (norm(g.imports), norm(g.imported_by), norm(g.tests_of), norm(g.mirrors_of), dict(g.abbreviated), g.edges)
+
+    view, fresh = eng.view(), IndexView.build(eng.meta)
+    same_view = all(getattr(view, f) == getattr(fresh, f)
+                    for f in ("files", "symbols", "chunk_lines", "stripped_paths", "by_basename"))
+    qs = questions_for(eng)
+    mine = [[r["path"] for r in eng.context(q, limit=10)["results"]] for q in qs]
+    with Engine(root, index_dir=index_dir, embedder=embedder) as other:
+        theirs = [[r["path"] for r in other.context(q, limit=10)["results"]] for q in qs]
+    return {"view_equal": same_view, "graph_equal": graph(view.graph) == graph(fresh.graph),
+            "questions": len(qs), "answers_identical": sum(a == b for a, b in zip(mine, theirs, strict=True))}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("folder", help="a copy of a workspace: it is edited")
@@ -126,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--target", help="the file to edit (workspace-relative; default: the largest code file)")
     ap.add_argument("--profile", help="write a cProfile of each mode's updates to PROFILE.<mode>")
     ap.add_argument("--json", help="also write the figures as JSON here")
+    ap.add_argument("--identity", action="store_true",
+                    help="after the edits, compare the patched view and answers with rebuilt ones")
     a = ap.parse_args(argv)
     root = Path(a.folder).resolve()
     out: dict[str, Any] = {"folder": str(root), "load_before": [round(x, 2) for x in os.getloadavg()]}
@@ -138,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
         target = a.target or target_file(eng, root)
         out["target"] = target
         out["modes"] = [one_mode(eng, root, target, m, a.edits, a.profile) for m in a.modes.split(",")]
+        if a.identity:
+            out["identity"] = identity(eng, root, a.index_dir, a.embedder)
     out["load_after"] = [round(x, 2) for x in os.getloadavg()]
     print(f"{root.name}: {out['counts']['files']} files, {out['counts']['chunks']} chunks; edited {target}; "
           f"load {out['load_before']} -> {out['load_after']}")
@@ -149,6 +176,10 @@ def main(argv: list[str] | None = None) -> int:
     for m in out["modes"]:
         top = [(k, v) for k, v in m["phases_per_edit"].items() if v >= 0.001][:16]
         print(f"{m['mode']}, s per edit: " + ", ".join(f"{k} {v}" for k, v in top))
+    if "identity" in out:
+        i = out["identity"]
+        print(f"after the edits: view as rebuilt {i['view_equal']}, graph as rebuilt {i['graph_equal']}, "
+              f"answers identical to a fresh engine's {i['answers_identical']} of {i['questions']}")
     if a.json:
         Path(a.json).write_text(json.dumps(out, indent=2))
     return 0

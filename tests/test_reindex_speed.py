@@ -243,13 +243,15 @@ def test_reindex_benchmark_runs_on_a_small_workspace(workspace: Path, tmp_path: 
 
     out = tmp_path / "r.json"
     assert reindex.main([str(workspace), "--index-dir", str(tmp_path / "bidx"), "--edits", "2",
-                         "--target", EDITED, "--json", str(out)]) == 0
+                         "--target", EDITED, "--json", str(out), "--identity"]) == 0
     r = json.loads(out.read_text())
     modes = {m["mode"]: m for m in r["modes"]}
     assert set(modes) == {"named", "catchup", "full"}
     assert all(e["files_indexed"] == 1 for m in modes.values() for e in m["edits"])
     assert all(m["all_found"] for m in modes.values())
     assert "scan" not in modes["named"]["phases_per_edit"] and "scan" in modes["catchup"]["phases_per_edit"]
+    i = r["identity"]
+    assert i["view_equal"] and i["graph_equal"] and i["answers_identical"] == i["questions"] > 0
 
 
 def test_polling_session_merges_although_polls_keep_coming(workspace: Path, tmp_path: Path, monkeypatch):
