@@ -117,10 +117,8 @@ def one_mode(eng: Engine, root: Path, target: str, mode: str, edits: int, profil
 
 
 def identity(eng: Engine, root: Path, index_dir: str, embedder: str) -> dict[str, Any]:
-    """After the edits: the patched in-memory view against one built from the whole manifest, and the
-    answers of this (patched) engine against a fresh engine's on the same index, for bench.perf's questions."""
-    from delphi_ls.retrieval.context import IndexView
-
+    """After the edits: this engine's patched in-memory view against the one a fresh engine builds from the
+    whole manifest, and the two engines' answers to bench.perf's questions."""
     from .perf import questions_for
 
     def graph(g: Any) -> tuple[Any, ...]:
@@ -128,13 +126,14 @@ def identity(eng: Engine, root: Path, index_dir: str, embedder: str) -> dict[str
             return {k: set(v) for k, v in d.items() if v}
         return (norm(g.imports), norm(g.imported_by), norm(g.tests_of), norm(g.mirrors_of), dict(g.abbreviated), g.edges)
 
-    view, fresh = eng.view(), IndexView.build(eng.meta)
-    same_view = all(getattr(view, f) == getattr(fresh, f)
-                    for f in ("files", "symbols", "chunk_lines", "stripped_paths", "by_basename"))
     qs = questions_for(eng)
     mine = [[r["path"] for r in eng.context(q, limit=10)["results"]] for q in qs]
+    view = eng.view()
     with Engine(root, index_dir=index_dir, embedder=embedder) as other:
+        fresh = other.view()
         theirs = [[r["path"] for r in other.context(q, limit=10)["results"]] for q in qs]
+    same_view = all(getattr(view, f) == getattr(fresh, f)
+                    for f in ("files", "symbols", "chunk_lines", "stripped_paths", "by_basename"))
     return {"view_equal": same_view, "graph_equal": graph(view.graph) == graph(fresh.graph),
             "questions": len(qs), "answers_identical": sum(a == b for a, b in zip(mine, theirs, strict=True))}
 
