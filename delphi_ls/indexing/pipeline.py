@@ -118,15 +118,21 @@ class Indexer:
                 self.meta.set_state("filedocs_version", FILEDOCS_VERSION)
             reparse = False
         if self.filedocs is None:
-            FileDocs(self.meta).drop()  # turned off: not kept stale (turned on again, a full run refills them)
+            if only is None:
+                FileDocs(self.meta).drop()  # turned off: not kept stale (turned on again, a full run refills them)
+            elif self.meta.get_state("filedocs_version") is not None:
+                # Another process keeps file documents (its settings turn the branch on) and this one, with
+                # the branch off, changes files without them: they are marked out of date, and that process's
+                # next run remakes them from the manifest, instead of this one dropping them under it.
+                self.meta.set_state("filedocs_version", None)
         else:
             self.filedocs.ensure(fresh=self.meta.get_state("filedocs_version") != FILEDOCS_VERSION)
         imports_moved = False  # a file's import names changed, or files came or went: importers to redo
 
         deleted = sorted(set(stored) - set(current))
+        wanted = set(only or ())
         if only is not None:
             # A named folder stands for the files under it (a folder deleted or renamed in the editor).
-            wanted = set(only)
             deleted = [p for p in deleted if p in wanted or any(p.startswith(w + "/") for w in wanted)]
         if deleted:
             self._remove(deleted)
@@ -135,7 +141,9 @@ class Indexer:
 
         todo = []
         for path, entry in current.items():
-            if only is not None and path not in only:
+            # The same rule as for deletions: a named folder (created, or renamed into place) stands for
+            # the files under it, or a watcher's folder event would delete the old files and index none.
+            if only is not None and path not in wanted and not any(path.startswith(w + "/") for w in wanted):
                 continue
             old = stored.get(path)
             if old and old[1] == entry.size and old[2] == entry.mtime_ns and path not in buffers and not reparse:
@@ -207,13 +215,15 @@ class Indexer:
             self._remove(gone)
             rep.files_deleted += len(gone)  # removed from the index (now skipped): what queries read changed
             imports_moved = True
-        if self.filedocs is not None and only is None and not rep.errors:
+        if self.filedocs is not None and not rep.errors:
             if self.meta.get_state("filedocs_version") != FILEDOCS_VERSION:
-                # An index from before file documents (or an older kind of them): filled from the manifest.
+                # An index from before file documents (or an older kind of them, or marked out of date by a
+                # process with the branch off): filled from the manifest, by a save too (ensure() made the
+                # tables fresh, so a named run would otherwise leave them holding the saved file alone).
                 self.filedocs.rebuild_from_manifest()
                 self.meta.set_state("filedocs_version", FILEDOCS_VERSION)
                 imports_moved = True
-            if self.filedocs.prune():  # documents of files no longer listed (after a rebuild, say)
+            if only is None and self.filedocs.prune():  # documents of files no longer listed
                 imports_moved = True
         if self.filedocs is not None and imports_moved:
             # Who imports whom: the import graph over the whole manifest (what the query view builds too),
