@@ -73,6 +73,10 @@ class Engine:
         self.writer = WriterLock(self.index_dir)
         self.problems: dict[str, str] = {}
         self._reset_vectors = False  # the manifest was replaced: vectors in a server collection are stale
+        from .indexing.snapshot import recover
+
+        # A snapshot load killed mid-swap (kill -9) leaves the old stores aside: put them back first.
+        self.recovered_snapshot = recover(self.index_dir)
         if self.settings.snapshot is not None and not (self.index_dir / "meta.sqlite").exists():
             self._start_from_snapshot(self.settings.snapshot)
         self.meta = self._open_meta()
@@ -399,7 +403,8 @@ class Engine:
         rep = self.index(progress=progress)
         if rep.errors:
             raise snapshot.SnapshotError("indexing did not finish, so no snapshot was written: " + "; ".join(rep.errors))
-        return snapshot.create(self.root, self.index_dir, self.writer, self.settings, INDEX_FORMAT, Path(out))
+        with self._index_lock:  # no run of this engine starts while the stores are copied
+            return snapshot.create(self.root, self.index_dir, self.writer, self.settings, INDEX_FORMAT, Path(out))
 
     def _start_from_snapshot(self, file: Path) -> None:
         """A new index starts from the `snapshot` setting's file. One that cannot be loaded is a problem
@@ -689,7 +694,9 @@ class Engine:
             # What answers queries is probed: the cache vector when exact, Chroma's when HNSW; and
             # Chroma's too whenever it is open (health opens it), as HNSW would answer from it.
             # Chroma is probed only for what it holds: not while it is owed writes (it answers nothing then).
-            chroma = self.vectors if not exact else None if self.meta.chroma_owed() else self._vectors
+            # Nor while a loaded snapshot's vectors are still to be refilled into it (the exact search answers).
+            owed = self.meta.chroma_owed() or bool(self.meta.get_state("vectors_refill"))
+            chroma = self.vectors if not exact else None if owed else self._vectors
             self._probe = health_mod.probe(self.meta, chroma, self.embedder,
                                            self.embedder.identity.weights_sha256 if exact and self.embedder else None)
         return self._probe

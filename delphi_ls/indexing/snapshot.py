@@ -4,11 +4,15 @@ file, another loads it and brings it up to date with the normal incremental inde
 The file is a gzip'd tar. Its first member, ``delphi-snapshot.json``, is the header: what built the
 index (the engine's index format, the parser version, the manifest and lexical schemas, the chunk size,
 the embedding model's identity), the counts, and the size and sha256 of every other member. The other
-members live under ``index/``: ``meta.sqlite`` (a consistent copy made with SQLite's backup API) and
-``whoosh/``, both copied while this process holds the index's writer lock, so no run writes meanwhile.
-Nothing else of the index folder goes in (no traces, no daemon token, no lock file, no moved-aside
-damaged manifest), and not Chroma's files either: they include a Python pickle, which a file from
-another machine must never hand to ``pickle.load``. Every embedded chunk's vector is in the manifest's
+member is ``index/meta.sqlite`` (a consistent copy made with SQLite's backup API while this process
+holds the index's writer lock, so no run writes meanwhile), and nothing else: no traces, no daemon token,
+no lock file, no moved-aside damaged manifest, and no store whose files Python unpickles: not Whoosh's
+(its TOC and compound segments are read with ``pickle``) nor Chroma's. A file from another machine must
+never reach ``pickle.load``. The loader rebuilds the Whoosh index from the manifest's chunk texts in its
+staging folder before the swap (``Indexer.rebuild_lexical``, the repair path), so BM25 answers from the
+first query after a load. The copy is scrubbed before it is packed: deleted rows' bytes are zeroed
+(``secure_delete``), every FTS5 table is merged (``optimize``) so no old segment keeps a removed line's
+terms, then VACUUM; the builder's skipped-file list and absolute root go. Every embedded chunk's vector is in the manifest's
 embedding cache, so the loader's next full index refills Chroma from it (no re-embedding), and until
 then the exact vector search answers from the cache (stores/exact.py).
 
@@ -52,7 +56,8 @@ MAGIC = "delphi-snapshot"
 VERSION = 1
 HEADER = "delphi-snapshot.json"
 PREFIX = "index/"
-STORES = ("meta.sqlite", "whoosh")  # what of an index folder a snapshot holds, nothing else
+STORES = ("meta.sqlite",)  # what of an index folder a snapshot holds, nothing else (no pickled store)
+EXT_HEADER_MAX = 64 << 10  # a tar long-name / pax header larger than this is refused before it is read
 HEADER_MAX = 1 << 20  # a header larger than this is not one of ours
 # gzip level: on black's index 6 was 6% smaller than 1 (9.0 vs 9.5 MB of 23.9 MB) for 1.8x the CPU.
 COMPRESS_LEVEL = 1
@@ -95,9 +100,14 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def _ro_uri(path: Path) -> str:
+    """A read-only SQLite URI; the path percent-encoded (a `#` or `?` in a folder name would cut it)."""
+    return Path(path).resolve().as_uri() + "?mode=ro"
+
+
 def _copy_sqlite(src: Path, dst: Path) -> None:
     """A consistent copy of a live SQLite file (its WAL folded in), whatever other readers do."""
-    s = sqlite3.connect(f"file:{src}?mode=ro", uri=True, timeout=30)
+    s = sqlite3.connect(_ro_uri(src), uri=True, timeout=30)
     d = sqlite3.connect(str(dst))
     try:
         s.backup(d)
@@ -107,36 +117,31 @@ def _copy_sqlite(src: Path, dst: Path) -> None:
         s.close()
 
 
-def _stage_tree(src: Path, dst: Path) -> None:
-    """Copy a store's folder: regular files only (a link in an index folder is not ours to ship)."""
-    for dirpath, dirnames, filenames in os.walk(src, followlinks=False):
-        here = Path(dirpath)
-        rel = here.relative_to(src)
-        (dst / rel).mkdir(parents=True, exist_ok=True)
-        dirnames[:] = [d for d in dirnames if not (here / d).is_symlink()]
-        for name in filenames:
-            p = here / name
-            if p.is_symlink() or not p.is_file():
-                continue
-            shutil.copy2(p, dst / rel / name)
-
-
 def _prune(meta: Path) -> None:
     """Drop from the copy what the loader cannot use: cached vectors of other models or of chunks no
     longer indexed (the embedding cache keeps them for the builder's own edits and model switches)."""
     db = sqlite3.connect(str(meta), isolation_level=None)
     try:
+        # Deleted rows' bytes are zeroed, not left in free pages (VACUUM drops free pages too).
+        db.execute("PRAGMA secure_delete=ON")
         row = db.execute("SELECT value FROM state WHERE key='embedder'").fetchone()
         model = json.loads(row[0]).get("weights_sha256") if row else None
         db.execute("DELETE FROM embed_cache WHERE model IS NOT ? "
                    "OR content_hash NOT IN (SELECT content_hash FROM chunks)", (model,))
+        # The builder's machine: its absolute root, and which files it skipped (names of secret files).
+        db.execute("DELETE FROM state WHERE key IN ('root', 'recovered', 'recovered_rebuilt')")
+        db.execute("DELETE FROM skipped")
+        # FTS5 keeps a removed line's terms in old segments until a merge: merge every FTS5 table.
+        for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table' "
+                                  "AND sql LIKE 'CREATE VIRTUAL TABLE%USING fts5%'").fetchall():
+            db.execute(f'INSERT INTO "{name}"("{name}") VALUES (\'optimize\')')
         db.execute("VACUUM")
     finally:
         db.close()
 
 
 def _manifest_facts(meta_path: Path) -> dict[str, Any]:
-    db = sqlite3.connect(f"file:{meta_path}?mode=ro", uri=True)
+    db = sqlite3.connect(_ro_uri(meta_path), uri=True)
     try:
         state = {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM state")}
         files = db.execute("SELECT COUNT(*) FROM files").fetchone()[0]
@@ -174,7 +179,6 @@ def create(root: Path, index_dir: Path, writer: WriterLock, settings: Settings, 
         writer.acquire(wait=True)
         try:
             _copy_sqlite(index_dir / "meta.sqlite", stage / "meta.sqlite")
-            _stage_tree(index_dir / "whoosh", stage / "whoosh")
         finally:
             writer.release()
         _prune(stage / "meta.sqlite")
@@ -197,7 +201,15 @@ def create(root: Path, index_dir: Path, writer: WriterLock, settings: Settings, 
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_name(f".{out.name}.part-{os.getpid()}")
         try:
-            with tarfile.open(tmp, "w:gz", compresslevel=COMPRESS_LEVEL, format=tarfile.PAX_FORMAT) as tar:
+            # 0600 from the start (the snapshot holds the workspace's text), never through a file or
+            # link already at that name (O_EXCL, O_NOFOLLOW).
+            fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_WRONLY | os.O_CLOEXEC, 0o600)
+        except FileExistsError:
+            raise SnapshotError(f"{tmp} is in the way (a file or link at the snapshot's partial name); "
+                                "remove it and try again") from None
+        try:
+            with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz", compresslevel=COMPRESS_LEVEL,
+                                                          format=tarfile.PAX_FORMAT) as tar:
                 info = tarfile.TarInfo(HEADER)
                 info.size, info.mtime, info.mode = len(data), int(header["created"]), 0o600
                 tar.addfile(info, _bytes(data))
@@ -207,7 +219,6 @@ def create(root: Path, index_dir: Path, writer: WriterLock, settings: Settings, 
                     info.size, info.mtime, info.mode = p.stat().st_size, int(header["created"]), 0o600
                     with p.open("rb") as f:
                         tar.addfile(info, f)
-            os.chmod(tmp, 0o600)  # the snapshot holds the workspace's text, like the index folder
             tmp.replace(out)
         except BaseException:
             tmp.unlink(missing_ok=True)
@@ -232,15 +243,31 @@ def _member_path(name: str) -> str:
     p = PurePosixPath(name[len(PREFIX):])
     if p.is_absolute() or not p.parts or any(part in ("", ".", "..") or not _NAME.match(part) for part in p.parts):
         raise SnapshotError(f"the snapshot holds a member whose path escapes its folder ({name!r}); refused")
-    if p.parts[0] not in STORES:
+    if p.as_posix() not in STORES:  # exactly a store's file: not `meta.sqlite/x`, not Whoosh's or Chroma's
         raise SnapshotError(f"the snapshot holds {name!r}, which is not part of an index; refused")
     return p.as_posix()
+
+
+class _CappedInfo(tarfile.TarInfo):
+    """A tar member whose extension header (GNU long name or link, pax) is refused before tarfile
+    reads it whole into memory: a small gzip can claim a header of hundreds of MiB."""
+
+    def _proc_member(self, tarfile_: tarfile.TarFile) -> tarfile.TarInfo:  # type: ignore[override]
+        if self.type in (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE, tarfile.XGLTYPE,
+                         tarfile.SOLARIS_XHDTYPE) and self.size > EXT_HEADER_MAX:
+            raise SnapshotError(f"the snapshot holds a tar extension header of {self.size:,} bytes "
+                                f"(at most {EXT_HEADER_MAX:,}); refused")
+        return super()._proc_member(tarfile_)  # type: ignore[misc]
+
+
+def _open(file: Path) -> tarfile.TarFile:
+    return tarfile.open(file, "r|gz", tarinfo=_CappedInfo)
 
 
 def read_header(file: Path) -> dict[str, Any]:
     """The header alone (``delphi snapshot load`` checks it before reading on)."""
     try:
-        with tarfile.open(file, "r|gz") as tar:
+        with _open(file) as tar:
             first = tar.next()
             return _header(tar, first)
     except (tarfile.TarError, EOFError, zlib.error, OSError) as e:
@@ -267,6 +294,13 @@ def _header(tar: tarfile.TarFile, first: tarfile.TarInfo | None) -> dict[str, An
             isinstance(v, dict) and type(v.get("size")) is int and v["size"] >= 0
             and isinstance(v.get("sha256"), str) for v in members.values()):
         raise SnapshotError("the snapshot's header does not list its members properly (corrupt)")
+    # Each field the loader reads has its type, or the file is refused (not a traceback later).
+    built, emb, ws, counts = header.get("built"), header.get("embedder"), header["workspace"], header.get("counts")
+    if (not isinstance(built, dict) or not (emb is None or isinstance(emb, dict))
+            or not isinstance(counts, dict) or not all(type(v) is int for v in counts.values())
+            or type(header.get("created")) not in (int, float) or not isinstance(header.get("content"), str)
+            or not all(v is None or isinstance(v, str) for v in (ws.get("name"), ws.get("head")))):
+        raise SnapshotError("the snapshot's header has fields of the wrong type (corrupt); refused")
     return header
 
 
@@ -304,11 +338,13 @@ def load(file: Path, root: Path, index_dir: Path, settings: Settings, index_form
     if why:
         raise SnapshotError("snapshot refused, the existing index is unchanged: " + "; ".join(why))
     index_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    recover(index_dir)
     # Sizes are checked member by member as they are read; here, that they fit at all (a small gzip
-    # can claim a huge unpacked size, and a full disk mid-load would help no one).
+    # can claim a huge unpacked size, and a full disk mid-load would help no one), with a margin for
+    # the Whoosh index rebuilt beside the manifest and the SQLite journal.
     need = sum(m["size"] for m in header["members"].values())
     free = shutil.disk_usage(index_dir).free
-    if need > free:
+    if need + need // 10 + (100 << 20) > free:
         raise SnapshotError(f"the snapshot unpacks to {need / 2**20:,.0f} MiB but {index_dir} has "
                             f"{free / 2**20:,.0f} MiB free; the existing index is unchanged")
     stage = index_dir / f".snapshot-in-{os.getpid()}"
@@ -320,6 +356,7 @@ def load(file: Path, root: Path, index_dir: Path, settings: Settings, index_form
         # server's collection may hold the vectors already (same chunk ids), and the engine's check
         # refills it if it does not.
         _adopt(stage / "meta.sqlite", root, file, header, refill=settings.chroma_url is None)
+        _rebuild_lexical(stage, root, settings)
         if not _swap(index_dir, stage, settings.chroma_url is None, only_if_new):
             return None  # another process made an index meanwhile (checked under the writer lock)
     finally:
@@ -332,13 +369,13 @@ def _extract(file: Path, header: dict[str, Any], stage: Path) -> None:
     members: dict[str, dict[str, Any]] = header["members"]
     seen: set[str] = set()
     try:
-        with tarfile.open(file, "r|gz") as tar:
+        with _open(file) as tar:
             _header(tar, tar.next())
             while (m := tar.next()) is not None:  # not `for m in tar`: it starts again at the header
-                rel = _member_path(m.name)
-                if not m.isreg():  # links, devices, fifos; folders are made from the files' paths
+                if not m.isreg():  # links, devices, fifos, folders: whatever their name
                     kind = "link" if m.issym() or m.islnk() else "folder" if m.isdir() else "special file"
                     raise SnapshotError(f"the snapshot holds a {kind} ({m.name!r}); refused")
+                rel = _member_path(m.name)
                 want = members.get(m.name)
                 if want is None or m.name in seen:
                     raise SnapshotError(f"the snapshot holds {m.name!r}, which its header does not list; refused")
@@ -359,12 +396,15 @@ def _extract(file: Path, header: dict[str, Any], stage: Path) -> None:
     except (tarfile.TarError, EOFError, zlib.error) as e:
         raise SnapshotError(f"{file} is corrupt or truncated ({type(e).__name__}: {e}); "
                             "the existing index is unchanged") from None
+    except OSError as e:  # a member where a folder should be, a full disk: refused, not a traceback
+        raise SnapshotError(f"{file} could not be unpacked ({type(e).__name__}: {e}); "
+                            "the existing index is unchanged") from None
     missing = sorted(set(members) - seen)
     if missing:
         raise SnapshotError(f"the snapshot lacks {len(missing)} member(s) its header lists, e.g. {missing[0]} "
                             "(truncated); the existing index is unchanged")
-    if not (stage / "meta.sqlite").is_file() or not (stage / "whoosh").is_dir():
-        raise SnapshotError("the snapshot holds no manifest or no lexical index; refused")
+    if not (stage / "meta.sqlite").is_file():
+        raise SnapshotError("the snapshot holds no manifest; refused")
 
 
 def _check_schema(meta: Path) -> None:
@@ -377,7 +417,7 @@ def _check_schema(meta: Path) -> None:
     from ..stores.meta import MetaStore
 
     def code(path: Path) -> set[tuple[str, str, str]]:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        db = sqlite3.connect(_ro_uri(path), uri=True)
         try:
             db.execute("PRAGMA trusted_schema=OFF")
             return {(t, n, " ".join((sql or "").split())) for t, n, sql in
@@ -429,6 +469,85 @@ def _adopt(meta: Path, root: Path, file: Path, header: dict[str, Any], refill: b
         db.close()
 
 
+def _rebuild_lexical(stage: Path, root: Path, settings: Settings) -> None:
+    """Build the Whoosh index from the staged manifest (no Whoosh file travels: Whoosh unpickles its
+    TOC and segments). The engine's own repair path, run here so the swap installs a whole index."""
+    from ..stores.lexical import LexicalStore
+    from ..stores.meta import MetaStore
+    from .pipeline import Indexer
+
+    meta = MetaStore(stage / "meta.sqlite")
+    lexical = LexicalStore(stage / "whoosh")
+    try:
+        Indexer(root, settings, meta, lexical, None, None).rebuild_lexical()
+    finally:
+        lexical.close()
+        meta.close()
+    for side in ("meta.sqlite-wal", "meta.sqlite-shm"):  # folded in at the last close; none may be left
+        if (stage / side).exists():
+            raise SnapshotError(f"the staged manifest left {side} behind; refused")
+
+
+def _dead(name: str, prefix: str) -> bool:
+    """A staging or moved-aside folder of a process that no longer runs (killed mid-load or mid-create)."""
+    try:
+        pid = int(name[len(prefix):])
+    except ValueError:
+        return False
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def recover(index_dir: Path) -> list[str]:
+    """Undo what a killed load or create left (kill -9 mid-swap): an index whose manifest is gone gets
+    the stores a dead loader moved aside back; dead processes' staging folders go. Under the writer
+    lock, skipped when another process holds it. Returns what was done (for the caller to say)."""
+    if not index_dir.is_dir():
+        return []
+    old = [p for p in index_dir.glob(".snapshot-old-*") if p.is_dir() and _dead(p.name, ".snapshot-old-")]
+    stale = [p for pre in (".snapshot-in-", ".snapshot-out-") for p in index_dir.glob(pre + "*")
+             if p.is_dir() and _dead(p.name, pre)]
+    if not old and not stale:
+        return []
+    lock = WriterLock(index_dir)
+    if not lock.try_acquire():
+        return []
+    done: list[str] = []
+    try:
+        for folder in old:
+            # _swap moves the old manifest out after the other stores and the new one in last.
+            here, aside = (index_dir / "meta.sqlite").exists(), (folder / "meta.sqlite").exists()
+            if aside and not here:
+                # The old manifest went out, the new one never came in: the new Whoosh folder (if it
+                # got in) goes, and the old index comes back whole.
+                shutil.rmtree(index_dir / "whoosh", ignore_errors=True)
+            back = [n for n in sorted(os.listdir(folder)) if not (aside and here)
+                    and (aside or not (index_dir / n).exists())]
+            for n in back:
+                dst = index_dir / n
+                if dst.is_dir() and not dst.is_symlink():
+                    shutil.rmtree(dst)
+                elif dst.exists() or dst.is_symlink():
+                    dst.unlink()
+                (folder / n).rename(dst)
+            if back:
+                done.append(f"restored {', '.join(back)} that a killed snapshot load had moved aside")
+            shutil.rmtree(folder, ignore_errors=True)
+        for folder in stale:
+            shutil.rmtree(folder, ignore_errors=True)
+            done.append(f"removed {folder.name}, left by a killed snapshot run")
+    finally:
+        lock.release()
+    return done
+
+
 def _swap(index_dir: Path, stage: Path, local_chroma: bool, only_if_new: bool) -> bool:
     """Under the writer lock, put the staged stores in place of the old ones; the old ones are moved
     aside first and moved back if anything fails, so an index is always whole. ``only_if_new``: do
@@ -436,7 +555,8 @@ def _swap(index_dir: Path, stage: Path, local_chroma: bool, only_if_new: bool) -
     lock = WriterLock(index_dir)
     lock.acquire(wait=True)
     # The old Chroma folder describes the old manifest: it goes too (refilled from the cache).
-    names = ["meta.sqlite", "meta.sqlite-wal", "meta.sqlite-shm", "whoosh"] + (["chroma"] if local_chroma else [])
+    # The manifest goes out after the other stores (recover() reads the order back after a kill -9).
+    names = ["whoosh"] + (["chroma"] if local_chroma else []) + ["meta.sqlite", "meta.sqlite-wal", "meta.sqlite-shm"]
     moved_out: list[str] = []
     moved_in: list[str] = []
     try:
@@ -450,7 +570,7 @@ def _swap(index_dir: Path, stage: Path, local_chroma: bool, only_if_new: bool) -
                 if (index_dir / n).exists():
                     (index_dir / n).rename(old / n)
                     moved_out.append(n)
-            for n in STORES:
+            for n in ("whoosh", "meta.sqlite"):  # the manifest last: its presence says the swap finished
                 if (stage / n).exists():
                     (stage / n).rename(index_dir / n)
                     moved_in.append(n)
