@@ -73,12 +73,13 @@ class Engine:
         self.writer = WriterLock(self.index_dir)
         self.problems: dict[str, str] = {}
         self._reset_vectors = False  # the manifest was replaced: vectors in a server collection are stale
-        from .indexing.snapshot import recover
+        from .indexing.snapshot import hold_open, recover
 
         # A snapshot load killed mid-swap (kill -9) leaves the old stores aside: put them back first.
         self.recovered_snapshot = recover(self.index_dir)
         if self.settings.snapshot is not None and not (self.index_dir / "meta.sqlite").exists():
             self._start_from_snapshot(self.settings.snapshot)
+        self._open_flock = hold_open(self.index_dir)  # a snapshot load refuses while this engine is open
         self.meta = self._open_meta()
         fmt = self.meta.get_state("format")
         self.rebuilt_from_format: int | None = None
@@ -419,8 +420,8 @@ class Engine:
     @staticmethod
     def load_snapshot(file: str | Path, root: str | Path, settings: Settings | None = None,
                       only_if_new: bool = False, **overrides: Any) -> dict[str, Any] | None:
-        """Replace the index of the workspace ``root`` with a snapshot (no engine may have it open in
-        this process); the next ``index()`` brings it up to date, redoing only files whose content
+        """Replace the index of the workspace ``root`` with a snapshot (refused while an engine, in any
+        process, has it open: its stores would split); the next ``index()`` brings it up to date, redoing only files whose content
         differs. Raises ``SnapshotError``, the existing index untouched, when the snapshot was built
         with another model, parser or index format, or is corrupt, truncated or hostile.
         ``only_if_new``: load only where there is no index yet (else None)."""
@@ -935,6 +936,7 @@ class Engine:
                     self._vectors.close()
                 self.meta.close()
                 self.writer.release()
+                self._open_flock.close()
         finally:
             if got:
                 self._index_lock.release()

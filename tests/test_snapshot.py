@@ -202,7 +202,7 @@ def test_hostile_archives_are_refused_and_nothing_lands_outside(built, tmp_path:
     assert not (tmp_path / "escaped.txt").exists() and not (tmp_path / "deep" / "escaped.txt").exists()
     assert not Path("/tmp/delphi-absolute-escape.txt").exists()
     assert not (idx / "meta.sqlite").exists()  # nothing installed
-    assert [p.name for p in idx.iterdir()] in ([], ["writer.lock"])  # no staging left behind
+    assert {p.name for p in idx.iterdir()} <= {"writer.lock", "open.lock"}  # no staging left behind
 
 
 def test_a_manifest_carrying_its_own_trigger_is_refused(built, tmp_path: Path) -> None:
@@ -546,3 +546,22 @@ def test_the_builders_root_and_skipped_files_do_not_travel(built, tmp_path: Path
     with Engine(ws, index_dir=tmp_path / "src-ix", vectors=False) as eng:
         eng.index()
         assert eng.meta.skipped()  # (the check can fail: the builder does skip files)
+
+
+def test_loading_an_index_another_engine_has_open_is_refused(built, tmp_path: Path) -> None:
+    """M1: a load under an open engine (a language server, another process) split its stores."""
+    ws, snap, _answers = built
+    other = checkout(ws, tmp_path / "b" / "repo")
+    idx = tmp_path / "ix"
+    with Engine(other, index_dir=idx, vectors=False) as eng:
+        eng.index()
+        counts = eng.counts()
+        code = ("import sys; from delphi_ls import Engine; "
+                "Engine.load_snapshot(sys.argv[1], sys.argv[2], index_dir=sys.argv[3], vectors=False)")
+        proc = subprocess.run([sys.executable, "-c", code, str(snap), str(other), str(idx)],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode != 0 and "is open in a Delphi process" in proc.stderr, proc.stderr[-2000:]
+        with pytest.raises(SnapshotError, match="is open in a Delphi process"):
+            Engine.load_snapshot(snap, other, index_dir=idx, vectors=False)
+        assert eng.counts() == counts and eng.check_stores() == {}
+    Engine.load_snapshot(snap, other, index_dir=idx, vectors=False)  # closed: loads

@@ -32,6 +32,7 @@ and put back if the swap fails.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -62,6 +63,9 @@ HEADER_MAX = 1 << 20  # a header larger than this is not one of ours
 # gzip level: on black's index 6 was 6% smaller than 1 (9.0 vs 9.5 MB of 23.9 MB) for 1.8x the CPU.
 COMPRESS_LEVEL = 1
 _CHUNK = 1 << 20
+# Every open engine holds this file's flock shared (hold_open); a load's swap takes it exclusive without
+# waiting, so an index another process has open is never swapped under it (its stores would split).
+OPEN_LOCK = "open.lock"
 _NAME = re.compile(r"^[A-Za-z0-9._-]+$")  # each part of a member's name: what the stores write
 
 
@@ -339,6 +343,8 @@ def load(file: Path, root: Path, index_dir: Path, settings: Settings, index_form
         raise SnapshotError("snapshot refused, the existing index is unchanged: " + "; ".join(why))
     index_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     recover(index_dir)
+    if not only_if_new:  # refused now rather than after unpacking (the swap checks again)
+        os.close(_take_open_exclusive(index_dir))
     # Sizes are checked member by member as they are read; here, that they fit at all (a small gzip
     # can claim a huge unpacked size, and a full disk mid-load would help no one), with a margin for
     # the Whoosh index rebuilt beside the manifest and the SQLite journal.
@@ -548,6 +554,30 @@ def recover(index_dir: Path) -> list[str]:
     return done
 
 
+def hold_open(index_dir: Path) -> IO[bytes]:
+    """Say this process has the index at ``index_dir`` open (a shared flock, released when the returned
+    file is closed or collected); a snapshot load refuses while anyone holds it."""
+    fd = os.open(index_dir / OPEN_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)  # waits only for a load's swap (milliseconds)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb", buffering=0)
+
+
+def _take_open_exclusive(index_dir: Path) -> int:
+    fd = os.open(index_dir / OPEN_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise SnapshotError(f"the index at {index_dir} is open in a Delphi process (a language server, "
+                            "`delphi serve`, an MCP server or an Engine): stop it, then load; the existing "
+                            "index is unchanged") from None
+    return fd
+
+
 def _swap(index_dir: Path, stage: Path, local_chroma: bool, only_if_new: bool) -> bool:
     """Under the writer lock, put the staged stores in place of the old ones; the old ones are moved
     aside first and moved back if anything fails, so an index is always whole. ``only_if_new``: do
@@ -557,31 +587,40 @@ def _swap(index_dir: Path, stage: Path, local_chroma: bool, only_if_new: bool) -
     # The old Chroma folder describes the old manifest: it goes too (refilled from the cache).
     # The manifest goes out after the other stores (recover() reads the order back after a kill -9).
     names = ["whoosh"] + (["chroma"] if local_chroma else []) + ["meta.sqlite", "meta.sqlite-wal", "meta.sqlite-shm"]
-    moved_out: list[str] = []
-    moved_in: list[str] = []
     try:
         if only_if_new and (index_dir / "meta.sqlite").exists():
             return False
+        opened = _take_open_exclusive(index_dir)
         old = index_dir / f".snapshot-old-{os.getpid()}"
-        shutil.rmtree(old, ignore_errors=True)
-        old.mkdir(mode=0o700)
         try:
-            for n in names:
-                if (index_dir / n).exists():
-                    (index_dir / n).rename(old / n)
-                    moved_out.append(n)
-            for n in ("whoosh", "meta.sqlite"):  # the manifest last: its presence says the swap finished
-                if (stage / n).exists():
-                    (stage / n).rename(index_dir / n)
-                    moved_in.append(n)
-        except BaseException:
-            for n in moved_in:
-                p = index_dir / n
-                shutil.rmtree(p) if p.is_dir() else p.unlink(missing_ok=True)
-            for n in moved_out:
-                (old / n).rename(index_dir / n)
-            raise
+            shutil.rmtree(old, ignore_errors=True)
+            old.mkdir(mode=0o700)
+            _move(index_dir, stage, old, names)
+        finally:
+            os.close(opened)  # releases the flock: engines may open the new index
         shutil.rmtree(old, ignore_errors=True)
         return True
     finally:
         lock.release()
+
+
+def _move(index_dir: Path, stage: Path, old: Path, names: list[str]) -> None:
+    """The old stores out to ``old``, the staged ones in; all moved back if anything fails."""
+    moved_out: list[str] = []
+    moved_in: list[str] = []
+    try:
+        for n in names:
+            if (index_dir / n).exists():
+                (index_dir / n).rename(old / n)
+                moved_out.append(n)
+        for n in ("whoosh", "meta.sqlite"):  # the manifest last: its presence says the swap finished
+            if (stage / n).exists():
+                (stage / n).rename(index_dir / n)
+                moved_in.append(n)
+    except BaseException:
+        for n in moved_in:
+            p = index_dir / n
+            shutil.rmtree(p) if p.is_dir() else p.unlink(missing_ok=True)
+        for n in moved_out:
+            (old / n).rename(index_dir / n)
+        raise
