@@ -27,7 +27,9 @@ refused, naming what differs, before anything is touched); the members are writt
 beside the index, each checked against the header's size and hash (an absolute path, ``..``, a link or
 any member the header does not list is refused, and so is a truncated or corrupt file); only then, under
 the writer lock, does the staged index replace the old one. The old one is kept until the swap is done
-and put back if the swap fails.
+and put back if the swap fails; after a kill -9 mid-swap, the next engine open (or load) puts it back
+(``recover``). A load is refused while any engine, in any process, has the index open (``OPEN_LOCK``).
+Tar extension headers (GNU long names, pax) over 64 KiB are refused before tarfile reads them.
 """
 
 from __future__ import annotations
