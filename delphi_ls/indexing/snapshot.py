@@ -353,8 +353,9 @@ def load(file: Path, root: Path, index_dir: Path, settings: Settings, index_form
     need = sum(m["size"] for m in header["members"].values())
     free = shutil.disk_usage(index_dir).free
     if need + need // 10 + (100 << 20) > free:
-        raise SnapshotError(f"the snapshot unpacks to {need / 2**20:,.0f} MiB but {index_dir} has "
-                            f"{free / 2**20:,.0f} MiB free; the existing index is unchanged")
+        raise SnapshotError(f"the snapshot unpacks to {need / 2**20:,.0f} MiB (loading it needs "
+                            f"{(need + need // 10 + (100 << 20)) / 2**20:,.0f} MiB with the lexical index rebuilt "
+                            f"beside it) but {index_dir} has {free / 2**20:,.0f} MiB free; the existing index is unchanged")
     stage = index_dir / f".snapshot-in-{os.getpid()}"
     shutil.rmtree(stage, ignore_errors=True)
     stage.mkdir(mode=0o700)
