@@ -14,11 +14,14 @@ from dataclasses import dataclass, field
 import tree_sitter as ts
 
 from ..languages import LanguageSpec, extract_imports, manifest_imports, node_text, parser_for, spec_for
+from ..languages.base import SOURCE
 
 WINDOW_LINES = 60
 # A grammar's error recovery can be superlinear: a malformed 243 KB Kotlin file took 17-25 s (valid
 # Kotlin of 500 KB parses in 0.16 s). Past this, the file is indexed as line windows instead.
 PARSE_SECONDS = 3.0
+# Files at least this large are parsed through a read callback, with the deadline (see _parse).
+CALLBACK_MIN_BYTES = 64 * 1024
 # Symbol kinds whose members name them as their container.
 _CONTAINER_KINDS = frozenset({"class", "interface", "impl", "trait", "struct", "enum", "module", "namespace",
                               "union", "record", "object"})
@@ -71,6 +74,7 @@ def chunk_file(path: str, text: str, max_chars: int = 1500) -> ChunkedFile:
         tree = _parse(spec.name, source)
     except Exception as e:  # a grammar that fails must not lose the file
         return ChunkedFile(spec.name, window_chunks(text, max_chars), [], parse_error=str(e))
+    token = SOURCE.set(source)  # node texts are sliced from these bytes (languages/base.py says why)
     try:
         symbols = extract_symbols(tree.root_node, spec)
         units = _units(tree.root_node.children, spec, max_chars, top=True)
@@ -82,15 +86,21 @@ def chunk_file(path: str, text: str, max_chars: int = 1500) -> ChunkedFile:
         # code) must not stop the run: the file is indexed as line windows, and the report says why.
         return ChunkedFile(spec.name, window_chunks(text, max_chars), [],
                            parse_error="nested too deeply for definition chunks; indexed as line windows")
+    finally:
+        SOURCE.reset(token)
     return ChunkedFile(spec.name, chunks, symbols, imports=imports)
 
 
 def _parse(grammar: str, source: bytes) -> ts.Tree:
-    """Parse within PARSE_SECONDS (the read-callback form: only it honours a progress callback; as fast
-    as passing the bytes, measured on 0.5-0.7 MB of Kotlin and Python). A tree parsed so reads each
-    node's text back through the callback: 4 KB a call, not 1 MB (a name's text cost a copy of the rest
-    of the file, 0.27 ms a node on a 72 KB Java file against 0.012 ms now; issue 18)."""
+    """Parse within PARSE_SECONDS. Only the read-callback form honours a progress callback (as fast as
+    passing the bytes, measured on 0.5-0.7 MB of Kotlin and Python), but py-tree-sitter 0.26.1 never
+    releases what the callback returns: every parse kept about twice its file in memory, and a cold index
+    of 105,000 files (1 GB of source) passed 2.7 GB of RSS before its vectors. So a file under
+    CALLBACK_MIN_BYTES is parsed from its bytes, without a deadline: the worst input known (Kotlin's
+    superlinear error recovery, tests/test_hostile_input.py) takes 1.0 s at 71 KB and 4.5 s at 157 KB."""
     parser = parser_for(grammar)
+    if len(source) < CALLBACK_MIN_BYTES:
+        return parser.parse(source)
     deadline = time.perf_counter() + PARSE_SECONDS
     try:
         return parser.parse(lambda offset, _point: source[offset: offset + 4096],

@@ -13,6 +13,7 @@ import json
 import os
 import re
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,9 +29,21 @@ ImportNode = Callable[[ts.Node, list[str]], bool]
 Resolve = Callable[["FileIndex", str, str], list[str]]
 
 
+# The bytes the tree being read was parsed from, set by the chunker for the length of one file. A tree
+# parsed through a read callback (chunker._parse, for large files) answers `node.text` by calling it again,
+# and py-tree-sitter 0.26 keeps what its callbacks return (see chunker.CALLBACK_MIN_BYTES); slicing the
+# bytes gives the same text, faster, and calls nothing back.
+SOURCE: ContextVar[bytes | None] = ContextVar("delphi_tree_source", default=None)
+
+
 def node_text(node: ts.Node | None) -> str:
     """A node's source text (the one helper for it: chunker and import readers share it)."""
-    if node is None or node.text is None:
+    if node is None:
+        return ""
+    source = SOURCE.get()
+    if source is not None:
+        return source[node.start_byte: node.end_byte].decode("utf-8", errors="replace")
+    if node.text is None:
         return ""
     return node.text.decode("utf-8", errors="replace")
 
