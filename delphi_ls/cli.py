@@ -254,6 +254,11 @@ def cmd_health(args: argparse.Namespace) -> int:
             print(f"model:     serving {m['serving']['name'] if m['serving'] else '-'}; index built with "
                   f"{m['stored']['name'] if m['stored'] else '-'}; match={m['match']}; probe={m['probe'] and m['probe']['status']}")
             print(f"search:    {h['vectorSearch']}")  # which search answers the vector branch
+            if h.get("snapshot"):
+                sn = h["snapshot"]
+                made = sn.get("created")
+                when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(made)) if isinstance(made, (int, float)) else "-"
+                print(f"snapshot:  loaded from {sn.get('file')} (made {when}, commit {sn.get('head') or '-'})")
             for b, s in h["branches"].items():
                 print(f"branch {b:12} {s}")
             for p in h["problems"]:

@@ -187,6 +187,9 @@ def report(engine: EngineState, check_staleness: bool = True) -> dict[str, Any]:
         "decodedWithReplacement": engine.meta.replaced_files(),
         "indexedAt": indexed_at,
         "indexAgeSeconds": round(time.time() - indexed_at, 1) if indexed_at else None,
+        # The snapshot this index was loaded from (file name, when it was made, its commit), or None: a
+        # teammate's answer that differs from yours may come from an index built at another commit.
+        "snapshot": engine.meta.get_state("snapshot"),
         "staleness": stale,
         "grammars": grammars,
         "writer": holder.as_dict() if holder else None,

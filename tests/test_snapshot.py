@@ -88,6 +88,9 @@ def test_round_trip_into_another_folder_answers_the_same_and_redoes_nothing(buil
         h = eng.health()
         assert h["ok"] and h["branches"]["vector"] == "ready", h["problems"]
         assert h["model"]["match"] and h["model"]["probe"]["cosine"] > 0.99
+        assert h["snapshot"]["file"] == snap.name  # health names where the index came from
+    with Engine(ws, index_dir=tmp_path / "index-fresh") as fresh:
+        assert fresh.health(check_staleness=False)["snapshot"] is None
 
 
 def test_edits_additions_and_removals_after_load_are_brought_up_to_date(built, tmp_path: Path) -> None:
