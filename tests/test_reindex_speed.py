@@ -7,8 +7,10 @@ is not, by BM25 and by the vector search).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -131,31 +133,44 @@ def test_saves_leave_segments_unmerged_until_maintain(engine: Engine, workspace:
     assert engine.maintain() == 0  # nothing left to merge
 
 
-def test_session_save_updates_the_named_file_and_merges_when_quiet(workspace: Path, tmp_path: Path, monkeypatch):
+@contextlib.contextmanager
+def _idle_session(workspace: Path, index_dir: Path, monkeypatch, maintain_after: float
+                  ) -> Iterator[tuple[Session, Engine, Calls]]:
+    """A session on the workspace, indexed and idle, its maintenance due ``maintain_after`` s after a
+    write: the session, its engine and a count of the engine's maintain() calls."""
     import delphi_ls.session as session_mod
 
-    monkeypatch.setattr(session_mod, "MAINTAIN_AFTER_S", 0.2)
-    s = Session(options={"indexDir": str(tmp_path / "sidx")})
+    monkeypatch.setattr(session_mod, "MAINTAIN_AFTER_S", maintain_after)
+    s = Session(options={"indexDir": str(index_dir)})
     try:
         s.start([workspace])
         assert s.wait_idle(120)
         eng = next(iter(s.engines.values()))
-        walks = Calls(pipeline.scan)
-        monkeypatch.setattr(pipeline, "scan", walks)
         maintained = Calls(eng.maintain)
         monkeypatch.setattr(eng, "maintain", maintained)
+        yield s, eng, maintained
+    finally:
+        s.shutdown()
+
+
+def _wait_for(maintained: Calls, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while maintained.n == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def test_session_save_updates_the_named_file_and_merges_when_quiet(workspace: Path, tmp_path: Path, monkeypatch):
+    with _idle_session(workspace, tmp_path / "sidx", monkeypatch, 0.2) as (s, eng, maintained):
+        walks = Calls(pipeline.scan)
+        monkeypatch.setattr(pipeline, "scan", walks)
         _edit(workspace, EDITED, "next_job", "zebracrossing_job")
         s.file_changed((workspace / EDITED).as_uri(), saved=True)
         time.sleep(0.05)
         assert s.wait_idle(60)
         assert walks.n == 0
         assert _bm25_paths(eng, "zebracrossing_job") == {EDITED}
-        deadline = time.monotonic() + 10
-        while maintained.n == 0 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        _wait_for(maintained, 10)
         assert maintained.n == 1  # after a quiet spell, once
-    finally:
-        s.shutdown()
 
 
 def _graph_facts(g) -> dict:  # type: ignore[no-untyped-def]
@@ -257,24 +272,11 @@ def test_reindex_benchmark_runs_on_a_small_workspace(workspace: Path, tmp_path: 
 def test_polling_session_merges_although_polls_keep_coming(workspace: Path, tmp_path: Path, monkeypatch):
     """`delphi serve` / `delphi mcp` look for changes every few seconds: a change's maintenance is not put
     off by the polls that follow it (they change nothing)."""
-    import delphi_ls.session as session_mod
-
-    monkeypatch.setattr(session_mod, "MAINTAIN_AFTER_S", 0.5)
-    s = Session(options={"indexDir": str(tmp_path / "pidx")})
-    try:
-        s.start([workspace])
-        assert s.wait_idle(120)
-        eng = next(iter(s.engines.values()))
-        maintained = Calls(eng.maintain)
-        monkeypatch.setattr(eng, "maintain", maintained)
+    with _idle_session(workspace, tmp_path / "pidx", monkeypatch, 0.5) as (s, eng, maintained):
         s.watch(interval=0.1)
         _edit(workspace, EDITED, "next_job", "zebracrossing_job")
-        deadline = time.monotonic() + 20
-        while maintained.n == 0 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        _wait_for(maintained, 20)
         assert maintained.n == 1
         assert _bm25_paths(eng, "zebracrossing_job") == {EDITED}
         time.sleep(1.0)
         assert maintained.n == 1  # polls that changed nothing owe no maintenance
-    finally:
-        s.shutdown()

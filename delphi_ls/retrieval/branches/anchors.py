@@ -12,6 +12,13 @@ from ..query import QueryInfo
 from .base import Hit, ranked_hits
 
 
+def _keep_best(scores: dict[str, float], notes: dict[str, str], path: str, score: float, note: str) -> None:
+    """A file's best score over the anchors, with the reason that gave it."""
+    if score > scores.get(path, -1e9):
+        scores[path] = score
+        notes[path] = note
+
+
 class AnchorBranch:
     name = "anchor"
 
@@ -38,9 +45,7 @@ class AnchorTestsBranch:
                 tstem = stripped(stem_of(t))
                 if tstem == stem or (len(stem) >= 4 and stem in stripped(os.path.basename(t))):
                     s = 3.0 - 0.1 * dir_distance(anchor, t) + (0.5 if tstem == stem else 0.0)
-                    if s > scores.get(t, -1e9):
-                        scores[t] = s
-                        notes[t] = f"named after {os.path.basename(anchor)}"
+                    _keep_best(scores, notes, t, s, f"named after {os.path.basename(anchor)}")
         return ranked_hits(scores, notes, ctx.depth)
 
 
@@ -59,7 +64,9 @@ class AnchorFolderTestsBranch:
     def search(self, q: QueryInfo, ctx: SearchContext) -> list[Hit]:
         if not ctx.anchors:
             return []
-        tests = [p for p, k in ctx.files.items() if k == "test"]
+        # Each test's folders once (separator-stripped), not once per anchor.
+        folders = {p: {stripped(part) for part in os.path.dirname(p).split("/")}
+                   for p, k in ctx.files.items() if k == "test"}
         scores: dict[str, float] = {}
         notes: dict[str, str] = {}
         for anchor in ctx.anchors:
@@ -70,13 +77,10 @@ class AnchorFolderTestsBranch:
                 stem = stripped(os.path.basename(os.path.dirname(anchor)))
             if len(stem) < 3:
                 continue
-            for t in tests:
-                folders = {stripped(part) for part in os.path.dirname(t).split("/")}
-                if stem in folders:
-                    s = 2.0 - 0.1 * dir_distance(anchor, t)
-                    if s > scores.get(t, -1e9):
-                        scores[t] = s
-                        notes[t] = f"in a test folder named after {os.path.basename(anchor)}"
+            note = f"in a test folder named after {os.path.basename(anchor)}"
+            for t, parts in folders.items():
+                if stem in parts:
+                    _keep_best(scores, notes, t, 2.0 - 0.1 * dir_distance(anchor, t), note)
         return ranked_hits(scores, notes, ctx.depth)
 
 
@@ -102,8 +106,6 @@ class AnchorRefsBranch:
                 if path not in seen:
                     seen.append(path)
             for rank, t in enumerate(seen[: ctx.depth]):
-                s = 1.0 / (rank + 1) - 0.01 * dir_distance(anchor, t)
-                if s > scores.get(t, -1e9):
-                    scores[t] = s
-                    notes[t] = f"uses what {os.path.basename(anchor)} defines"
+                _keep_best(scores, notes, t, 1.0 / (rank + 1) - 0.01 * dir_distance(anchor, t),
+                           f"uses what {os.path.basename(anchor)} defines")
         return ranked_hits(scores, notes, ctx.depth)
