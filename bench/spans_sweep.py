@@ -43,22 +43,31 @@ def dump(args: argparse.Namespace) -> None:
         eng = Engine(cdir, index_dir=str(Path(args.index_root) / cdir.name), embedder=args.embedder)
         for s in group:
             mirror = Path(args.mirrors) / s["repo"].replace("/", "+") / "repo"
-            regs = {g: r for g in gold_of(s) if (r := regions(mirror, s["base_commit"], s["fix_commit"], g))}
-            if not regs:
-                continue
             text, anchors = ask(s)
             valid = [eng.normalise_anchor(a) for a in anchors if (cdir / a).exists()]
             order = [x["path"] for x in eng.context(text, anchors=valid, limit=20)["results"]]
-            r = eng.retrieve(text, valid)  # the same branches the answer used (deterministic)
-            out.append({"id": s["id"], "task": s["task_type"], "root": str(cdir), "q": r.q, "lists": r.lists,
-                        "anchors": valid, "order": order, "chunks": {p: eng.chunks(p) for p in order},
-                        "syms": {a: eng.definitions(a) for a in valid}, "regs": regs,
-                        "defs": {p: eng.definitions(p) for p in order}, "repo": s["repo"],
-                        "base": s["base_commit"]})
+            rec = record(eng, s, text, valid, order, mirror, cdir)
+            if rec is not None:
+                out.append(rec)
         eng.close()
         print(cdir.name, file=sys.stderr)
     with open(args.out, "wb") as f:
         pickle.dump(out, f)
+
+
+def record(eng: Engine, s: dict[str, Any], text: str, valid: list[str], order: list[str], git_dir: Path,
+           root: Path) -> dict[str, Any] | None:
+    """What span choice reads for one question (None when no gold file has a changed region): also what
+    ``bench.train mine`` keeps from the training repositories, so a span ranker learns from the same shape."""
+    regs = {g: r for g in gold_of(s) if (r := regions(git_dir, s["base_commit"], s["fix_commit"], g))}
+    if not regs:
+        return None
+    r = eng.retrieve(text, valid)  # the same branches the answer used (deterministic)
+    files = list(dict.fromkeys([*order, *(g for g in regs if (root / g).is_file())]))
+    return {"id": s["id"], "task": s["task_type"], "root": str(root), "q": r.q, "lists": r.lists,
+            "anchors": valid, "order": order, "chunks": {p: eng.chunks(p) for p in files},
+            "syms": {a: eng.definitions(a) for a in valid}, "regs": regs,
+            "defs": {p: eng.definitions(p) for p in files}, "repo": s["repo"], "base": s["base_commit"]}
 
 
 class _Meta:

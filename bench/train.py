@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import pickle
 import shutil
 import subprocess
 import sys
@@ -43,6 +44,7 @@ from delphi_ls.evaluation.scoring import ask, gold_of
 from delphi_ls.models.ltr import SHIPPED_LTR, LearnedRanker
 from delphi_ls.retrieval.features import FEATURE_NAMES
 
+from .spans_sweep import record as span_record
 from .windows import TRAIN_LIST, load_windows, train_repos
 
 BAG = 5  # networks per model: on held-out training repositories 5 seeds beat 1 by +0.004 MRR, +0.007 R@5
@@ -78,6 +80,7 @@ def mine_repo(repo: str, mirror: Path, out: Path, work: Path, per_repo: int, his
     tree, index = work / "tree", work / "index"
     stats = {"repo": repo, "samples": 0, "gold_in_window": 0, "gold": 0, "seconds": 0.0, "without_history": 0}
     t_start = time.perf_counter()
+    span_records: list[dict[str, Any]] = []  # issue 17: what span choice reads, plain trees only
     with (out / f"{repo.replace('/', '+')}.jsonl").open("w") as fh:
         for base in order:
             if not (history and _checkout_with_history(mirror, base, tree)):
@@ -99,6 +102,14 @@ def mine_repo(repo: str, mirror: Path, out: Path, work: Path, per_repo: int, his
                     stats["gold_in_window"] += sum(c["label"] for c in cands)
                     fh.write(json.dumps({"id": s["id"], "repo": repo, "task": s["task_type"], "query": text,
                                          "anchors": valid, "gold": gold, "candidates": cands}) + "\n")
+                    if not history and s.get("fix_commit"):
+                        order = [c["path"] for c in cands[:20]]
+                        if (rec := span_record(eng, s, text, valid, order, git_dir, tree)) is not None:
+                            span_records.append(rec)
+    if span_records:
+        (out / "spans").mkdir(exist_ok=True)
+        with (out / "spans" / f"{repo.replace('/', '+')}.pkl").open("wb") as pf:
+            pickle.dump(span_records, pf)
     stats["seconds"] = round(time.perf_counter() - t_start, 1)
     return stats
 
