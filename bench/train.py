@@ -68,7 +68,8 @@ def _checkout_with_history(mirror: Path, commit: str, tree: Path) -> bool:
     return True
 
 
-def mine_repo(repo: str, mirror: Path, out: Path, work: Path, per_repo: int, history: bool = False) -> dict[str, Any]:
+def mine_repo(repo: str, mirror: Path, out: Path, work: Path, per_repo: int, history: bool = False,
+              branch_weights: dict[str, float] | None = None) -> dict[str, Any]:
     git_dir = git_dir_of(mirror)
     samples = mine(mirror, per_repo, repo=repo)
     by_base: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -86,7 +87,10 @@ def mine_repo(repo: str, mirror: Path, out: Path, work: Path, per_repo: int, his
             if not (history and _checkout_with_history(mirror, base, tree)):
                 checkout(git_dir, base, tree)  # a plain tree (or blobs missing from the mirror): no history
                 stats["without_history"] += 1
-            with Engine(tree, index_dir=str(index), embedder="potion-base-8M", reranker="off") as eng:
+            # branch_weights: a branch off by default (weight 0 does not run, so its columns would be all zero)
+            # is mined switched on, so the ranker can learn its columns (issue 19: filedoc).
+            with Engine(tree, index_dir=str(index), embedder="potion-base-8M", reranker="off",
+                        branch_weights=dict(branch_weights or {})) as eng:
                 eng.index()
                 for s in by_base[base]:
                     text, anchors = ask(s)
@@ -120,6 +124,9 @@ def cmd_mine(args: argparse.Namespace) -> None:
     out = Path(args.data)
     out.mkdir(parents=True, exist_ok=True)
     (out / "features.json").write_text(json.dumps(list(FEATURE_NAMES)))
+    weights = json.loads(args.branch_weights) if args.branch_weights else {}
+    # The fused order the windows come from depends on these: recorded beside the columns, copied into ltr.json.
+    (out / "branch_weights.json").write_text(json.dumps(weights))
     for repo in wanted:
         if repo not in allowed:
             raise SystemExit(f"{repo} is not in {TRAIN_LIST}: only those repositories may be trained on")
@@ -130,7 +137,8 @@ def cmd_mine(args: argparse.Namespace) -> None:
         if (out / f"{repo.replace('/', '+')}.jsonl").exists() and not args.force:
             print(f"skip {repo}: already mined", file=sys.stderr)
             continue
-        stats = mine_repo(repo, mirror, out, Path(args.work) / repo.replace("/", "+"), args.per_repo, args.with_history)
+        stats = mine_repo(repo, mirror, out, Path(args.work) / repo.replace("/", "+"), args.per_repo, args.with_history,
+                          weights)
         print(json.dumps(stats), file=sys.stderr, flush=True)
 
 
@@ -341,6 +349,8 @@ def build_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--ce-python", default=sys.executable, help="a Python with torch==2.13.0, transformers, onnx")
     ap.add_argument("--ce-minutes", type=float, default=20.0, help="cross-encoder training budget (CPU minutes)")
     ap.add_argument("--window", type=int, choices=(20, DEPTH), help="fix the window instead of choosing it on the folds")
+    ap.add_argument("--branch-weights", help="JSON branch weights to mine with, e.g. '{\"filedoc\": 0.6}' "
+                    "(a branch at weight 0 does not run, so its columns would never vary)")
     ap.add_argument("--drop-features", help="comma-separated features to train without (for ablations)")
     return ap.parse_args(argv)
 
