@@ -233,10 +233,46 @@ def fit(rows: list[dict[str, Any]], hidden: int, epochs: int, seed: int, lr: flo
     return model, mean, std, frozen
 
 
+def _mined_weights(data: Path) -> dict[str, float]:
+    """The branch weights a window folder was mined with ({} = the defaults; older folders record none)."""
+    f = data / "branch_weights.json"
+    return json.loads(f.read_text()) if f.is_file() else {}
+
+
+def _write_heldout(path: Path, rows: list[dict[str, Any]], folds: list[list[str]], config: tuple[int, int, int],
+                   seed: int) -> None:
+    """Per-question held-out results of one configuration on the leave-repositories-out folds, in
+    bench.arb's record shape (systems "fused" and "ltr"), so bench.paired can split them by task and
+    compare two trainings question by question. Metrics are inside the window (gold outside it is missed);
+    one network per fold (seed ``seed``), as the grid above is scored."""
+    window, hidden, epochs = config
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as fh:
+        for fold in folds:
+            train = [r for r in _cut([r for r in rows if r["repo"] not in fold], window)
+                     if any(c["label"] for c in r["candidates"])]
+            model, mean, std, _ = fit(train, hidden, epochs, seed)
+            for r in _cut([r for r in rows if r["repo"] in fold], window):
+                x = (np.asarray([c["features"] for c in r["candidates"]], dtype=np.float64) - mean) / std
+                y = np.asarray([c["label"] for c in r["candidates"]], dtype=np.float64)
+                systems = {}
+                for name, order in (("fused", np.arange(len(y))), ("ltr", np.argsort(-model.score(x), kind="stable"))):
+                    ranked = y[order]
+                    hits = np.flatnonzero(ranked)
+                    systems[name] = {"mrr": 1.0 / (hits[0] + 1) if len(hits) else 0.0,
+                                     "r@5": float(ranked[:5].sum()) / len(r["gold"]),
+                                     "r@20": float(ranked[:20].sum()) / len(r["gold"]), "latency": 0.0}
+                fh.write(json.dumps({"id": f"{r['source']}:{r['id']}", "repo": r["repo"], "task": r["task"],
+                                     "source": r["source"], "systems": systems}) + "\n")
+
+
 def cmd_ltr(args: argparse.Namespace) -> None:
     # Several folders (comma-separated) train one model, e.g. the same changes mined with and without
     # git history, so the ranker learns to use co-change where it exists and not to need it.
-    rows = [r for d in args.data.split(",") for r in load_windows(Path(d), FEATURE_NAMES)]
+    rows = [{**r, "source": Path(d).name} for d in args.data.split(",") for r in load_windows(Path(d), FEATURE_NAMES)]
+    mined_with = {json.dumps(_mined_weights(Path(d)), sort_keys=True) for d in args.data.split(",")}
+    if len(mined_with) > 1:
+        raise SystemExit(f"the window folders were mined with different branch weights: {', '.join(sorted(mined_with))}")
     for r in rows:
         # Anchors keep their fused place at run time (rerank.learned_rerank): not the ranker's to judge.
         r["candidates"] = [c for c in r["candidates"] if c["path"] not in r["anchors"]]
@@ -278,6 +314,8 @@ def cmd_ltr(args: argparse.Namespace) -> None:
           + ", ".join(f"w{w}/h{h}/e{e} {v['mrr']:.4f} {v['r@5']:.4f}" for (w, h, e), v in sorted(cv.items())),
           file=sys.stderr)
     window = best[0]
+    if args.heldout:
+        _write_heldout(Path(args.heldout), rows, folds, best, args.seed)
     rows = [r for r in _cut(rows, window) if any(c["label"] for c in r["candidates"])]
     best = best[1:]
     members = []
@@ -288,7 +326,7 @@ def cmd_ltr(args: argparse.Namespace) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     doc = {"name": "delphi-ltr-2", "features": list(FEATURE_NAMES), "window": window, "shapes": shapes, "seed": args.seed,
-           "dropped": dropped,
+           "dropped": dropped, "mined_with_branch_weights": json.loads(next(iter(mined_with))),
            "mean": [round(float(v), 6) for v in mean.astype(np.float32)],
            "std": [round(float(v), 6) for v in std.astype(np.float32)], "members": members}
     (out / "ltr.json").write_text(json.dumps(doc, separators=(",", ":")))
@@ -316,6 +354,8 @@ def cmd_ltr(args: argparse.Namespace) -> None:
         "| setting | held-out MRR | held-out R@5 |", "|---|---|---|",
         f"| fused order (no ranker), top {DEPTH} | {fused['mrr']:.4f} | {fused['r@5']:.4f} |",
         *[f"| window {w}, hidden {h}, epochs {e} | {v['mrr']:.4f} | {v['r@5']:.4f} |" for (w, h, e), v in sorted(cv.items())], "",
+        f"Windows mined with branch weights {next(iter(mined_with))} over the registry's defaults (a branch off "
+        "by default is switched on while mining so its columns vary; the ranker then expects it on).", "",
         f"Question shapes seen in training (the ranker serves only these; others keep the fused order): "
         f"{', '.join(shapes)}. Files the caller hands over (anchors) are left out of training and keep their "
         "fused place at run time.", "",
@@ -351,6 +391,8 @@ def build_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--window", type=int, choices=(20, DEPTH), help="fix the window instead of choosing it on the folds")
     ap.add_argument("--branch-weights", help="JSON branch weights to mine with, e.g. '{\"filedoc\": 0.6}' "
                     "(a branch at weight 0 does not run, so its columns would never vary)")
+    ap.add_argument("--heldout", help="write the chosen configuration's per-question held-out-fold results here "
+                    "(JSONL in bench.arb's record shape, for bench.paired)")
     ap.add_argument("--drop-features", help="comma-separated features to train without (for ablations)")
     return ap.parse_args(argv)
 
