@@ -325,7 +325,7 @@ def cmd_ltr(args: argparse.Namespace) -> None:
                         "w2": model.p["w2"].astype(np.float32).tolist(), "b2": float(model.p["b2"][0])})
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    doc = {"name": "delphi-ltr-2", "features": list(FEATURE_NAMES), "window": window, "shapes": shapes, "seed": args.seed,
+    doc = {"name": args.name, "features": list(FEATURE_NAMES), "window": window, "shapes": shapes, "seed": args.seed,
            "dropped": dropped, "mined_with_branch_weights": json.loads(next(iter(mined_with))),
            "mean": [round(float(v), 6) for v in mean.astype(np.float32)],
            "std": [round(float(v), 6) for v in std.astype(np.float32)], "members": members}
@@ -339,7 +339,7 @@ def cmd_ltr(args: argparse.Namespace) -> None:
     for r in rows:
         counts[r["repo"]][r["task"]] += 1
     card = [
-        "# delphi-ltr-2: the learned ranker", "",
+        f"# {args.name}: the learned ranker", "",
         f"Written by `python -m bench.train ltr --seed {args.seed}` on {time.strftime('%Y-%m-%d')} from "
         f"{len(args.data.split(','))} window folder(s): {', '.join(Path(d).name for d in args.data.split(','))} "
         "(`bench.train all` mines each change twice, on a plain tree and in a git clone with the history before "
@@ -355,7 +355,8 @@ def cmd_ltr(args: argparse.Namespace) -> None:
         f"| fused order (no ranker), top {DEPTH} | {fused['mrr']:.4f} | {fused['r@5']:.4f} |",
         *[f"| window {w}, hidden {h}, epochs {e} | {v['mrr']:.4f} | {v['r@5']:.4f} |" for (w, h, e), v in sorted(cv.items())], "",
         f"Windows mined with branch weights {next(iter(mined_with))} over the registry's defaults (a branch off "
-        "by default is switched on while mining so its columns vary; the ranker then expects it on).", "",
+        "by default is switched on while mining so its columns vary, and the ranker is meant to run with it on; "
+        f"columns dropped in training (zero weights): {', '.join(dropped) or 'none'}).", "",
         f"Question shapes seen in training (the ranker serves only these; others keep the fused order): "
         f"{', '.join(shapes)}. Files the caller hands over (anchors) are left out of training and keep their "
         "fused place at run time.", "",
@@ -391,6 +392,7 @@ def build_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--window", type=int, choices=(20, DEPTH), help="fix the window instead of choosing it on the folds")
     ap.add_argument("--branch-weights", help="JSON branch weights to mine with, e.g. '{\"filedoc\": 0.6}' "
                     "(a branch at weight 0 does not run, so its columns would never vary)")
+    ap.add_argument("--name", default="delphi-ltr-3", help="the ranker's name (health, model card)")
     ap.add_argument("--heldout", help="write the chosen configuration's per-question held-out-fold results here "
                     "(JSONL in bench.arb's record shape, for bench.paired)")
     ap.add_argument("--drop-features", help="comma-separated features to train without (for ablations)")
