@@ -20,6 +20,7 @@ from typing import Any
 from .api import ContextAnswer, ContextRequest, RelatedRequest, RequestError, SymbolsRequest, uri_to_path
 from .engine import Engine, IndexReport
 from .settings import Settings, SettingsError
+from .workspace.watch import Watcher, WatchUnavailable
 
 log = logging.getLogger("delphi_ls")
 DEBOUNCE_S = 0.3
@@ -28,6 +29,9 @@ DEBOUNCE_S = 0.3
 MAINTAIN_AFTER_S = 5.0
 MAX_FILE_PROBLEMS = 500
 STALENESS_EVERY_S = 10.0
+# With file events, a full incremental pass this often anyway: events cannot see `.git/info/exclude`
+# edits or a network file system's remote writes. About 1 s of CPU on spring-boot every 10 minutes.
+RESCAN_S = 600.0
 DEFINITION_KINDS = ("function", "method", "class", "struct", "interface", "trait", "enum", "type")
 # Skips a user expects (images, lock files, empty files, links, generated and minified code) are
 # not worth a mark in the editor: the probe saw one Information diagnostic per PNG and lock file.
@@ -82,6 +86,9 @@ class Session:
         self._polling = False  # watch() looks for changes itself (no editor): see there
         self._staleness: dict[Path, tuple[float, Any]] = {}  # root -> (when scanned, what it found)
         self._worker: threading.Thread | None = None
+        self._watchers: dict[Path, Watcher] = {}  # root -> its file events (delphi serve / mcp only)
+        self.watch_state: dict[Path, str] = {}  # root -> how changes are learnt of, for status
+        self._watch_interval = 5.0
         self._engines_lock = threading.Lock()
         if options:
             self.configure(options)
@@ -130,6 +137,10 @@ class Session:
         root = uri_to_path(str(folder)).resolve()
         with self._engines_lock:
             eng = self.engines.pop(root, None)
+        watcher = self._watchers.pop(root, None)
+        if watcher is not None:
+            watcher.stop()
+        self.watch_state.pop(root, None)
         if eng is not None:
             eng.stop_indexing()
             eng.close()
@@ -142,6 +153,7 @@ class Session:
                 return
             self._stopping = True
             self._cv.notify_all()
+        self._stop_watchers()
         for eng in list(self.engines.values()):
             eng.stop_indexing()
         if self._worker is not None and self._worker is not threading.current_thread():
@@ -343,24 +355,66 @@ class Session:
             self.events.message("warning", f"Delphi: indexing {eng.root.name}: {'; '.join(rep.errors)}")
         return rep
 
-    def watch(self, interval: float = 5.0) -> None:
-        """Without an editor to report changes (``delphi serve``, ``delphi mcp``), look for them: an
-        incremental pass every ``interval`` seconds (a scan and a stat per file; unchanged files cost
-        nothing more)."""
+    def watch(self, interval: float = 5.0, events: bool = True) -> None:
+        """Without an editor to report changes (``delphi serve``, ``delphi mcp``), learn of them: from
+        the operating system's file events where it has them (:mod:`delphi_ls.workspace.watch`; an edit
+        costs the paths it names), with a full incremental pass every ``RESCAN_S`` as a safety net for
+        what events cannot see (``.git/info/exclude``, a network file system's remote writes); else an
+        incremental pass every ``interval`` seconds (a scan and a stat per file), and status says so.
+        ``events=False`` polls (tests of the fallback)."""
         self._polling = True  # the poll's full passes catch up like `delphi context` does (reembed=False)
+        last_full: dict[Path, float] = {}
 
         def loop() -> None:
             while True:
                 with self._cv:
                     self._cv.wait(timeout=interval)
                     if self._stopping:
+                        self._stop_watchers()
                         return
                     busy = bool(self.pending) or self._busy
-                if not busy:
-                    for root in list(self.engines):
+                if events:
+                    self._sync_watchers()
+                if busy:
+                    continue
+                now = time.monotonic()
+                for root in list(self.engines):
+                    if root not in self._watchers:
+                        self._schedule(root, None)
+                    elif now - last_full.setdefault(root, now) >= RESCAN_S:
+                        last_full[root] = now
                         self._schedule(root, None)
 
+        if events:
+            self._sync_watchers()
+        else:
+            for root in self.engines:
+                self.watch_state[root] = f"polling every {interval:g} s (file events not used)"
+        self._watch_interval = interval
         threading.Thread(target=loop, name="delphi-watch", daemon=True).start()
+
+    def _sync_watchers(self) -> None:
+        """File events for every open folder that has none yet; none for folders no longer open."""
+        for root in [r for r in list(self._watchers) if r not in self.engines]:
+            self._watchers.pop(root).stop()
+            self.watch_state.pop(root, None)
+        for root, eng in list(self.engines.items()):
+            if root in self._watchers or root in self.watch_state:
+                continue  # watched, or already found unable to be (it polls; said once)
+            w = Watcher(root, lambda paths, root=root: self._schedule(root, paths),
+                        extra_ignores=eng.settings.extra_ignores, skip=eng.index_dir)
+            try:
+                w.start()
+            except WatchUnavailable as e:
+                self.watch_state[root] = f"polling every {self._watch_interval:g} s: {e}"
+                self.events.message("warning", f"Delphi: no file events for {root.name}, polling instead: {e}")
+                continue
+            self._watchers[root] = w
+            self.watch_state[root] = f"file events (inotify, {w.count} folders watched)"
+
+    def _stop_watchers(self) -> None:
+        while self._watchers:
+            self._watchers.popitem()[1].stop()
 
     def wait_idle(self, timeout: float = 60.0) -> bool:
         """Block until nothing is pending or running (tests, benchmarks, `delphi serve --wait`)."""
@@ -423,7 +477,8 @@ class Session:
                      "stale" if (h.get("staleness") or {}).get("stale") else "degraded")
             out.append({"root": str(root), "state": state, "indexing": dict(running) if running else None,
                         "counts": h["counts"], "branches": h["branches"], "staleness": h.get("staleness"),
-                        "problems": h["problems"], "indexAgeSeconds": h.get("indexAgeSeconds")})
+                        "problems": h["problems"], "indexAgeSeconds": h.get("indexAgeSeconds"),
+                        "changes": self.watch_state.get(root)})
         # pid: which process answers (a `delphi mcp` forwarding to a daemon reports the daemon's).
         return {"workspaces": out, "settingsErrors": self.option_errors, "pid": os.getpid()}
 

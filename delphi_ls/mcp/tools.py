@@ -184,6 +184,8 @@ def run_tool(session: Session, name: str, args: Any) -> ToolOutput:
                 lines.append(f"{w['root']}: {w['state']}; {c['files']} files, {c['chunks']} chunks, "
                              f"{c['vectors']} vectors")
                 lines += [f"  {p['severity']}: {p['message']}" for p in w["problems"]]
+                if w.get("changes"):
+                    lines.append(f"  changes: {w['changes']}")
             lines += [f"settings: {e}" for e in st["settingsErrors"]]
             return ToolOutput(_cap("\n".join(lines) or "no workspace open"), st)
         if name == "reindex":

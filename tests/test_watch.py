@@ -1,0 +1,139 @@
+"""File events for `delphi serve` / `delphi mcp` (issue 18): told of changes by inotify instead of walking the
+tree every 2 s. Real inotify on real folders; the session test shows an edit found with polling put off
+for an hour, and its control shows the same edit not found without events."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from delphi_ls.api import ContextRequest
+from delphi_ls.session import Session, SessionEvents
+from delphi_ls.workspace.watch import Watcher, watched_folders
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux's")
+
+
+def _tree(tmp_path: Path) -> tuple[Path, Path]:
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    for d in ("src/pkg", "build/gen", "node_modules/dep", ".git/objects", "docs"):
+        (ws / d).mkdir(parents=True)
+    outside.mkdir()
+    (outside / "deep").mkdir()
+    (ws / ".gitignore").write_text("build/\nnode_modules/\n")
+    (ws / "src" / "pkg" / "mod.py").write_text("def alpha():\n    return 1\n")
+    os.symlink(outside, ws / "src" / "link")
+    return ws, outside
+
+
+class Collector:
+    def __init__(self) -> None:
+        self.reports: list[set[str] | None] = []
+        self.cv = threading.Condition()
+
+    def __call__(self, paths: set[str] | None) -> None:
+        with self.cv:
+            self.reports.append(paths)
+            self.cv.notify_all()
+
+    def wait(self, pred, timeout: float = 5.0) -> bool:
+        deadline = time.monotonic() + timeout
+        with self.cv:
+            while not pred(self.reports):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.cv.wait(left)
+        return True
+
+
+def _named(reports: list[set[str] | None]) -> set[str]:
+    return set().union(*(r for r in reports if r is not None))
+
+
+def test_watched_folders_are_the_walks(tmp_path: Path):
+    """Ignored folders, version-control folders and links are not watched (a link to `/` must not watch the
+    machine; node_modules costs thousands of watches and is never indexed)."""
+    ws, _ = _tree(tmp_path)
+    assert watched_folders(ws) == ["", "docs", "src", "src/pkg"]
+    assert watched_folders(ws, ["docs/"]) == ["", "src", "src/pkg"]
+
+
+def test_events_name_paths_and_never_come_through_links(tmp_path: Path):
+    ws, outside = _tree(tmp_path)
+    got = Collector()
+    w = Watcher(ws, got)
+    w.start()
+    try:
+        assert w.count == 4
+        (outside / "deep" / "secret.py").write_text("x = 1\n")  # reached only through src/link
+        (ws / "build" / "gen" / "out.py").write_text("x = 1\n")  # an ignored folder: not watched
+        (ws / "src" / "pkg" / "mod.py").write_text("def alpha():\n    return 2\n")
+        assert got.wait(lambda r: "src/pkg/mod.py" in _named(r))
+        time.sleep(0.3)
+        named = _named(got.reports)
+        assert named == {"src/pkg/mod.py"}, named
+        assert None not in got.reports
+        (ws / "src" / "pkg" / "mod.py").rename(ws / "src" / "pkg" / "moved.py")
+        assert got.wait(lambda r: {"src/pkg/mod.py", "src/pkg/moved.py"} <= _named(r))
+    finally:
+        w.stop()
+
+
+def test_new_folder_means_walk_and_is_then_watched(tmp_path: Path):
+    """A folder that appears may hold files no event named: report "walk everything", then watch it."""
+    ws, _ = _tree(tmp_path)
+    got = Collector()
+    w = Watcher(ws, got)
+    w.start()
+    try:
+        (ws / "src" / "fresh").mkdir()
+        assert got.wait(lambda r: None in r)
+        assert got.wait(lambda r: w.count == 5)
+        (ws / "src" / "fresh" / "new.py").write_text("def beta():\n    pass\n")
+        assert got.wait(lambda r: "src/fresh/new.py" in _named(r))
+        (ws / ".gitignore").write_text("build/\nnode_modules/\nsrc/fresh/\n")  # the rules changed
+        assert got.wait(lambda r: r[-1] is None and w.count == 4)
+    finally:
+        w.stop()
+
+
+class _Quiet(SessionEvents):
+    pass
+
+
+def _found(s: Session, word: str, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        s.wait_idle(10)
+        ans = s.context(ContextRequest(query=word, limit=5))
+        if any(r["path"] == "src/pkg/added.py" for r in ans["results"]):
+            return True
+        time.sleep(0.2)
+    return False
+
+
+@pytest.mark.parametrize("events", [True, False])
+def test_session_learns_of_an_edit_from_events(tmp_path: Path, events: bool):
+    """With a poll put off for an hour, only events can bring a new file into the answers: found with
+    events (within seconds), not found without them (the control that shows the test can fail)."""
+    ws, _ = _tree(tmp_path)
+    s = Session(_Quiet(), {"indexDir": str(tmp_path / "index"), "vectors": False})
+    s.start([ws])
+    try:
+        s.watch(interval=3600, events=events)
+        assert s.wait_idle(120)
+        state = s.status()["workspaces"][0]["changes"]
+        assert state.startswith("file events (inotify" if events else "polling every 3600 s"), state
+        (ws / "src" / "pkg" / "added.py").write_text("def zanzibar_quokka():\n    return 3\n")
+        (ws / "build" / "gen" / "ignored.py").write_text("def zanzibar_quokka_ignored():\n    return 3\n")
+        assert _found(s, "zanzibar_quokka", 8.0) is events
+        eng = next(iter(s.engines.values()))
+        assert "build/gen/ignored.py" not in {row[0] for row in eng.meta.files()}
+    finally:
+        s.shutdown()
