@@ -254,6 +254,7 @@ def cmd_health(args: argparse.Namespace) -> int:
             print(f"model:     serving {m['serving']['name'] if m['serving'] else '-'}; index built with "
                   f"{m['stored']['name'] if m['stored'] else '-'}; match={m['match']}; probe={m['probe'] and m['probe']['status']}")
             print(f"search:    {h['vectorSearch']}")  # which search answers the vector branch
+            print(f"lexical:   {h['lexicalStore']}")  # which store answers BM25 (lexical_store)
             if h.get("snapshot"):
                 sn = h["snapshot"]
                 made = sn.get("created")

@@ -36,7 +36,8 @@ from .retrieval.query import analyse
 from .retrieval.retriever import IndexState, Retrieval, Retriever
 from .settings import RERANKERS, Settings
 from .stores.exact import ExactVectors, exact_bound
-from .stores.lexical import LexicalStore
+from .stores.lexical import FOLDERS as LEXICAL_FOLDERS
+from .stores.lexical import open_lexical
 from .stores.meta import ChunkRow, MetaStore, is_corruption
 from .stores.vectors import LazyVectorStore, VectorStore
 from .stores.writer_lock import Holder, IndexBusy, WriterLock  # noqa: F401  (IndexBusy: for callers of index())
@@ -90,7 +91,8 @@ class Engine:
                 self.meta.close()
                 for name in ("meta.sqlite", "meta.sqlite-wal", "meta.sqlite-shm"):
                     (self.index_dir / name).unlink(missing_ok=True)
-                shutil.rmtree(self.index_dir / "whoosh", ignore_errors=True)
+                for folder in LEXICAL_FOLDERS.values():
+                    shutil.rmtree(self.index_dir / folder, ignore_errors=True)
                 shutil.rmtree(self.index_dir / "chroma", ignore_errors=True)
                 self.meta = MetaStore(self.index_dir / "meta.sqlite")
             finally:
@@ -99,7 +101,9 @@ class Engine:
         self.meta.ensure_state("format", INDEX_FORMAT)
         self.meta.ensure_state("root", str(self.root))
         self._generation = self.meta.get_state("generation", 0)
-        self.lexical = LexicalStore(self.index_dir / "whoosh")
+        self.lexical = open_lexical(self.index_dir, self.settings.lexical_store)
+        # The store the index was built with, when the setting names another (rebuilt from the manifest).
+        self.lexical_switched_from = self._lexical_identity()
         self.embedder: Embedder | None = None
         # Chroma is opened on first need (the `vectors` property): a one-shot query answered by the
         # exact search never imports chromadb (0.65-0.8 s CPU of a 1.7 s `delphi context`, issue 13).
@@ -266,7 +270,8 @@ class Engine:
                 if src.exists():
                     src.replace(aside.with_name(aside.name + suffix))
             # Whoosh and Chroma describe the lost manifest's chunks: derived, so emptied and rebuilt.
-            shutil.rmtree(self.index_dir / "whoosh", ignore_errors=True)
+            for folder in LEXICAL_FOLDERS.values():
+                shutil.rmtree(self.index_dir / folder, ignore_errors=True)
             shutil.rmtree(self.index_dir / "chroma", ignore_errors=True)
             self._reset_vectors = bool(self.settings.chroma_url)
             meta = MetaStore(path)
@@ -276,6 +281,35 @@ class Engine:
         finally:
             self.writer.release()
 
+    def _lexical_identity(self) -> str | None:
+        """Which lexical store the index was built with, when ``lexical_store`` now names another; None
+        when they agree. The index records its store (state ``lexical_store``; an index from before the
+        setting is Whoosh's). On a switch the other store's folder goes (derived, and stale from now on)
+        and the new one, empty, is found damaged by check_stores and rebuilt from the manifest by the
+        next run, as a lost index is: no chunk is re-parsed or re-embedded."""
+        want = self.settings.lexical_store
+        had = self.meta.get_state("lexical_store")
+        if had is None:
+            had = "whoosh" if (self.index_dir / LEXICAL_FOLDERS["whoosh"]).exists() and want != "whoosh" else want
+        if had == want or not self.meta.counts()["files"]:
+            if self.meta.get_state("lexical_store") != want and self.writer.try_acquire():
+                try:
+                    self.meta.set_state("lexical_store", want)
+                finally:
+                    self.writer.release()
+            return None
+        if had in LEXICAL_FOLDERS and LEXICAL_FOLDERS[had] != LEXICAL_FOLDERS[want] and self.writer.try_acquire():
+            try:
+                shutil.rmtree(self.index_dir / LEXICAL_FOLDERS[had], ignore_errors=True)
+            finally:
+                self.writer.release()
+        return str(had)
+
+    def _lexical_rebuilt(self) -> None:
+        """The lexical store holds the manifest again: record which store that is."""
+        self.meta.set_state("lexical_store", self.settings.lexical_store)
+        self.lexical_switched_from = None
+
     def check_stores(self) -> dict[str, str]:
         """Cheap checks of the derived stores against the manifest (at open, in health, before each
         index); damage goes into ``problems`` (errors in health) and is repaired by the next index."""
@@ -284,6 +318,9 @@ class Engine:
         if lex is None and counts["files"] and self.lexical.doc_count() == 0:
             lex = (f"it {'was missing' if self.lexical.created else 'is empty'} but the manifest lists "
                    f"{counts['files']} indexed files")
+            if self.lexical_switched_from:
+                lex = (f"the index was built with {self.lexical_switched_from} and lexical_store is now "
+                       f"{self.settings.lexical_store}")
         if lex:
             self._lexical_damaged(lex)
         else:
@@ -306,7 +343,11 @@ class Engine:
         return {k: v for k, v in self.problems.items() if k in ("lexical_store", "vector_store_damaged", "vector_store")}
 
     def _lexical_damaged(self, why: str) -> None:
-        self.problems["lexical_store"] = (f"lexical index (Whoosh, {self.lexical.folder}) is damaged: {why}; "
+        if self.lexical.unavailable:  # no fallback to the other store: the setting asked for this one
+            self.problems["lexical_store"] = f"lexical store {self.lexical.name} is unavailable: {why}; BM25 finds nothing"
+            return
+        state = "empty" if self.lexical_switched_from else "damaged"
+        self.problems["lexical_store"] = (f"lexical index ({self.lexical.describe()}) is {state}: {why}; "
                                           "BM25 finds nothing until `delphi index` rebuilds it from the manifest")
 
     def _repair(self, indexer: Indexer, rebuild: bool, vectors: bool, check: bool = True) -> list[str]:
@@ -319,6 +360,7 @@ class Engine:
             self.meta.clear_index()
             self.lexical.wipe()
             self.problems.pop("lexical_store", None)
+            self._lexical_rebuilt()  # the run refills it from the workspace
             done.append("manifest and lexical index emptied (rebuild requested)")
         else:
             damage = self.check_stores() if check else self.problems
@@ -326,7 +368,10 @@ class Engine:
                 self.lexical.wipe()
                 n = indexer.rebuild_lexical()
                 self.problems.pop("lexical_store", None)
-                done.append(f"lexical index rebuilt from the manifest ({n} documents)")
+                switched = self.lexical_switched_from
+                self._lexical_rebuilt()
+                done.append(f"lexical index rebuilt from the manifest ({n} documents)"
+                            + (f" in {self.lexical.name} (it was {switched})" if switched else ""))
         broken_vectors = rebuild or self._reset_vectors or "vector_store_damaged" in self.problems
         # A loaded snapshot ships no Chroma files (indexing/snapshot.py): a full run, which has Chroma
         # open by now, fills it from the embedding cache; a query's catch-up leaves it to that run.

@@ -38,6 +38,7 @@ class EngineState(Protocol):
     reranker_status: str
     cochange_status: str
     indexing: dict[str, Any] | None
+    lexical: Any  # stores.lexical.LexicalStore or stores.tantivy_store.TantivyStore
 
     def vector_status(self, counts: dict[str, int] | None = None) -> tuple[bool, str]: ...
     def vector_search(self, counts: dict[str, int] | None = None) -> str: ...
@@ -175,6 +176,9 @@ def report(engine: EngineState, check_staleness: bool = True) -> dict[str, Any]:
         "indexDir": str(engine.index_dir),
         "vectorStore": engine.vectors.where if engine.vectors else None,
         "vectorSearch": engine.vector_search(counts),  # "exact, N vectors ..." or "Chroma HNSW (...)"
+        # The lexical store in use (settings.lexical_store), its version and folder; an unavailable one
+        # is an error in problems, never replaced by the other store.
+        "lexicalStore": engine.lexical.describe(),
         "model": {
             "stored": stored.as_dict() if stored else None,
             "serving": serving.as_dict() if serving else None,

@@ -36,6 +36,7 @@ import platformdirs
 EMBEDDERS = ("potion-base-8M", "minilm-l6-int8")
 RERANKERS = ("off", "ltr", "cross-encoder", "ltr+cross-encoder")
 VECTOR_SEARCHES = ("auto", "exact", "hnsw")
+LEXICAL_STORES = ("whoosh", "tantivy")
 log = logging.getLogger("delphi_ls.settings")
 
 # Keys only the user's own configuration may set: each reaches outside the workspace or the machine
@@ -70,6 +71,9 @@ class Settings:
     # Which search answers the vector branch: "exact" (the embedding cache in memory), "hnsw" (Chroma),
     # "auto": exact up to stores/exact.py's bound (200 MiB of vectors), HNSW above it.
     vector_search: str = "auto"
+    # What holds the BM25 index: "whoosh" (pure Python) or "tantivy" (Rust, its own threads). Switching
+    # rebuilds the lexical index from the manifest (README "Lexical store" has both measured).
+    lexical_store: str = "whoosh"
     max_file_bytes: int = 1_000_000
     chunk_chars: int = 1500
     extra_ignores: list[str] = field(default_factory=list)
@@ -181,6 +185,8 @@ class Settings:
                                 "holding an ONNX cross-encoder (model.onnx + tokenizer.json) or a learned ranker (ltr.json)")
         if self.vector_search not in VECTOR_SEARCHES:
             raise SettingsError("vector_search", f"{self.vector_search!r} is not one of {', '.join(VECTOR_SEARCHES)}")
+        if self.lexical_store not in LEXICAL_STORES:
+            raise SettingsError("lexical_store", f"{self.lexical_store!r} is not one of {', '.join(LEXICAL_STORES)}")
         if not 0.0 <= self.reranker_weight <= 1.0:
             raise SettingsError("reranker_weight", "must be between 0 and 1")
         if self.branch_weights:

@@ -291,12 +291,12 @@ class Indexer:
         try:
             for rows in self.meta.iter_chunks():
                 for r in rows:
-                    LexicalStore.add_chunk(writer, r.id, r.path, r.kind, r.text, r.symbols)
+                    self.lexical.add_chunk(writer, r.id, r.path, r.kind, r.text, r.symbols)
                 n += len(rows)
                 if progress:
                     progress("lexical", n, n, n)
             for path, kind in self.meta.empty_files():
-                LexicalStore.add_chunk(writer, chunk_id(path, 0, "empty"), path, kind, "", [])
+                self.lexical.add_chunk(writer, chunk_id(path, 0, "empty"), path, kind, "", [])
                 n += 1
             writer.commit()
         except BaseException:
@@ -320,10 +320,10 @@ class Indexer:
                     h = hashlib.sha1(c.text.encode("utf-8", errors="replace")).hexdigest()
                     cid = chunk_id(entry.path, n, h)
                     rows.append(ChunkRow(cid, entry.path, n, c.start_line, c.end_line, c.symbols, kind, h, c.text))
-                    LexicalStore.add_chunk(writer, cid, entry.path, kind, c.text, c.symbols)
+                    self.lexical.add_chunk(writer, cid, entry.path, kind, c.text, c.symbols)
                 if not cf.chunks:
                     # An all-whitespace file still exists for the path branch.
-                    LexicalStore.add_chunk(writer, chunk_id(entry.path, 0, "empty"), entry.path, kind, "", [])
+                    self.lexical.add_chunk(writer, chunk_id(entry.path, 0, "empty"), entry.path, kind, "", [])
                 symbols = [(s.name, s.kind, s.line, s.end_line, s.container) for s in cf.symbols]
                 out.append((rows, symbols, cf.language, cf.imports))
             # No merge at each batch: a merge re-writes every posting of the segments it takes, and

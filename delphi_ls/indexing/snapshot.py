@@ -49,6 +49,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 from ..settings import Settings
+from ..stores.lexical import FOLDERS as LEXICAL_FOLDERS
 from ..stores.lexical import schema as lexical_schema
 from ..stores.meta import SCHEMA as MANIFEST_SCHEMA
 from ..stores.writer_lock import WriterLock
@@ -481,14 +482,15 @@ def _adopt(meta: Path, root: Path, file: Path, header: dict[str, Any], refill: b
 def _rebuild_lexical(stage: Path, root: Path, settings: Settings) -> None:
     """Build the Whoosh index from the staged manifest (no Whoosh file travels: Whoosh unpickles its
     TOC and segments). The engine's own repair path, run here so the swap installs a whole index."""
-    from ..stores.lexical import LexicalStore
+    from ..stores.lexical import open_lexical
     from ..stores.meta import MetaStore
     from .pipeline import Indexer
 
     meta = MetaStore(stage / "meta.sqlite")
-    lexical = LexicalStore(stage / "whoosh")
+    lexical = open_lexical(stage, settings.lexical_store)  # this machine's store, whatever the maker's was
     try:
         Indexer(root, settings, meta, lexical, None, None).rebuild_lexical()
+        meta.set_state("lexical_store", settings.lexical_store)
     finally:
         lexical.close()
         meta.close()
@@ -536,7 +538,8 @@ def recover(index_dir: Path) -> list[str]:
             if aside and not here:
                 # The old manifest went out, the new one never came in: the new Whoosh folder (if it
                 # got in) goes, and the old index comes back whole.
-                shutil.rmtree(index_dir / "whoosh", ignore_errors=True)
+                for lex in LEXICAL_FOLDERS.values():
+                    shutil.rmtree(index_dir / lex, ignore_errors=True)
             back = [n for n in sorted(os.listdir(folder)) if not (aside and here)
                     and (aside or not (index_dir / n).exists())]
             for n in back:
@@ -589,7 +592,7 @@ def _swap(index_dir: Path, stage: Path, local_chroma: bool, only_if_new: bool) -
     lock.acquire(wait=True)
     # The old Chroma folder describes the old manifest: it goes too (refilled from the cache).
     # The manifest goes out after the other stores (recover() reads the order back after a kill -9).
-    names = ["whoosh"] + (["chroma"] if local_chroma else []) + ["meta.sqlite", "meta.sqlite-wal", "meta.sqlite-shm"]
+    names = [*LEXICAL_FOLDERS.values()] + (["chroma"] if local_chroma else []) + ["meta.sqlite", "meta.sqlite-wal", "meta.sqlite-shm"]
     try:
         if only_if_new and (index_dir / "meta.sqlite").exists():
             return False
@@ -616,7 +619,7 @@ def _move(index_dir: Path, stage: Path, old: Path, names: list[str]) -> None:
             if (index_dir / n).exists():
                 (index_dir / n).rename(old / n)
                 moved_out.append(n)
-        for n in ("whoosh", "meta.sqlite"):  # the manifest last: its presence says the swap finished
+        for n in (*LEXICAL_FOLDERS.values(), "meta.sqlite"):  # the manifest last: its presence says the swap finished
             if (stage / n).exists():
                 (stage / n).rename(index_dir / n)
                 moved_in.append(n)

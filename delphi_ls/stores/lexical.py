@@ -129,6 +129,9 @@ class LexicalStore:
     and health says why) and ``created`` when no index was there, so the engine can tell a first
     run from a lost index (the manifest says files are indexed)."""
 
+    name = "whoosh"
+    unavailable = False  # Whoosh is a dependency written in Python: never missing (tantivy's store can be)
+
     def __init__(self, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         self.folder = folder
@@ -150,6 +153,11 @@ class LexicalStore:
         except Exception as e:  # any failure to open is reported, never a traceback for every command
             self.error = f"{type(e).__name__}: {e}"
             self.ix = RamStorage().create_index(schema())
+
+    def describe(self) -> str:
+        from importlib.metadata import version
+
+        return f"Whoosh {version('whoosh-reloaded')}, {self.folder}"
 
     def check(self) -> str | None:
         """Cheap proof that the committed index reads: open a searcher (it opens every segment, which
@@ -271,3 +279,19 @@ class LexicalStore:
                 self._searcher.close()
                 self._searcher = None
             self.ix.close()
+
+
+# The lexical stores (settings.LEXICAL_STORES), each in its own folder of the index: a switch finds the
+# other store's folder, not a store it cannot read.
+FOLDERS = {"whoosh": "whoosh", "tantivy": "tantivy"}
+
+
+def open_lexical(index_dir: Path, store: str) -> LexicalStore:
+    """The lexical store ``store`` ("whoosh" or "tantivy") in its folder under ``index_dir``."""
+    if store == "tantivy":
+        from .tantivy_store import TantivyStore
+
+        return TantivyStore(index_dir / FOLDERS["tantivy"])  # type: ignore[return-value]
+    if store != "whoosh":
+        raise ValueError(f"unknown lexical store {store!r}")
+    return LexicalStore(index_dir / FOLDERS["whoosh"])

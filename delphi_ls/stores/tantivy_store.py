@@ -1,0 +1,328 @@
+"""The lexical store in tantivy (Rust, through tantivy-py): the same fields and answers as the Whoosh store.
+
+Whoosh is pure Python: at 100,000 files its writes were 46% of a cold index (bench/RESULTS.md, issue 18).
+tantivy indexes in its own threads (both cores) while Python parses the next files. It cannot split
+identifiers itself, so each field is tokenized here by :func:`code_tokens` (the Whoosh store's tokenizer)
+and handed over as whitespace-separated tokens, which tantivy's ``whitespace`` tokenizer reads back as
+they were: the same terms in both stores. BM25 with Whoosh's parameters (K1 1.2, B 0.75) over the same
+fields; the field boosts (symbols 2, path 1.5) multiply each field's score, where Whoosh multiplies the
+term frequency before BM25 saturates it (tantivy has no per-field term weight): close, not identical,
+which is why the two were measured side by side on the dev sets (README "Lexical store").
+
+Crash safety is tantivy's: a commit writes its segment files, then replaces ``meta.json`` atomically;
+files of a run killed before that are never read and are deleted by the next writer's commit.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ..core.tokens import code_tokens
+
+# Field name -> score multiplier (the Whoosh schema's field_boost).
+BOOSTS = {"content": 1.0, "symbols": 2.0, "pathtext": 1.5}
+# The writer's memory, split between its threads: a segment is flushed when a thread's share fills. A
+# 1,000-file batch of source is a few MB of text, so this bounds the worst case, not the usual one.
+WRITER_HEAP = 128 * 1024 * 1024
+FOLDER_FILES = ("meta.json",)
+
+
+def writer_threads() -> int:
+    """Indexing threads: one per core, at most 4 (tantivy's own threads, beside Python's main thread)."""
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def tokens(text: str) -> str:
+    """``text`` as the code tokenizer's tokens, one space between each (what the whitespace tokenizer
+    splits back into the same terms)."""
+    return " ".join(t for t, _pos in code_tokens(text))
+
+
+def version() -> str | None:
+    """tantivy-py's version, or None when it is not installed."""
+    try:
+        from importlib.metadata import version as dist_version
+
+        return dist_version("tantivy")
+    except Exception:
+        return None
+
+
+def _schema(tv: Any) -> Any:
+    sb = tv.SchemaBuilder()
+    sb.add_text_field("id", stored=True, tokenizer_name="raw", index_option="basic")
+    sb.add_text_field("path", stored=True, tokenizer_name="raw", index_option="basic")
+    sb.add_text_field("kind", tokenizer_name="raw", index_option="basic")
+    # No positions: nothing searches phrases (the Whoosh fields are phrase=False too).
+    for f in BOOSTS:
+        sb.add_text_field(f, tokenizer_name="whitespace", index_option="freq")
+    return sb.build()
+
+
+SCHEMA_FIELDS = ("id", "path", "kind", *BOOSTS)
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class TantivyPanic(RuntimeError):
+    """A panic inside tantivy (a damaged file trips an assertion): pyo3 raises those as a BaseException,
+    which the engine's failure handling (``except Exception``) would not see."""
+
+
+def _panics_as_errors(fn: F) -> F:
+    @functools.wraps(fn)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (Exception, KeyboardInterrupt, SystemExit, GeneratorExit):
+            raise
+        except BaseException as e:  # pyo3_runtime.PanicException
+            raise TantivyPanic(f"tantivy panicked: {e}") from e
+    return wrapped  # type: ignore[return-value]
+
+
+class TantivyWriter:
+    """One batch of writes: adds and deletes in order, then ``commit`` or ``cancel`` (the Whoosh writer's
+    calls the pipeline makes). tantivy allows one writer per index; it is released at the end of each
+    batch, as the engine's writer lock may pass to another process between runs."""
+
+    def __init__(self, store: TantivyStore) -> None:
+        self._store = store
+        self._tv = store._tv
+        self._w = store.ix.writer(heap_size=WRITER_HEAP, num_threads=writer_threads())
+
+    @_panics_as_errors
+    def add_document(self, id: str, path: str, kind: str, content: str = "", symbols: str = "",  # noqa: A002
+                     pathtext: str = "") -> None:
+        """The Whoosh store's fields, raw: tokenized here as Whoosh's analyzer would."""
+        self._w.add_document(self._tv.Document(
+            id=id, path=path, kind=kind, content=tokens(content), symbols=tokens(symbols), pathtext=tokens(pathtext)))
+
+    @_panics_as_errors
+    def delete_path(self, path: str) -> None:
+        self._w.delete_documents_by_term("path", path)
+
+    @_panics_as_errors
+    def commit(self, merge: bool = True, **_kw: Any) -> None:
+        """Commit, wait for the merges tantivy's merge policy started (its own threads), release the
+        writer. ``merge`` is the Whoosh writer's keyword: tantivy decides its merges itself."""
+        try:
+            self._w.commit()
+        finally:
+            self._release()
+        self._store.refresh()
+
+    @_panics_as_errors
+    def cancel(self) -> None:
+        try:
+            self._w.rollback()
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        w, self._w = self._w, None
+        if w is not None:
+            w.wait_merging_threads()  # consumes the writer: its lock on the folder goes with it
+
+
+class TantivyStore:
+    """:class:`~delphi_ls.stores.lexical.LexicalStore`'s interface over tantivy. ``error`` is set when the
+    folder could not be opened (an empty in-memory index answers meanwhile, and health says why) or when
+    tantivy is not installed (``unavailable``: nothing answers, and nothing falls back to Whoosh)."""
+
+    name = "tantivy"
+
+    def __init__(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.folder = folder
+        self._lock = threading.RLock()
+        self._searcher: Any = None
+        self._seen: tuple[int, int] | None = None  # meta.json's (mtime_ns, size) the searcher reads
+        self.error: str | None = None
+        self.unavailable = False
+        self.created = False
+        self.ix: Any = None
+        try:
+            import tantivy as tv
+        except ImportError as e:
+            self._tv = None
+            self.unavailable = True
+            self.error = (f"tantivy is not installed ({e}); install tantivy=={_PINNED} or set "
+                          "lexical_store = \"whoosh\"")
+            return
+        self._tv = tv
+        try:
+            self._open(tv, folder)
+        except Exception as e:  # any failure to open is reported, never a traceback for every command
+            self.error = f"{type(e).__name__}: {e}"
+            self.ix = tv.Index(_schema(tv))
+
+    @_panics_as_errors
+    def _open(self, tv: Any, folder: Path) -> None:
+        if (folder / "meta.json").exists():
+            have = sorted(f.get("name", "") for f in json.loads((folder / "meta.json").read_text())["schema"])
+            if have != sorted(SCHEMA_FIELDS):
+                raise OSError(f"its fields {have} are not this version's {sorted(SCHEMA_FIELDS)}")
+            self.ix = tv.Index.open(str(folder))
+        else:
+            leftovers = [p.name for p in folder.iterdir() if p.suffix in (".idx", ".store", ".term")]
+            if leftovers:
+                # Segments without meta.json: the commit record was lost. Creating an index here would
+                # hide that; answer from an empty one and say so until a rebuild.
+                raise OSError(f"no meta.json beside {len(leftovers)} segment file(s)")
+            self.ix = tv.Index(_schema(tv), path=str(folder), reuse=False)
+            self.created = True
+        self.ix.config_reader(reload_policy="manual")
+
+    def describe(self) -> str:
+        if self.unavailable:
+            return f"tantivy (unavailable: {self.error}), {self.folder}"
+        return f"tantivy {version()}, {self.folder}"
+
+    @_panics_as_errors
+    def check(self) -> str | None:
+        """Open a searcher over the committed index (tantivy opens every segment's files, which finds a
+        truncated or missing one) and read one stored document. The problem in words, or None."""
+        if self.error:
+            return self.error
+        try:
+            with self._lock:
+                self.refresh()
+                s = self.searcher()
+                if s.num_docs:
+                    hits = s.search(self._tv.Query.all_query(), 1).hits
+                    if hits:
+                        s.doc(hits[0][1])
+        except Exception as e:
+            return f"{type(e).__name__}: {e}"
+        return None
+
+    @_panics_as_errors
+    def wipe(self) -> None:
+        """Delete the folder's index and start an empty one (the caller refills it from the manifest)."""
+        if self.unavailable:
+            raise RuntimeError(self.error)
+        with self._lock:
+            self.close()
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self.ix = self._tv.Index(_schema(self._tv), path=str(self.folder), reuse=False)
+            self.ix.config_reader(reload_policy="manual")
+            self.error = None
+            self.created = True
+
+    def writer(self) -> TantivyWriter:
+        if self.unavailable:
+            raise RuntimeError(f"lexical store tantivy is unavailable: {self.error}")
+        return TantivyWriter(self)
+
+    @staticmethod
+    def add_chunk(writer: TantivyWriter, chunk_id: str, path: str, kind: str, text: str, symbols: list[str]) -> None:
+        writer.add_document(id=chunk_id, path=path, kind=kind, content=text, symbols=" ".join(symbols),
+                            pathtext=path.replace("/", " / "))
+
+    def delete_paths(self, writer: TantivyWriter, paths: list[str]) -> None:
+        """Delete every document of ``paths`` (applied, in order, before the writer's later adds)."""
+        for p in paths:
+            writer.delete_path(p)
+
+    def _meta_stat(self) -> tuple[int, int] | None:
+        try:
+            st = (self.folder / "meta.json").stat()
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_size)
+
+    @_panics_as_errors
+    def refresh(self) -> None:
+        with self._lock:
+            self._searcher = None
+            if self.ix is not None:
+                self.ix.reload()
+
+    @_panics_as_errors
+    def searcher(self) -> Any:
+        """A searcher over the latest commit: reloaded when ``meta.json`` changed (another process's
+        commit; one stat per call), else the same one (tantivy searchers are made for concurrent use)."""
+        with self._lock:
+            seen = self._meta_stat()
+            if self._searcher is None or seen != self._seen:
+                self.ix.reload()
+                self._seen = seen
+                self._searcher = self.ix.searcher()
+            return self._searcher
+
+    @_panics_as_errors
+    def doc_count(self) -> int:
+        if self.ix is None:
+            return 0
+        return int(self.searcher().num_docs)
+
+    def segment_sizes(self) -> list[int]:
+        """Documents (deleted ones included) in each committed segment, from ``meta.json``."""
+        try:
+            meta = json.loads((self.folder / "meta.json").read_text())
+        except (OSError, ValueError):
+            return []
+        return [int(s.get("max_doc", 0)) for s in meta.get("segments", [])]
+
+    def merge_tiers(self, fanout: int = 16, max_docs: int | None = None) -> int:
+        """Nothing to do: tantivy's merge policy merges in its own threads after each commit (the writer
+        waits for them before it is released). The Whoosh store's call, answered 0."""
+        return 0
+
+    @_panics_as_errors
+    def rarest(self, terms: list[str], n: int) -> list[str]:
+        """The ``n`` terms with the fewest documents (absent terms dropped): what a long query is about."""
+        if len(terms) <= n:
+            return terms
+        if self.ix is None:
+            return terms[:n]
+        s = self.searcher()
+        df = {t: s.doc_freq("content", t) + s.doc_freq("symbols", t) for t in terms}
+        present = [t for t in terms if df[t] > 0]
+        return sorted(present, key=lambda t: df[t])[:n]
+
+    @_panics_as_errors
+    def search_terms(self, terms: list[str], limit: int, fields: tuple[str, ...] = ("content", "symbols", "pathtext"),
+                     kinds: set[str] | None = None) -> list[tuple[str, str, float]]:
+        """BM25 over the given fields for any of ``terms`` (each field's score times its boost):
+        (chunk id, path, score)."""
+        if not terms or self.ix is None:
+            return []
+        tv = self._tv
+        Q, Occur = tv.Query, tv.Occur
+        s = self.searcher()
+        schema = self.ix.schema
+        clauses = []
+        for f in fields:
+            for t in terms:
+                q = Q.term_query(schema, f, t)
+                clauses.append((Occur.Should, Q.boost_query(q, BOOSTS[f]) if BOOSTS.get(f, 1.0) != 1.0 else q))
+        q = Q.boolean_query(clauses)
+        if kinds:
+            # A filter, not a score: a constant 0 added to every hit that has one of the kinds.
+            flt = Q.boolean_query([(Occur.Should, Q.term_query(schema, "kind", k)) for k in sorted(kinds)])
+            q = Q.boolean_query([(Occur.Must, q), (Occur.Must, Q.const_score_query(flt, 0.0))])
+        out = []
+        for score, addr in s.search(q, limit).hits:
+            d = s.doc(addr)
+            out.append((d.get_first("id"), d.get_first("path"), float(score)))
+        # Equal scores in the order of their ids: tantivy breaks ties by document address, which depends on
+        # which of its threads took a document; the same index built twice answers in the same order.
+        out.sort(key=lambda r: (-r[2], r[0]))
+        return out
+
+    def close(self) -> None:
+        with self._lock:
+            self._searcher = None
+            self.ix = None  # tantivy-py has no close: its files are released with the last reference
+
+
+_PINNED = "0.27.0"

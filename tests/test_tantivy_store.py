@@ -1,0 +1,229 @@
+"""The tantivy lexical store (issue 18): the Whoosh store's answers from the same fixture, deletes and a
+one-file re-index, a damaged or missing folder found and rebuilt from the manifest, a switch of
+``lexical_store`` detected and rebuilt, an unavailable tantivy an error (no fallback), kill -9 mid-run."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from delphi_ls import Engine
+from delphi_ls.settings import Settings, SettingsError
+
+FILES = {
+    "shipyard/retry.py": "class RetryPolicy:\n    def delay_for(self, attempt):\n        return 2 ** attempt\n\n\n"
+                         "def with_backoff(fn, policy):\n    return fn()\n",
+    "shipyard/scheduler.py": "import heapq\n\n\nclass BuildScheduler:\n    def submit(self, job):\n"
+                             "        heapq.heappush(self.queue, job)\n\n    def next_job(self):\n"
+                             "        return heapq.heappop(self.queue)\n",
+    "shipyard/uploads.py": "from shipyard.retry import RetryPolicy, with_backoff\n\n\n"
+                           "def upload_artifact(client, blob):\n    return with_backoff(lambda: client.put(blob), RetryPolicy())\n",
+    "tests/test_retry.py": "from shipyard.retry import RetryPolicy\n\n\ndef test_delay():\n"
+                           "    assert RetryPolicy().delay_for(3) == 8\n",
+    "tests/test_scheduler.py": "from shipyard.scheduler import BuildScheduler\n\n\ndef test_submit():\n"
+                               "    s = BuildScheduler()\n    s.queue = []\n    s.submit(1)\n    assert s.next_job() == 1\n",
+    "docs/retry.md": "# Retries\nUploads are retried with exponential backoff.\n",
+    "blank.py": "   \n\n",  # no chunks: one empty lexical document
+}
+QUERIES = [["retrypolicy", "delay"], ["buildscheduler"], ["heapq", "queue"], ["exponential", "backoff"], ["upload"]]
+
+
+def _workspace(root: Path) -> Path:
+    for rel, text in FILES.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def _open(ws: Path, idx: Path, store: str) -> Engine:
+    return Engine(ws, index_dir=str(idx), reranker="off", vectors=False, lexical_store=store)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> tuple[Path, Path]:
+    """One workspace indexed with tantivy (copied by the tests that damage it)."""
+    base = tmp_path_factory.mktemp("tv")
+    ws = _workspace(base / "ws")
+    with _open(ws, base / "idx", "tantivy") as eng:
+        assert not eng.index().errors
+    return ws, base / "idx"
+
+
+@pytest.fixture
+def copy(built, tmp_path: Path) -> tuple[Path, Path]:
+    ws, idx = built
+    shutil.copytree(ws, tmp_path / "ws")
+    shutil.copytree(idx, tmp_path / "idx")
+    return tmp_path / "ws", tmp_path / "idx"
+
+
+def _paths(eng: Engine, terms: list[str], **kw) -> list[str]:
+    eng.lexical.refresh()
+    seen: list[str] = []
+    for _cid, p, _s in eng.lexical.search_terms(terms, 50, **kw):
+        if p not in seen:
+            seen.append(p)
+    return seen
+
+
+def test_same_answers_as_whoosh_on_the_same_workspace(tmp_path: Path):
+    ws = _workspace(tmp_path / "ws")
+    answers = {}
+    for store in ("whoosh", "tantivy"):
+        with _open(ws, tmp_path / f"idx-{store}", store) as eng:
+            eng.index()
+            assert eng.lexical.name == store and (tmp_path / f"idx-{store}" / store).is_dir()
+            rows = eng.lexical.search_terms(["retrypolicy"], 50)
+            assert rows and all(isinstance(c, str) and isinstance(p, str) and isinstance(s, float) for c, p, s in rows)
+            assert {c for c, _p, _s in rows} <= {r.id for p in FILES for r in eng.meta.chunks_of(p)}
+            answers[store] = {
+                "docs": eng.lexical.doc_count(),
+                "chunks": eng.meta.counts()["chunks"],
+                "found": [sorted(_paths(eng, q)) for q in QUERIES],
+                "top": [_paths(eng, q)[0] for q in QUERIES],
+                "tests": _paths(eng, ["retrypolicy"], fields=("content",), kinds={"test"}),
+                "rarest": eng.lexical.rarest(["shipyard", "retrypolicy", "heappop", "nowhere", "job"], 2),
+                "context": [r["path"] for r in eng.context("where is the build scheduler's job queue")["results"][:2]],
+            }
+    assert answers["tantivy"] == answers["whoosh"]
+    assert answers["tantivy"]["tests"] == ["tests/test_retry.py"]  # the kind filter, not a score
+    assert answers["tantivy"]["docs"] == answers["tantivy"]["chunks"] + 1  # + blank.py's empty document
+
+
+def test_deletes_and_a_one_file_reindex(copy):
+    ws, idx = copy
+    with _open(ws, idx, "tantivy") as eng:
+        docs = eng.lexical.doc_count()
+        (ws / "shipyard" / "retry.py").write_text("def jittered_delay(attempt):\n    return attempt\n")
+        rep = eng.index(only=["shipyard/retry.py"])
+        assert rep.files_indexed == 1 and not rep.errors
+        assert _paths(eng, ["jittered"]) == ["shipyard/retry.py"]
+        assert "shipyard/retry.py" not in _paths(eng, ["retrypolicy"])  # the old chunk went
+        assert eng.lexical.doc_count() == docs
+        (ws / "docs" / "retry.md").unlink()
+        rep = eng.index()
+        assert rep.files_deleted == 1
+        assert _paths(eng, ["exponential"]) == []
+        assert eng.lexical.doc_count() == eng.meta.counts()["chunks"] + 1 < docs  # + blank.py's empty doc
+    # The writer is released after each batch: another writer (another engine, another process) may open.
+    with _open(ws, idx, "tantivy") as eng:
+        w = eng.lexical.writer()
+        w.cancel()
+        assert not eng.index().errors
+
+
+def _damage(folder: Path, how: str) -> None:
+    if how == "missing":
+        shutil.rmtree(folder)
+    elif how == "meta_lost":
+        (folder / "meta.json").unlink()
+    elif how == "truncated":
+        for p in folder.iterdir():
+            if p.suffix in (".idx", ".term", ".store"):
+                p.write_bytes(p.read_bytes()[:5])
+    elif how == "foreign":  # another version's fields
+        meta = json.loads((folder / "meta.json").read_text())
+        meta["schema"][0]["name"] = "other"
+        (folder / "meta.json").write_text(json.dumps(meta))
+
+
+@pytest.mark.parametrize("how", ["missing", "meta_lost", "truncated", "foreign"])
+def test_a_damaged_or_missing_folder_is_found_and_rebuilt(copy, how: str):
+    ws, idx = copy
+    _damage(idx / "tantivy", how)
+    with _open(ws, idx, "tantivy") as eng:
+        h = eng.health(check_staleness=False)
+        assert not h["ok"] and h["lexicalStore"].startswith("tantivy 0.27")
+        [p] = [p for p in h["problems"] if p["code"] == "lexical_store"]
+        assert "tantivy" in p["message"] and "delphi index" in p["message"], p
+        rep = eng.index()
+        assert any("rebuilt from the manifest" in r for r in rep.repaired), rep.repaired
+        assert eng.health(check_staleness=False)["ok"]
+        assert _paths(eng, ["buildscheduler"])[0] == "shipyard/scheduler.py"
+        assert eng.lexical.doc_count() == eng.meta.counts()["chunks"] + 1
+
+
+def test_switching_stores_is_detected_and_rebuilt(copy):
+    ws, idx = copy
+    with _open(ws, idx, "whoosh") as eng:
+        # Built with tantivy: the whoosh folder is not there (or empty), the health says which and why.
+        [p] = [p for p in eng.health(check_staleness=False)["problems"] if p["code"] == "lexical_store"]
+        assert "built with tantivy and lexical_store is now whoosh" in p["message"], p
+        assert not (idx / "tantivy").exists()  # the other store's folder went: stale from now on
+        rep = eng.index()
+        assert any("(it was tantivy)" in r for r in rep.repaired), rep.repaired
+        assert eng.health(check_staleness=False)["ok"] and eng.meta.get_state("lexical_store") == "whoosh"
+        assert _paths(eng, ["buildscheduler"])[0] == "shipyard/scheduler.py"
+    with _open(ws, idx, "whoosh") as eng:  # no switch the second time
+        assert eng.lexical_switched_from is None and eng.health(check_staleness=False)["ok"]
+    with _open(ws, idx, "tantivy") as eng:  # and back
+        assert eng.lexical_switched_from == "whoosh" and not (idx / "whoosh").exists()
+        eng.index()
+        assert eng.health(check_staleness=False)["ok"] and eng.lexical.doc_count() == eng.meta.counts()["chunks"] + 1
+
+
+def test_an_index_from_before_the_setting_is_whoosh(tmp_path: Path):
+    ws = _workspace(tmp_path / "ws")
+    with _open(ws, tmp_path / "idx", "whoosh") as eng:
+        eng.index()
+        eng.meta.set_state("lexical_store", None)  # what an index built before the setting holds
+    with _open(ws, tmp_path / "idx", "tantivy") as eng:
+        assert eng.lexical_switched_from == "whoosh"
+        eng.index()
+        assert eng.health(check_staleness=False)["ok"]
+
+
+def test_unavailable_tantivy_is_an_error_not_a_fallback(copy, monkeypatch):
+    ws, idx = copy
+    monkeypatch.setitem(sys.modules, "tantivy", None)  # what `import tantivy` meets when it is not installed
+    with _open(ws, idx, "tantivy") as eng:
+        h = eng.health(check_staleness=False)
+        assert not h["ok"] and "unavailable" in h["lexicalStore"]
+        [p] = [p for p in h["problems"] if p["code"] == "lexical_store"]
+        assert "tantivy is unavailable" in p["message"] and "not installed" in p["message"]
+        assert eng.lexical.search_terms(["retrypolicy"], 10) == []  # nothing answers BM25, Whoosh included
+        assert not (idx / "whoosh").exists()
+
+
+def test_the_setting_is_validated():
+    assert Settings.from_dict({"lexical_store": "tantivy"}).lexical_store == "tantivy"
+    assert Settings().lexical_store in ("whoosh", "tantivy")
+    with pytest.raises(SettingsError, match="lexical_store"):
+        Settings.from_dict({"lexical_store": "lucene"})
+
+
+def test_killed_mid_run_resumes_to_the_same_counts(tmp_path: Path):
+    """kill -9 during a tantivy write: the next run finds a whole committed index and finishes it."""
+    ws = tmp_path / "ws"
+    for i in range(300):
+        d = ws / "gen" / f"m{i % 12}"
+        d.mkdir(parents=True, exist_ok=True)
+        body = "\n".join(f"def f{i}_{j}(x):\n    return x * {j} + {i}\n" for j in range(30))
+        (d / f"mod{i}.py").write_text(f'"""module {i}"""\n' + body)
+    env = {**os.environ, "DELPHI_LEXICAL_STORE": "tantivy", "DELPHI_VECTORS": "false"}
+    killed = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "delphi_ls.cli", "index", str(ws), "--index-dir", str(killed), "--quiet"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        if any((killed / "tantivy").glob("*.store")):  # a segment is being written or was committed
+            break
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    subprocess.run(cmd, check=True, timeout=300, env=env)
+    subprocess.run([*cmd[:-3], "--index-dir", str(tmp_path / "clean"), "--quiet"], check=True, timeout=300, env=env)
+    facts = []
+    for idx in (killed, tmp_path / "clean"):
+        with _open(ws, idx, "tantivy") as eng:
+            assert eng.health(check_staleness=False)["ok"]
+            facts.append((eng.meta.counts()["chunks"], eng.lexical.doc_count(), _paths(eng, ["f7_3"])))
+    assert facts[0] == facts[1] and facts[0][2] == ["gen/m7/mod7.py"]
