@@ -78,10 +78,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for n_c, (cdir, group) in enumerate(sorted(by_corpus.items())):
         print(f"[{n_c + 1}/{len(by_corpus)}] {cdir.name}: {len(group)} samples", file=sys.stderr)
         engines: dict[str, Engine] = {}
+        lex_dirs: set[str] = set()
         for name, overrides in variants.items():
             ov = {"index_dir": str(index_root / cdir.name), "embedder": args.embedder, **extra, **overrides}
             if overrides.get("vectors") is False:
                 ov["index_dir"] = str(index_root / (cdir.name + "-novec"))
+            # Another lexical store (issue 18, tantivy beside Whoosh): its own index folder, a copy of the
+            # engine's (same manifest, chunks and vectors) whose lexical index the run rebuilds from the
+            # manifest, so only the store differs (two stores cannot share one folder: a switch rebuilds).
+            lex = overrides.get("lexical_store")
+            own_lex = lex is not None and lex != variants["engine"].get("lexical_store", extra.get("lexical_store"))
+            rebuild = False
+            if own_lex and "engine" in engines:
+                ov["index_dir"] = str(index_root / f"{cdir.name}-{lex}")
+                rebuild = ov["index_dir"] not in lex_dirs  # the first variant of this store builds it
+                if rebuild:
+                    shutil.rmtree(ov["index_dir"], ignore_errors=True)
+                    shutil.copytree(index_root / cdir.name, ov["index_dir"])
+                    lex_dirs.add(ov["index_dir"])
             idx = Path(ov["index_dir"])
             repo_key = cdir.name.rsplit("__", 1)[0] + (":novec" if overrides.get("vectors") is False else "")
             seeded = False
@@ -91,7 +105,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 shutil.copytree(last_index_of_repo[repo_key], idx)
                 seeded = True
             eng = Engine(cdir, **ov)
-            if name == "engine" or overrides.get("vectors") is False:
+            if rebuild:
+                t0 = time.perf_counter()
+                rep = eng.index()  # the switch found at open: the lexical index rebuilt from the manifest
+                index_stats.append({"corpus": cdir.name, "variant": name, "seconds": round(time.perf_counter() - t0, 3),
+                                    "repaired": rep.repaired})
+            elif (name == "engine" or overrides.get("vectors") is False) and not own_lex:
                 last_index_of_repo[repo_key] = idx
                 t0 = time.perf_counter()
                 rep = eng.index()

@@ -212,6 +212,15 @@ class PhaseTimer:
         self._wrap(SegmentWriter, "_finalize_segment", "whoosh flush")
         self._wrap(SegmentWriter, "_merge_segments", "whoosh merge")
         self._wrap(SegmentWriter, "commit", "whoosh commit")
+        if getattr(eng.lexical, "name", "whoosh") == "tantivy":
+            from delphi_ls.stores import tantivy_store
+
+            # Python's side of tantivy's writes: tokenizing (code_tokens, as for Whoosh), handing documents
+            # to tantivy's threads, and the commit, which waits for those threads and the merges they start.
+            self._wrap(tantivy_store, "tokens", "tokenize")
+            self._wrap(tantivy_store.TantivyWriter, "add_document", "tantivy add_document")
+            self._wrap(tantivy_store.TantivyWriter, "delete_path", "tantivy delete")
+            self._wrap(tantivy_store.TantivyWriter, "commit", "tantivy commit (+ its threads, merges)")
         self._wrap(meta.MetaStore, "replace_file", "sqlite manifest")
         for name in ("unembedded", "cached_vectors", "cache_vectors", "mark_embedded"):
             self._wrap(meta.MetaStore, name, "sqlite vectors")
@@ -233,6 +242,8 @@ class PhaseTimer:
         # Exclusive times: the tokenizer runs inside add_document; flush and merge inside commit.
         if "whoosh add_document" in s:
             s["whoosh add_document"] -= s.get("tokenize", 0.0)
+        if "tantivy add_document" in s:
+            s["tantivy add_document"] -= s.get("tokenize", 0.0)
         if "whoosh commit" in s:
             s["whoosh commit (rest)"] = s.pop("whoosh commit") - s.get("whoosh flush", 0.0) - s.get("whoosh merge", 0.0)
         s["other (python glue, hashing, waits)"] = total_s - sum(s.values())
@@ -357,6 +368,8 @@ def run(folder: Path, embedder: str, keep: bool = False, quick: bool = False,
         out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
         out["peak_rss_children_mb"] = round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1)
         out["index_bytes"] = sum(p.stat().st_size for p in (work / "index").rglob("*") if p.is_file())
+        out["lexical_store"] = getattr(eng.lexical, "name", "whoosh")
+        out["lexical_bytes"] = sum(p.stat().st_size for p in eng.lexical.folder.rglob("*") if p.is_file())
         out["load_after"] = [round(x, 2) for x in os.getloadavg()]
         if quick:
             eng.close()
@@ -407,6 +420,8 @@ def render(r: dict[str, Any]) -> str:
                      f"{r.get('load_after_index')} | a shared machine: read ratios |")
     if "index_bytes" in r:
         lines.append(f"| index size on disk (MB) | {r['index_bytes'] / 2**20:.1f} | |")
+    if "lexical_bytes" in r:
+        lines.append(f"| lexical store ({r['lexical_store']}) on disk (MB) | {r['lexical_bytes'] / 2**20:.1f} | |")
     if "graph" in r:
         gr = r["graph"]
         lines.append(f"| file graph build (s) | {gr['build_s']} ({gr['edges']} edges) | {100 * gr['share_of_cold_index']:.1f}% of cold index time |")
