@@ -219,6 +219,9 @@ def test_killed_mid_run_resumes_to_the_same_counts(tmp_path: Path):
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+    with _open(ws, killed, "tantivy") as eng:  # what the kill left: a committed index, behind the workspace
+        partial = eng.meta.counts()["chunks"]
+        assert eng.check_stores() == {} or partial == 0
     subprocess.run(cmd, check=True, timeout=300, env=env)
     subprocess.run([*cmd[:-3], "--index-dir", str(tmp_path / "clean"), "--quiet"], check=True, timeout=300, env=env)
     facts = []
@@ -227,3 +230,23 @@ def test_killed_mid_run_resumes_to_the_same_counts(tmp_path: Path):
             assert eng.health(check_staleness=False)["ok"]
             facts.append((eng.meta.counts()["chunks"], eng.lexical.doc_count(), _paths(eng, ["f7_3"])))
     assert facts[0] == facts[1] and facts[0][2] == ["gen/m7/mod7.py"]
+    assert partial < facts[0][0]  # the kill really interrupted the run
+
+
+def test_a_snapshot_made_with_whoosh_loads_into_tantivy(tmp_path: Path):
+    """No lexical file travels in a snapshot: the loader builds its own store from the manifest, so a
+    teammate on tantivy loads a snapshot made on Whoosh and answers the same, with no switch left to do."""
+    ws = _workspace(tmp_path / "a" / "ws")
+    with _open(ws, tmp_path / "idx-a", "whoosh") as eng:
+        eng.index()
+        eng.snapshot(tmp_path / "ws.delphi-snapshot")
+        answers = [_paths(eng, q)[0] for q in QUERIES]
+    other = tmp_path / "b" / "ws"
+    shutil.copytree(ws, other)
+    Engine.load_snapshot(tmp_path / "ws.delphi-snapshot", other, index_dir=tmp_path / "idx-b",
+                         vectors=False, lexical_store="tantivy")
+    assert (tmp_path / "idx-b" / "tantivy" / "meta.json").is_file() and not (tmp_path / "idx-b" / "whoosh").exists()
+    with _open(other, tmp_path / "idx-b", "tantivy") as eng:
+        assert eng.lexical_switched_from is None and eng.check_stores() == {}
+        assert eng.lexical.doc_count() == eng.meta.counts()["chunks"] + 1
+        assert [_paths(eng, q)[0] for q in QUERIES] == answers
