@@ -311,7 +311,7 @@ class TantivyStore:
             flt = Q.boolean_query([(Occur.Should, Q.term_query(schema, "kind", k)) for k in sorted(kinds)])
             q = Q.boolean_query([(Occur.Must, q), (Occur.Must, Q.const_score_query(flt, 0.0))])
         out = []
-        for score, addr in s.search(q, limit).hits:
+        for score, addr in s.search(q, limit, count=False).hits:  # no count: lets tantivy skip blocks
             d = s.doc(addr)
             out.append((d.get_first("id"), d.get_first("path"), float(score)))
         # Equal scores in the order of their ids: tantivy breaks ties by document address, which depends on
