@@ -29,9 +29,15 @@ perf() {  # corpus-name folder store
 }
 
 arb() {  # name samples corpora
-  echo "== arb $1 $(date -u +%H:%M:%S) load $(cut -d' ' -f1-3 /proc/loadavg)"
+  # ARB_BY (HH:MM UTC, optional): the time by which a run must end; skipped when under 15 min are left.
+  local limit=3000
+  if [ -n "${ARB_BY:-}" ]; then
+    limit=$(( $(date -u -d "$ARB_BY" +%s) - $(date -u +%s) ))
+    if [ "$limit" -lt 900 ]; then echo "== arb $1 skipped: ${limit}s left before $ARB_BY"; return; fi
+  fi
+  echo "== arb $1 $(date -u +%H:%M:%S) load $(cut -d' ' -f1-3 /proc/loadavg) (limit ${limit}s)"
   rm -rf "$OUT/$1_index"
-  timeout 3000 $PY -m bench.arb --samples "$2" --corpora "$3" --out "$OUT/$1" --index-root "$OUT/$1_index" \
+  timeout "$limit" $PY -m bench.arb --samples "$2" --corpora "$3" --out "$OUT/$1" --index-root "$OUT/$1_index" \
     --fresh-indexes --baselines lexical,bm25,grep,heuristic \
     --variant 'tantivy={"lexical_store": "tantivy"}' \
     --variant "bm25-whoosh={\"lexical_store\": \"whoosh\", \"reranker\": \"off\", \"branch_weights\": $OTHERS}" \
