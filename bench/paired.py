@@ -1,6 +1,6 @@
 """Paired bootstrap between systems of one ``bench.arb`` run (its ``records.jsonl``).
 
-    python -m bench.paired OUT/records.jsonl A:B [A:B ...] [--resamples 10000] [--seed 0]
+    python -m bench.paired OUT/records.jsonl A:B [A:B ...] [--resamples 10000] [--seed 0] [--only KEY=VALUE]
 
 For each task (and all samples), prints every system's MRR / R@5 / R@20 and, for each pair, the mean
 per-sample difference A − B with a 95% percentile interval from resampling the samples with
@@ -72,8 +72,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("pairs", nargs="+", help="A:B, two system names of that run")
     ap.add_argument("--resamples", type=int, default=10000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--only", action="append", default=[], metavar="KEY=VALUE",
+                    help="keep the records whose KEY is VALUE (e.g. source=history for bench.train's held-out records)")
     args = ap.parse_args(argv)
     records = [json.loads(line) for line in args.records.open() if line.strip()]
+    for kv in args.only:
+        key, _, value = kv.partition("=")
+        records = [r for r in records if str(r.get(key)) == value]
+    if not records:
+        raise SystemExit("no records left to compare")
     systems = set(records[0]["systems"]) if records else set()
     pairs = []
     for p in args.pairs:

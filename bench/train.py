@@ -266,6 +266,21 @@ def _write_heldout(path: Path, rows: list[dict[str, Any]], folds: list[list[str]
                                      "source": r["source"], "systems": systems}) + "\n")
 
 
+_CV_ROWS: list[dict[str, Any]] = []
+_CV_FOLDS: list[list[str]] = []
+
+
+def _cv_job(job: tuple[int, tuple[int, int, int], int]) -> dict[str, float]:
+    """One configuration trained without one fold and scored on it (reads the module's windows)."""
+    fi, (window, hidden, epochs), seed = job
+    fold = _CV_FOLDS[fi]
+    test = [r for r in _CV_ROWS if r["repo"] in fold]
+    train = [r for r in _cut([r for r in _CV_ROWS if r["repo"] not in fold], window)
+             if any(c["label"] for c in r["candidates"])]
+    model, mean, std, _ = fit(train, hidden, epochs, seed)
+    return _window_metrics(model, _groups(_cut(test, window), mean, std), [len(r["gold"]) for r in test])
+
+
 def cmd_ltr(args: argparse.Namespace) -> None:
     # Several folders (comma-separated) train one model, e.g. the same changes mined with and without
     # git history, so the ranker learns to use co-change where it exists and not to need it.
@@ -294,7 +309,11 @@ def cmd_ltr(args: argparse.Namespace) -> None:
     # dev sets; the criterion is the one the default must meet there: MRR plus Recall@5.
     rng = np.random.default_rng(args.seed)
     folds = [list(f) for f in np.array_split(rng.permutation(repos), min(4, len(repos)))]
-    grid = [(w, h, e) for w in ((args.window,) if args.window else (20, DEPTH)) for h in (8, 16) for e in (5, 10, 20)]
+    if args.config:
+        w, h, e = (int(v) for v in args.config.split(","))
+        grid = [(w, h, e)]  # fixed (an ablation at another training's chosen configuration): no search
+    else:
+        grid = [(w, h, e) for w in ((args.window,) if args.window else (20, DEPTH)) for h in (8, 16) for e in (5, 10, 20)]
     cv: dict[tuple[int, int, int], dict[str, float]] = {g: {"mrr": 0.0, "r@5": 0.0} for g in grid}
     fused = {"mrr": 0.0, "r@5": 0.0}
     for fold in folds:
@@ -303,12 +322,24 @@ def cmd_ltr(args: argparse.Namespace) -> None:
         ident = np.zeros(len(FEATURE_NAMES)), np.ones(len(FEATURE_NAMES))
         for k, v in _window_metrics(None, _groups(test, *ident), golds).items():
             fused[k] += v * len(test) / len(rows)
-        for window, hidden, epochs in grid:
-            train = [r for r in _cut([r for r in rows if r["repo"] not in fold], window)
-                     if any(c["label"] for c in r["candidates"])]
-            model, mean, std, _ = fit(train, hidden, epochs, args.seed)
-            for k, v in _window_metrics(model, _groups(_cut(test, window), mean, std), golds).items():
-                cv[(window, hidden, epochs)][k] += v * len(test) / len(rows)
+    # Every (fold, configuration) fit is independent and seeded: --jobs spreads them over processes (forked, so
+    # the windows are shared, not copied), and the sums below are taken in one fixed order either way.
+    global _CV_ROWS
+    _CV_ROWS = rows
+    jobs = [(fi, g, args.seed) for fi in range(len(folds)) for g in grid]
+    _CV_FOLDS[:] = folds
+    if args.jobs > 1:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(args.jobs, mp_context=mp.get_context("fork")) as pool:
+            results = list(pool.map(_cv_job, jobs))
+    else:
+        results = [_cv_job(j) for j in jobs]
+    for (fi, g, _), res in zip(jobs, results, strict=True):
+        n_test = sum(1 for r in rows if r["repo"] in folds[fi])
+        for k, v in res.items():
+            cv[g][k] += v * n_test / len(rows)
     best = max(grid, key=lambda g: (round(cv[g]["mrr"] + cv[g]["r@5"], 4), -g[0], -g[1], -g[2]))
     print(f"held-out inside the window (MRR, R@5): fused {fused['mrr']:.4f} {fused['r@5']:.4f}; "
           + ", ".join(f"w{w}/h{h}/e{e} {v['mrr']:.4f} {v['r@5']:.4f}" for (w, h, e), v in sorted(cv.items())),
@@ -395,6 +426,8 @@ def build_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--name", default="delphi-ltr-3", help="the ranker's name (health, model card)")
     ap.add_argument("--heldout", help="write the chosen configuration's per-question held-out-fold results here "
                     "(JSONL in bench.arb's record shape, for bench.paired)")
+    ap.add_argument("--config", help="W,H,E: train window W, hidden H, epochs E without searching the grid")
+    ap.add_argument("--jobs", type=int, default=1, help="processes for the held-out-fold grid (results do not depend on it)")
     ap.add_argument("--drop-features", help="comma-separated features to train without (for ablations)")
     return ap.parse_args(argv)
 
