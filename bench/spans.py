@@ -14,12 +14,13 @@ overall, at budgets of 2,000 / 4,000 / 8,000 tokens (chars/4):
 - ``first_span_hit``: of gold files in the top 20, the share whose first listed span overlaps a region;
 - tokens used.
 
-Systems, all in one run: the engine with the scored spans (``engine``), the engine with the spans and
+Systems, all in one run: the engine with the scored spans (``engine``; the learned span ranker,
+``spans.LEARNED``), the same with session 6's hand score (``engine-hand``), the engine with the spans and
 packer before issue 17 (``engine-legacy``, same process, same index), the engine's file order packed as
 file heads (``heads(engine order)``: each file's first lines, at most a quarter of the budget per file),
 and the task-aware heuristic's order packed the same way (``heads(heuristic order)``; its per-sample
 ``top`` lists come from ``heuristic_baseline.py``'s OUT.jsonl). Latency is the answer at 4,000 tokens,
-engine vs engine-legacy alternately first, as a ratio of p50s.
+the three engine systems first in turn, as ratios of p50s.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ from typing import Any
 
 from delphi_ls import Engine
 from delphi_ls.evaluation.scoring import ask, bootstrap, corpus_dir, gold_of, mean, metrics
+from delphi_ls.retrieval import spans as S
+
+SHIPPED_SPAN_MODEL = S.LEARNED
 
 BUDGETS = (2000, 4000, 8000)
 SLACK = 3
@@ -130,12 +134,16 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             valid = [a for a in anchors if (cdir / a).exists()]
             rec: dict[str, Any] = {"id": s["id"], "repo": s["repo"], "task": s["task_type"], "nRegions":
                                    sum(len(r) for r in regs.values()), "systems": {}}
-            answers: dict[str, dict[int, Any]] = {"engine": {}, "engine-legacy": {}}
+            answers: dict[str, dict[int, Any]] = {"engine": {}, "engine-hand": {}, "engine-legacy": {}}
             lat: dict[str, float] = {}
-            modes = ["engine", "engine-legacy"] if len(records) % 2 == 0 else ["engine-legacy", "engine"]
+            modes = list(answers)
+            k = len(records) % len(modes)
+            modes = modes[k:] + modes[:k]  # each goes first in turn: no system always meets a cold cache
             for budget in (4000, 2000, 8000):  # 4000 first: its latency is the one reported
                 for name in modes:
                     eng.span_mode = "legacy" if name == "engine-legacy" else "scored"  # type: ignore[attr-defined]
+                    # engine-hand: the scored spans with the hand score (session 6's), beside the learned
+                    S.LEARNED = None if name == "engine-hand" else SHIPPED_SPAN_MODEL
                     t0 = time.perf_counter()
                     ans = eng.context(text, anchors=valid, limit=args.limit, budget_tokens=budget)
                     if budget == 4000:
@@ -179,7 +187,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     return records
 
 
-SYSTEMS = ("engine", "engine-legacy", "heads(engine order)", "heads(heuristic order)")
+SYSTEMS = ("engine", "engine-hand", "engine-legacy", "heads(engine order)", "heads(heuristic order)")
 
 
 def render(records: list[dict[str, Any]], args: argparse.Namespace) -> str:
@@ -203,26 +211,29 @@ def render(records: list[dict[str, Any]], args: argparse.Namespace) -> str:
                          f"{mean([v['r@20'] for v in vals]):.3f} | " + " | ".join(cells) +
                          f" | {mean(fh):.3f} ({sum(fh)}/{len(fh)}) | {statistics.median(fl) if fl else 0:.0f} "
                          f"| {mean([v['tokens@4000'] for v in vals]):.0f} |")
-    lines += ["", "Paired differences, engine − engine-legacy (95% bootstrap CI over samples):", "",
-              "| task | ΔMRR | ΔR@20 | Δhunk_cov@4000 | Δfirst_span_hit (per sample) | same file order | "
-              "p50 latency engine / legacy (s) | ratio |", "|---|---|---|---|---|---|---|---|"]
-    for t in ["overall"] + sorted({r["task"] for r in records}):
-        rs = [r for r in records if t == "overall" or r["task"] == t]
-        e = [r["systems"]["engine"] for r in rs]
-        o = [r["systems"]["engine-legacy"] for r in rs]
-        cells = []
-        for m in ("mrr", "r@20", "hunk_cov@4000"):
-            d = [a[m] - b[m] for a, b in zip(e, o, strict=True)]
+    for base in ("engine-hand", "engine-legacy"):
+        lines += ["", f"Paired differences, engine − {base} (95% bootstrap CI over samples):", "",
+                  "| task | ΔMRR | ΔR@20 | Δhunk_cov@4000 | Δfirst_span_hit (per sample) | same file order | "
+                  f"p50 latency engine / {base} (s) | ratio |", "|---|---|---|---|---|---|---|---|"]
+        for t in ["overall"] + sorted({r["task"] for r in records}):
+            rs = [r for r in records if (t == "overall" or r["task"] == t) and base in r["systems"]]
+            if not rs:
+                continue
+            e = [r["systems"]["engine"] for r in rs]
+            o = [r["systems"][base] for r in rs]
+            cells = []
+            for m in ("mrr", "r@20", "hunk_cov@4000"):
+                d = [a[m] - b[m] for a, b in zip(e, o, strict=True)]
+                lo, hi = bootstrap(d)
+                cells.append(f"{mean(d):+.3f} [{lo:+.3f}, {hi:+.3f}]")
+            d = [mean(a["first_hits"]) - mean(b["first_hits"]) for a, b in zip(e, o, strict=True) if a["first_hits"]]
             lo, hi = bootstrap(d)
             cells.append(f"{mean(d):+.3f} [{lo:+.3f}, {hi:+.3f}]")
-        d = [mean(a["first_hits"]) - mean(b["first_hits"]) for a, b in zip(e, o, strict=True) if a["first_hits"]]
-        lo, hi = bootstrap(d)
-        cells.append(f"{mean(d):+.3f} [{lo:+.3f}, {hi:+.3f}]")
-        le, lo_ = statistics.median(a["latency"] for a in e), statistics.median(b["latency"] for b in o)
-        lines.append(f"| {t} | " + " | ".join(cells) + f" | {sum(a['sameOrder'] for a in e)}/{len(e)} | "
-                     f"{le:.3f} / {lo_:.3f} | {le / lo_:.2f} |")
-    lines += ["", "Latency: the answer at 4,000 tokens (retrieval + spans + packing), warm, engine and "
-              "engine-legacy alternately first; timed on a shared 2-core machine, so read the ratio, not the seconds.", ""]
+            le, lo_ = statistics.median(a["latency"] for a in e), statistics.median(b["latency"] for b in o)
+            lines.append(f"| {t} | " + " | ".join(cells) + f" | {sum(a['sameOrder'] for a in e)}/{len(e)} | "
+                         f"{le:.3f} / {lo_:.3f} | {le / lo_:.2f} |")
+    lines += ["", "Latency: the answer at 4,000 tokens (retrieval + spans + packing), warm, the three engine "
+              "systems first in turn; timed on a shared 2-core machine, so read the ratio, not the seconds.", ""]
     return "\n".join(lines)
 
 

@@ -19,6 +19,7 @@ import argparse
 import itertools
 import json
 import pickle
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -89,7 +90,8 @@ def evaluate(data: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
         scored = {p: S.score_chunks(p, d["chunks"][p], sq) for p in d["order"]}
         results = [{"path": p, "spans": []} for p in d["order"]]
         row = res.setdefault(d["task"], {k: [] for k in ("hunk_cov@2000", "hunk_cov@4000", "hunk_cov@8000",
-                                                         "file_cov@4000", "first_span_hit")})
+                                                         "file_cov@4000", "first_span_hit",
+                                                         "first_span_lines")})
         for b in (2000, 4000, 8000):
             packed, used = P.pack(results, meta, b, Path(d["root"]), sq, scored)  # type: ignore[arg-type]
             assert used <= b
@@ -102,7 +104,10 @@ def evaluate(data: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
             ls = S.listed_spans(scored[p], set())
             first[p] = (ls[0]["startLine"], ls[0]["endLine"]) if ls else None
         row["first_span_hit"] += first_hits(first, d["regs"])
-    return {t: {k: round(mean(v), 3) for k, v in row.items()} for t, row in sorted(res.items())}
+        # A longer first span overlaps more regions by its length alone: its length is reported beside.
+        row["first_span_lines"] += [float(f[1] - f[0] + 1) for p, f in first.items() if f and p in d["regs"]]
+    return {t: {k: round(statistics.median(v) if k == "first_span_lines" else mean(v), 3) if v else 0.0
+                for k, v in row.items()} for t, row in sorted(res.items())}
 
 
 def sweep(args: argparse.Namespace) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..stores.meta import ChunkRow, MetaStore
 from ..workspace.scan import SkipFile, read_no_follow
-from .spans import ScoredChunk, SpanQuery, ranked, score_chunks, why_of
+from .spans import ScoredChunk, SpanQuery, score_chunks, why_of
 
 CHARS_PER_TOKEN = 4  # a coarse, tokenizer-free estimate; callers budget conservatively
 WHOLE_SHARE = 4  # a whole file may take at most a quarter of the budget
@@ -113,15 +113,15 @@ def pack(results: list[dict[str, Any]], meta: MetaStore, budget: int, root: Path
         per_file[path] = (rank, chunks)
         fw = 1.0 / (1.0 + RANK_DECAY * (rank - 1))
         sc = sc or score_chunks(path, chunks, sq)
-        order = ranked(sc)
-        best = order[0].score if order and order[0].score > 0 else 1.0
+        order = sorted(sc, key=lambda s: -s.value)  # stable: ties keep file order, as ranked() does
+        best = order[0].value if order and order[0].value > 0 else 1.0
         size = sum(len(c.text) + 1 for c in chunks)
         if (size + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN <= max(budget // WHOLE_SHARE, 1):
             # A small file is read whole: worth as much as its best chunk, and a little more.
             items.append((fw * 1.05 + BREADTH_BONUS, -rank, 0, "whole", path, None))
             continue
         for j, s in enumerate(order):
-            rel = s.score / best if s.score > 0 else 0.0
+            rel = s.value / best if s.value > 0 else 0.0
             # The file's best chunk always stands for the file, even with no word matched; while the
             # breadth share lasts, every top file's best chunk comes before any file's second.
             v = fw * (1.0 - 0.01 * j) + BREADTH_BONUS if j < BREADTH_CHUNKS else fw * rel

@@ -41,9 +41,22 @@ W_TERM, W_IDENT, W_LITERAL, W_ANCHOR_SYMBOL = 1.0, 2.0, 2.5, 0.6
 # What a branch's evidence for a chunk is worth, beside the lexical score (its first chunk counts most).
 BRANCH_EVIDENCE = {"bm25": 1.0, "vector": 1.2, "symbol": 2.0, "trigram": 1.5}
 K1, B = 1.2, 0.75
-# The learned span ranker's weights over FEATURES (None: the hand score lex + evidence + defines).
-LEARNED: tuple[float, ...] | None = None
-EV_LEARNED = 1.0
+# The learned span ranker's weights over FEATURES (None: the hand score lex + evidence + defines), fitted
+# by `python -m bench.train_spans --dumps DATA/plain/spans` (logistic, L2 0.01, chosen on leave-repositories-
+# out folds) on 3,020 gold files of the 24 training repositories, mined through the engine by
+# `bench.train mine`, so the branches' chunk hits are among its features. The top chunk of a held-out gold
+# file is a changed one 0.497 of the time (hand score 0.477). Whole answers on the held-out folds, link
+# "exp": intent2code hunk_cov@4000 0.564 -> 0.567, first_span_hit 0.636 -> 0.646, file_cov@4000 0.803 ->
+# 0.786; code2test 0.520 -> 0.542, 0.471 -> 0.485 (bench/RESULTS.md, "Spans (issue 17)", session 7).
+LEARNED: tuple[float, ...] | None = (
+    -0.1555, 0.533, 0.3652, 0.0902, -0.1894, -0.1519, 0.0349, 0.0925, 0.178, 0.0, -0.8058, 0.0165, 0.1203,
+    0.3698, 0.2722, 0.1541, 0.0689, 0.1407, 0.1089, -0.1466, -0.0097,
+)
+EV_LEARNED = 0.0  # the branches' evidence is among the features; adding it again double-counts it
+# How a learned score becomes a chunk score: "exp", "sigmoid", "order" or "both" (see score_chunks). Chosen
+# on the held-out folds: "sigmoid" and "both" scored higher (first_span_hit 0.670) only by letting a
+# neighbour join nearly every first span (median 47 -> 60 lines; whole small files in the golden spans).
+LEARNED_LINK = "exp"
 W_DEFINES = 1.0  # a chunk that defines a symbol named by a question word, beyond mentioning it
 MAX_WORDS = 32
 SHORT = 4  # words shorter than this count only as whole words (`com` is not in `command`)
@@ -171,6 +184,11 @@ class ScoredChunk:
     lex: float = 0.0  # the parts of the score, kept for the learned ranker's features
     ev: float = 0.0
     defines: float = 0.0
+    pack: float | None = None  # the packer's value when it differs from the listing score (LEARNED_LINK)
+
+    @property
+    def value(self) -> float:
+        return self.score if self.pack is None else self.pack
 
 
 def score_chunks(path: str, chunks: list[ChunkRow], sq: SpanQuery) -> list[ScoredChunk]:
@@ -205,34 +223,64 @@ def score_chunks(path: str, chunks: list[ChunkRow], sq: SpanQuery) -> list[Score
         contrib.sort(reverse=True)
         out.append(ScoredChunk(c, lex + e + defines, [w for _v, w in contrib], sorted(set(names)), lex, e, defines))
     if LEARNED is not None:
-        x = features(out)
+        x = features(out, sq)
+        if LEARNED_LINK in ("order", "both"):
+            # The learned order with the hand score's shape: the k-th best chunk by the model gets the
+            # k-th best hand score, so the packer spreads the budget over files as before.
+            zs = [sum(w * v for w, v in zip(LEARNED, row, strict=True)) for row in x]
+            hand = sorted((sc.score for sc in out), reverse=True)
+            n = len(out)
+            for k, i in enumerate(sorted(range(n), key=lambda i: (-zs[i], i))):
+                # + a vanishing step, so chunks the hand score leaves at zero still follow the model
+                # (else a file matching no word of the question shows its first chunk first).
+                out[i].pack = hand[k] + 1e-6 * (n - k)
+                # "both": the listed spans read the model's probability (its neighbours join the first
+                # span by their share of it); the packer reads the hand-shaped value above.
+                out[i].score = out[i].pack if LEARNED_LINK == "order" else 1.0 / (1.0 + math.exp(-zs[i]))
+            return out
         for sc, row in zip(out, x, strict=True):
-            # A probability (not a logit): the packer compares chunks of a file as shares of the best.
-            sc.score = 1.0 / (1.0 + math.exp(-sum(w * v for w, v in zip(LEARNED, row, strict=True)))) + EV_LEARNED * sc.ev
+            z = sum(w * v for w, v in zip(LEARNED, row, strict=True))
+            if LEARNED_LINK == "exp":
+                # A listwise (softmax) score: exp(z) / exp(z_best) is the chunk's share of the file's best
+                # in the model's own terms, which is how the packer compares chunks of one file.
+                sc.score = math.exp(max(min(z, 30.0), -30.0)) + EV_LEARNED * sc.ev
+            else:
+                # A probability (not a logit): the packer compares chunks of a file as shares of the best.
+                sc.score = 1.0 / (1.0 + math.exp(-z)) + EV_LEARNED * sc.ev
     return out
 
 
 FEATURES = ("bias", "lex/max", "1/(1+lex rank)", "defines", "log1p words matched", "relative position",
             "first chunk", "last chunk", "log lines", "header", "log chunks in file", "neighbour lex/max",
-            "log1p lex")
+            "log1p lex", "ev/max", "hit by bm25", "hit by vector", "hit by symbol", "hit by trigram",
+            "log1p identifiers matched", "log1p anchor symbols matched", "defines a symbol")
 
 
-def features(scored: list[ScoredChunk]) -> list[list[float]]:
-    """One row per chunk (names in FEATURES): what the learned span ranker reads. Branch evidence is
-    not among them: the training repositories are read from git, not through the engine's branches."""
+def features(scored: list[ScoredChunk], sq: SpanQuery | None = None) -> list[list[float]]:
+    """One row per chunk (names in FEATURES): what the learned span ranker reads. The branch-evidence
+    columns are zero for a ranker trained from git alone (session 4's); session 7's is trained on
+    windows mined through the engine, so its branches' chunk hits are among its features."""
     n = len(scored)
     mx = max((s.lex for s in scored), default=0.0) or 1.0
+    mev = max((s.ev for s in scored), default=0.0) or 1.0
     order = sorted(range(n), key=lambda i: -scored[i].lex)
     rank = {i: r for r, i in enumerate(order)}
     last = max((s.chunk.end_line for s in scored), default=1) or 1
+    heavy = {w for w, v in sq.words.items() if v >= W_IDENT} if sq is not None else set()
+    exact = sq.exact if sq is not None else set()
     rows = []
     for i, s in enumerate(scored):
         c = s.chunk
         nb = max(scored[i - 1].lex if i else 0.0, scored[i + 1].lex if i + 1 < n else 0.0)
+        br = set(s.branches)
         rows.append([1.0, s.lex / mx, 1.0 / (1 + rank[i]) if s.lex > 0 else 0.0, 1.0 if s.defines else 0.0,
                      math.log1p(len(s.matched)), c.start_line / last, float(i == 0), float(i == n - 1),
                      math.log1p(c.end_line - c.start_line + 1), float(c.kind == "header"), math.log1p(n),
-                     nb / mx, math.log1p(s.lex)])
+                     nb / mx, math.log1p(s.lex), s.ev / mev, float("bm25" in br), float("vector" in br),
+                     float("symbol" in br), float("trigram" in br),
+                     math.log1p(sum(1 for w in s.matched if w in heavy)),
+                     math.log1p(sum(1 for w in s.matched if w in exact)),
+                     float(any(x != "<module>" for x in c.symbols))])
     return rows
 
 
