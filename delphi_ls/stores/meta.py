@@ -316,13 +316,15 @@ class MetaStore:
                 "(SELECT 1 FROM chunks c WHERE c.id = p.id)")]
             adds = [_chunk(r) for r in self.db.execute(
                 f"SELECT {', '.join('c.' + c for c in _CHUNK_COLS.split(','))} FROM chroma_pending p "
-                "JOIN chunks c ON c.id = p.id WHERE p.op='add' AND c.embedded = 1")]
+                "CROSS JOIN chunks c ON c.id = p.id WHERE p.op='add' AND c.embedded = 1")]  # see chroma_owed
         return dels, adds
 
     def chroma_owed(self) -> int:
         """Chunks marked embedded that Chroma does not hold yet (their 'add' is pending)."""
         with self._lock:
-            return int(self.db.execute("SELECT COUNT(*) FROM chroma_pending p JOIN chunks c ON c.id = p.id "
+            # CROSS JOIN keeps the (usually empty) pending table outside: with a plain JOIN SQLite walked
+            # every embedded chunk through its index first (0.40 s of spring-boot's first answer, 37k chunks).
+            return int(self.db.execute("SELECT COUNT(*) FROM chroma_pending p CROSS JOIN chunks c ON c.id = p.id "
                                        "WHERE p.op='add' AND c.embedded = 1").fetchone()[0])
 
     def chroma_behind(self) -> bool:
