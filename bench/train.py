@@ -239,46 +239,76 @@ def _mined_weights(data: Path) -> dict[str, float]:
     return json.loads(f.read_text()) if f.is_file() else {}
 
 
+def _question_records(model: Mlp, test: list[dict[str, Any]], mean: np.ndarray, std: np.ndarray,
+                      window: int) -> list[dict[str, Any]]:
+    """Per-question held-out results in bench.arb's record shape (systems "fused" and "ltr"), so
+    bench.paired can split them by task and source and compare two trainings question by question.
+    Metrics are inside the window (gold outside it is missed)."""
+    out = []
+    for r in _cut(test, window):
+        x = (np.asarray([c["features"] for c in r["candidates"]], dtype=np.float64) - mean) / std
+        y = np.asarray([c["label"] for c in r["candidates"]], dtype=np.float64)
+        systems = {}
+        for name, order in (("fused", np.arange(len(y))), ("ltr", np.argsort(-model.score(x), kind="stable"))):
+            ranked = y[order]
+            hits = np.flatnonzero(ranked)
+            systems[name] = {"mrr": 1.0 / (hits[0] + 1) if len(hits) else 0.0,
+                             "r@5": float(ranked[:5].sum()) / len(r["gold"]),
+                             "r@20": float(ranked[:20].sum()) / len(r["gold"]), "latency": 0.0}
+        out.append({"id": f"{r['source']}:{r['id']}", "repo": r["repo"], "task": r["task"], "source": r["source"],
+                    "systems": systems})
+    return out
+
+
 def _write_heldout(path: Path, rows: list[dict[str, Any]], folds: list[list[str]], config: tuple[int, int, int],
                    seed: int) -> None:
-    """Per-question held-out results of one configuration on the leave-repositories-out folds, in
-    bench.arb's record shape (systems "fused" and "ltr"), so bench.paired can split them by task and
-    compare two trainings question by question. Metrics are inside the window (gold outside it is missed);
-    one network per fold (seed ``seed``), as the grid above is scored."""
-    window, hidden, epochs = config
+    """The held-out records of one configuration on the leave-repositories-out folds (one network per
+    fold, seed ``seed``, as the grid is scored), written as JSONL."""
+    _CV_ROWS[:] = rows
+    _CV_FOLDS[:] = folds
+    _write_records(path, [rec for fi in range(len(folds)) for rec in _cv_job((fi, config, seed))[1]])
+
+
+def _write_records(path: Path, records: list[dict[str, Any]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w") as fh:
-        for fold in folds:
-            train = [r for r in _cut([r for r in rows if r["repo"] not in fold], window)
-                     if any(c["label"] for c in r["candidates"])]
-            model, mean, std, _ = fit(train, hidden, epochs, seed)
-            for r in _cut([r for r in rows if r["repo"] in fold], window):
-                x = (np.asarray([c["features"] for c in r["candidates"]], dtype=np.float64) - mean) / std
-                y = np.asarray([c["label"] for c in r["candidates"]], dtype=np.float64)
-                systems = {}
-                for name, order in (("fused", np.arange(len(y))), ("ltr", np.argsort(-model.score(x), kind="stable"))):
-                    ranked = y[order]
-                    hits = np.flatnonzero(ranked)
-                    systems[name] = {"mrr": 1.0 / (hits[0] + 1) if len(hits) else 0.0,
-                                     "r@5": float(ranked[:5].sum()) / len(r["gold"]),
-                                     "r@20": float(ranked[:20].sum()) / len(r["gold"]), "latency": 0.0}
-                fh.write(json.dumps({"id": f"{r['source']}:{r['id']}", "repo": r["repo"], "task": r["task"],
-                                     "source": r["source"], "systems": systems}) + "\n")
+        for rec in records:
+            fh.write(json.dumps(rec) + "\n")
 
 
+# The windows the forked workers read (set before the pool is made, so they are shared, not pickled).
 _CV_ROWS: list[dict[str, Any]] = []
 _CV_FOLDS: list[list[str]] = []
+_BAG: dict[str, Any] = {}
 
 
-def _cv_job(job: tuple[int, tuple[int, int, int], int]) -> dict[str, float]:
-    """One configuration trained without one fold and scored on it (reads the module's windows)."""
+def _cv_job(job: tuple[int, tuple[int, int, int], int]) -> tuple[dict[str, float], list[dict[str, Any]]]:
+    """One configuration trained without one fold, scored on it: the fold's means and its per-question records."""
     fi, (window, hidden, epochs), seed = job
     fold = _CV_FOLDS[fi]
     test = [r for r in _CV_ROWS if r["repo"] in fold]
     train = [r for r in _cut([r for r in _CV_ROWS if r["repo"] not in fold], window)
              if any(c["label"] for c in r["candidates"])]
     model, mean, std, _ = fit(train, hidden, epochs, seed)
-    return _window_metrics(model, _groups(_cut(test, window), mean, std), [len(r["gold"]) for r in test])
+    metrics = _window_metrics(model, _groups(_cut(test, window), mean, std), [len(r["gold"]) for r in test])
+    return metrics, _question_records(model, test, mean, std, window)
+
+
+def _bag_job(k: int) -> tuple[dict[str, Any], np.ndarray, np.ndarray, np.ndarray]:
+    model, mean, std, frozen = fit(_BAG["rows"], _BAG["hidden"], _BAG["epochs"], _BAG["seed"] + k)
+    return ({"w1": model.p["w1"].astype(np.float32).tolist(), "b1": model.p["b1"].astype(np.float32).tolist(),
+             "w2": model.p["w2"].astype(np.float32).tolist(), "b2": float(model.p["b2"][0])}, mean, std, frozen)
+
+
+def _pmap(fn: Any, jobs: list[Any], n: int) -> list[Any]:
+    """``map`` over forked processes when n > 1 (each job is seeded, so the result does not depend on n)."""
+    if n <= 1:
+        return [fn(j) for j in jobs]
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(n, mp_context=mp.get_context("fork")) as pool:
+        return list(pool.map(fn, jobs))
 
 
 def cmd_ltr(args: argparse.Namespace) -> None:
@@ -324,19 +354,11 @@ def cmd_ltr(args: argparse.Namespace) -> None:
             fused[k] += v * len(test) / len(rows)
     # Every (fold, configuration) fit is independent and seeded: --jobs spreads them over processes (forked, so
     # the windows are shared, not copied), and the sums below are taken in one fixed order either way.
-    global _CV_ROWS
-    _CV_ROWS = rows
-    jobs = [(fi, g, args.seed) for fi in range(len(folds)) for g in grid]
+    _CV_ROWS[:] = rows
     _CV_FOLDS[:] = folds
-    if args.jobs > 1:
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
-
-        with ProcessPoolExecutor(args.jobs, mp_context=mp.get_context("fork")) as pool:
-            results = list(pool.map(_cv_job, jobs))
-    else:
-        results = [_cv_job(j) for j in jobs]
-    for (fi, g, _), res in zip(jobs, results, strict=True):
+    jobs = [(fi, g, args.seed) for fi in range(len(folds)) for g in grid]
+    results = _pmap(_cv_job, jobs, args.jobs)
+    for (fi, g, _), (res, _recs) in zip(jobs, results, strict=True):
         n_test = sum(1 for r in rows if r["repo"] in folds[fi])
         for k, v in res.items():
             cv[g][k] += v * n_test / len(rows)
@@ -345,15 +367,15 @@ def cmd_ltr(args: argparse.Namespace) -> None:
           + ", ".join(f"w{w}/h{h}/e{e} {v['mrr']:.4f} {v['r@5']:.4f}" for (w, h, e), v in sorted(cv.items())),
           file=sys.stderr)
     window = best[0]
-    if args.heldout:
-        _write_heldout(Path(args.heldout), rows, folds, best, args.seed)
+    if args.heldout:  # the chosen configuration's fold models, already trained above
+        _write_records(Path(args.heldout), [rec for (_, g, _), (_, recs) in zip(jobs, results, strict=True)
+                                            if g == best for rec in recs])
     rows = [r for r in _cut(rows, window) if any(c["label"] for c in r["candidates"])]
     best = best[1:]
-    members = []
-    for k in range(BAG):
-        model, mean, std, frozen = fit(rows, best[0], best[1], args.seed + k)
-        members.append({"w1": model.p["w1"].astype(np.float32).tolist(), "b1": model.p["b1"].astype(np.float32).tolist(),
-                        "w2": model.p["w2"].astype(np.float32).tolist(), "b2": float(model.p["b2"][0])})
+    _BAG.update(rows=rows, hidden=best[0], epochs=best[1], seed=args.seed)
+    bag = _pmap(_bag_job, list(range(BAG)), args.jobs)
+    members = [m for m, *_ in bag]
+    _, mean, std, frozen = bag[-1]  # the same for every member: from the data, not the seed
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     doc = {"name": args.name, "features": list(FEATURE_NAMES), "window": window, "shapes": shapes, "seed": args.seed,
