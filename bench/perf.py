@@ -212,7 +212,7 @@ class PhaseTimer:
         self._wrap(SegmentWriter, "_finalize_segment", "whoosh flush")
         self._wrap(SegmentWriter, "_merge_segments", "whoosh merge")
         self._wrap(SegmentWriter, "commit", "whoosh commit")
-        if getattr(eng.lexical, "name", "whoosh") == "tantivy":
+        if getattr(eng.settings, "lexical_store", "whoosh") == "tantivy":
             from delphi_ls.stores import tantivy_store
 
             # Python's side of tantivy's writes: tokenizing (code_tokens, as for Whoosh), handing documents
@@ -368,8 +368,11 @@ def run(folder: Path, embedder: str, keep: bool = False, quick: bool = False,
         out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
         out["peak_rss_children_mb"] = round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1)
         out["index_bytes"] = sum(p.stat().st_size for p in (work / "index").rglob("*") if p.is_file())
-        out["lexical_store"] = getattr(eng.lexical, "name", "whoosh")
-        out["lexical_bytes"] = sum(p.stat().st_size for p in eng.lexical.folder.rglob("*") if p.is_file())
+        from delphi_ls.stores.lexical import FOLDERS
+
+        out["lexical_store"] = getattr(eng.settings, "lexical_store", "whoosh")
+        lex_dir = work / "index" / FOLDERS[out["lexical_store"]]
+        out["lexical_bytes"] = sum(p.stat().st_size for p in lex_dir.rglob("*") if p.is_file())
         out["load_after"] = [round(x, 2) for x in os.getloadavg()]
         if quick:
             eng.close()
