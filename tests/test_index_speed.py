@@ -12,6 +12,7 @@ from whoosh.writing import SegmentWriter
 from delphi_ls import Engine
 from delphi_ls.indexing import pipeline
 from delphi_ls.stores.lexical import LexicalStore, _tiers_to_merge, schema
+from tests.lexical_pin import whoosh_store_only  # noqa: F401  (these tests read Whoosh's own files)
 
 DOCS = [
     ("a1", "src/http/client.py", "code", "def send_request(url, retries):\n    return HttpClient(url).send(retries)",

@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 from delphi_ls import Engine
+from tests.lexical_pin import whoosh_store_only  # noqa: F401  (these tests read Whoosh's own files)
 
 
 def test_counts_and_skips(engine: Engine):

@@ -21,6 +21,7 @@ from delphi_ls.indexing import named, pipeline
 from delphi_ls.indexing.named import WalkNeeded, scan_named
 from delphi_ls.session import Session
 from delphi_ls.workspace.scan import scan
+from tests.lexical_pin import whoosh_store_only  # noqa: F401  (these tests count Whoosh's segments and merges)
 
 EDITED = "shipyard/scheduler.py"
 

@@ -27,6 +27,7 @@ from delphi_ls import Engine
 from delphi_ls.indexing.snapshot import HEADER, SnapshotError
 
 from .conftest import IGNORED_JUNK, build_workspace
+from .lexical_pin import whoosh_store_only  # noqa: F401  (these tests read Whoosh's own files)
 
 REPO = Path(__file__).resolve().parent.parent
 QUESTIONS = ["where is the retry backoff computed?", "grpc proxy TLS configuration", "CacheKey"]

@@ -15,6 +15,7 @@ import pytest
 from delphi_ls import Engine
 from delphi_ls.cli import main
 from delphi_ls.stores.vectors import VectorStore
+from tests.lexical_pin import whoosh_store_only  # noqa: F401  (these tests read Whoosh's own files)
 
 FILES = {
     "shipyard/retry.py": "class RetryPolicy:\n    def delay_for(self, attempt):\n        return 2 ** attempt\n\n\n"
