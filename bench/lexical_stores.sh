@@ -2,7 +2,8 @@
 # Whoosh and tantivy side by side in one run (issue 18, session 7; bench/RESULTS.md "Tantivy lexical store"):
 #   1. speed: bench.perf --quick on psf/black and on spring-boot with each lexical store, one process each
 #      (peak RSS is per process), alternating the order between the two corpora;
-#   2. quality: bench.arb on dev_mined (then ARB v0_1) with the engine (Whoosh, the default), a `tantivy`
+#   2. quality: bench.arb on dev_mined (then ARB v0_1) with the engine on Whoosh (set explicitly: tantivy
+#      became the default after this run), a `tantivy`
 #      variant (its own copy of the engine's index, lexical index rebuilt from the manifest) and BM25-only
 #      variants of both stores (every other branch off, no reranker: the stores' own ranking), beside the
 #      baselines, fresh indexes (Whoosh's deleted documents would otherwise move its BM25 statistics).
@@ -38,7 +39,7 @@ arb() {  # name samples corpora
   echo "== arb $1 $(date -u +%H:%M:%S) load $(cut -d' ' -f1-3 /proc/loadavg) (limit ${limit}s)"
   rm -rf "$OUT/$1_index"
   timeout "$limit" $PY -m bench.arb --samples "$2" --corpora "$3" --out "$OUT/$1" --index-root "$OUT/$1_index" \
-    --fresh-indexes --baselines lexical,bm25,grep,heuristic \
+    --fresh-indexes --baselines lexical,bm25,grep,heuristic --set lexical_store=whoosh \
     --variant 'tantivy={"lexical_store": "tantivy"}' \
     --variant "bm25-whoosh={\"lexical_store\": \"whoosh\", \"reranker\": \"off\", \"branch_weights\": $OTHERS}" \
     --variant "bm25-tantivy={\"lexical_store\": \"tantivy\", \"reranker\": \"off\", \"branch_weights\": $OTHERS}" \
