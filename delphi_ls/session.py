@@ -87,7 +87,8 @@ class Session:
         self._staleness: dict[Path, tuple[float, Any]] = {}  # root -> (when scanned, what it found)
         self._worker: threading.Thread | None = None
         self._watchers: dict[Path, Watcher] = {}  # root -> its file events (delphi serve / mcp only)
-        self.watch_state: dict[Path, str] = {}  # root -> how changes are learnt of, for status
+        self.watch_state: dict[Path, str] = {}  # root -> why it polls (file events unavailable), for status
+        self._watch_lock = threading.Lock()
         self._watch_interval = 5.0
         self._engines_lock = threading.Lock()
         if options:
@@ -137,10 +138,11 @@ class Session:
         root = uri_to_path(str(folder)).resolve()
         with self._engines_lock:
             eng = self.engines.pop(root, None)
-        watcher = self._watchers.pop(root, None)
+        with self._watch_lock:
+            watcher = self._watchers.pop(root, None)
+            self.watch_state.pop(root, None)
         if watcher is not None:
             watcher.stop()
-        self.watch_state.pop(root, None)
         if eng is not None:
             eng.stop_indexing()
             eng.close()
@@ -363,58 +365,92 @@ class Session:
         incremental pass every ``interval`` seconds (a scan and a stat per file), and status says so.
         ``events=False`` polls (tests of the fallback)."""
         self._polling = True  # the poll's full passes catch up like `delphi context` does (reembed=False)
+        self._watch_interval = interval
         last_full: dict[Path, float] = {}
+
+        def tick() -> None:
+            with self._cv:
+                busy = bool(self.pending) or self._busy
+            if events:
+                self._sync_watchers()
+            if busy:
+                return
+            now = time.monotonic()
+            for root in list(self.engines):
+                if root not in self._watchers:
+                    self._schedule(root, None)
+                elif now - last_full.setdefault(root, now) >= RESCAN_S:
+                    last_full[root] = now
+                    self._schedule(root, None)
 
         def loop() -> None:
             while True:
                 with self._cv:
                     self._cv.wait(timeout=interval)
                     if self._stopping:
-                        self._stop_watchers()
-                        return
-                    busy = bool(self.pending) or self._busy
-                if events:
-                    self._sync_watchers()
-                if busy:
-                    continue
-                now = time.monotonic()
-                for root in list(self.engines):
-                    if root not in self._watchers:
-                        self._schedule(root, None)
-                    elif now - last_full.setdefault(root, now) >= RESCAN_S:
-                        last_full[root] = now
-                        self._schedule(root, None)
+                        break
+                try:
+                    tick()
+                except Exception:  # the thread that polls and rescans must not die of one bad tick
+                    log.exception("looking for changes failed")
+            self._stop_watchers()
 
         if events:
             self._sync_watchers()
         else:
-            for root in self.engines:
-                self.watch_state[root] = f"polling every {interval:g} s (file events not used)"
-        self._watch_interval = interval
+            with self._watch_lock:
+                for root in self.engines:
+                    self.watch_state[root] = f"polling every {interval:g} s (file events not used)"
         threading.Thread(target=loop, name="delphi-watch", daemon=True).start()
 
     def _sync_watchers(self) -> None:
-        """File events for every open folder that has none yet; none for folders no longer open."""
-        for root in [r for r in list(self._watchers) if r not in self.engines]:
-            self._watchers.pop(root).stop()
-            self.watch_state.pop(root, None)
-        for root, eng in list(self.engines.items()):
-            if root in self._watchers or root in self.watch_state:
-                continue  # watched, or already found unable to be (it polls; said once)
-            w = Watcher(root, lambda paths, root=root: self._schedule(root, paths),
-                        extra_ignores=eng.settings.extra_ignores, skip=eng.index_dir)
-            try:
-                w.start()
-            except WatchUnavailable as e:
-                self.watch_state[root] = f"polling every {self._watch_interval:g} s: {e}"
-                self.events.message("warning", f"Delphi: no file events for {root.name}, polling instead: {e}")
-                continue
-            self._watchers[root] = w
-            self.watch_state[root] = f"file events (inotify, {w.count} folders watched)"
+        """File events for every open folder that has none yet; none for folders no longer open; a
+        watcher that failed is replaced by polling (said in status), or by a fresh watcher when the
+        workspace folder was only replaced (moved away and made again, a re-clone)."""
+        with self._watch_lock:
+            if self._stopping:
+                return
+            for root, w in list(self._watchers.items()):
+                if root not in self.engines:
+                    self._watchers.pop(root, None)
+                    self.watch_state.pop(root, None)
+                    w.stop()
+                elif w.failed is not None:
+                    self._watchers.pop(root, None)
+                    w.stop()
+                    if w.replaced and root.is_dir():
+                        continue  # watched afresh below
+                    self._fall_back(root, w.failed)
+            for root, eng in list(self.engines.items()):
+                if root in self._watchers or root in self.watch_state:
+                    continue  # watched, or already found unable to be (it polls; said once)
+                w = Watcher(root, lambda paths, root=root: self._schedule(root, paths),
+                            extra_ignores=eng.settings.extra_ignores, skip=eng.index_dir)
+                try:
+                    w.start()
+                except WatchUnavailable as e:
+                    self._fall_back(root, str(e))
+                    continue
+                self._watchers[root] = w
+
+    def _fall_back(self, root: Path, why: str) -> None:
+        self.watch_state[root] = f"polling every {self._watch_interval:g} s: {why}"
+        self.events.message("warning", f"Delphi: no file events for {root.name}, polling instead: {why}")
+
+    def _changes(self, root: Path) -> str | None:
+        """How changes to this folder are learnt of, for status (None: an editor reports them)."""
+        with self._watch_lock:
+            w = self._watchers.get(root)
+            if w is not None and w.failed is None:
+                return f"file events (inotify, {w.count} folders watched)"
+            return self.watch_state.get(root)
 
     def _stop_watchers(self) -> None:
-        while self._watchers:
-            self._watchers.popitem()[1].stop()
+        with self._watch_lock:
+            watchers = list(self._watchers.values())
+            self._watchers.clear()
+        for w in watchers:
+            w.stop()
 
     def wait_idle(self, timeout: float = 60.0) -> bool:
         """Block until nothing is pending or running (tests, benchmarks, `delphi serve --wait`)."""
@@ -478,7 +514,7 @@ class Session:
             out.append({"root": str(root), "state": state, "indexing": dict(running) if running else None,
                         "counts": h["counts"], "branches": h["branches"], "staleness": h.get("staleness"),
                         "problems": h["problems"], "indexAgeSeconds": h.get("indexAgeSeconds"),
-                        "changes": self.watch_state.get(root)})
+                        "changes": self._changes(root)})
         # pid: which process answers (a `delphi mcp` forwarding to a daemon reports the daemon's).
         return {"workspaces": out, "settingsErrors": self.option_errors, "pid": os.getpid()}
 

@@ -137,3 +137,75 @@ def test_session_learns_of_an_edit_from_events(tmp_path: Path, events: bool):
         assert "build/gen/ignored.py" not in {row[0] for row in eng.meta.files()}
     finally:
         s.shutdown()
+
+
+def test_a_name_that_is_not_utf8_does_not_cost_the_other_edits(tmp_path: Path):
+    """The walk never indexes such a name (and the manifest could not store it): it is dropped from the
+    report, and the edit beside it in the same burst is still reported."""
+    ws, _ = _tree(tmp_path)
+    got = Collector()
+    w = Watcher(ws, got)
+    w.start()
+    try:
+        with open(os.path.join(os.fsencode(ws / "src" / "pkg"), b"bad\xff.py"), "w") as fh:
+            fh.write("x = 1\n")
+        (ws / "src" / "pkg" / "mod.py").write_text("def alpha():\n    return 3\n")
+        assert got.wait(lambda r: "src/pkg/mod.py" in _named(r))
+        time.sleep(0.2)
+        assert all(n.isprintable() and "\udcff" not in n for n in _named(got.reports)), got.reports
+    finally:
+        w.stop()
+
+
+def test_a_writer_that_never_pauses_does_not_hold_reports_back(tmp_path: Path):
+    """A log written every 20 ms (a dev server in the workspace) would keep a burst open for ever: a report
+    waits at most about a second."""
+    ws, _ = _tree(tmp_path)
+    got = Collector()
+    w = Watcher(ws, got)
+    w.start()
+    stop = threading.Event()
+
+    def writer() -> None:
+        with open(ws / "server.log", "a") as fh:
+            while not stop.is_set():
+                fh.write("tick\n")
+                fh.flush()
+                time.sleep(0.02)
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        time.sleep(0.3)
+        (ws / "src" / "pkg" / "mod.py").write_text("def alpha():\n    return 4\n")
+        assert got.wait(lambda r: "src/pkg/mod.py" in _named(r), timeout=2.5)
+    finally:
+        stop.set()
+        t.join()
+        w.stop()
+
+
+def test_replaced_workspace_folder_is_watched_again(tmp_path: Path):
+    """`rm -rf ws && git clone ... ws`: the old folder's watches are gone with it. The watcher says so
+    (one full pass asked), and the session starts a fresh one on the new folder, so later edits are found
+    within seconds, not at the 10-minute rescan."""
+    ws, _ = _tree(tmp_path)
+    s = Session(_Quiet(), {"indexDir": str(tmp_path / "index"), "vectors": False})
+    s.start([ws])
+    try:
+        s.watch(interval=0.2)
+        assert s.wait_idle(120)
+        old = s._watchers[ws.resolve()]
+        ws.rename(tmp_path / "old-ws")
+        (ws / "src" / "pkg").mkdir(parents=True)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and s._watchers.get(ws.resolve()) in (None, old):
+            time.sleep(0.1)
+        assert old.failed and old.replaced
+        new = s._watchers.get(ws.resolve())
+        assert new is not None and new is not old and new.failed is None
+        assert s.status()["workspaces"][0]["changes"].startswith("file events (inotify, 3 folders")
+        (ws / "src" / "pkg" / "added.py").write_text("def zanzibar_quokka():\n    return 3\n")
+        assert _found(s, "zanzibar_quokka", 8.0)
+    finally:
+        s.shutdown()

@@ -27,6 +27,7 @@ import select
 import struct
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -41,8 +42,9 @@ IN_NONBLOCK, IN_CLOEXEC = 0o4000, 0o2000000
 MASK = (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE
         | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW | IN_EXCL_UNLINK)
 HEADER = struct.Struct("iIII")
-RULE_FILES = frozenset({".gitignore", ".delphiignore", "delphi.toml"})  # a change here changes what is indexed
+RULE_FILES = frozenset({".gitignore", ".delphiignore"})  # a change here changes what is indexed
 BATCH_S = 0.05  # events arriving within this of each other are reported together
+MAX_BATCH_S = 1.0  # ... but a report waits no longer than this for a burst to end
 
 
 def watched_folders(root: Path, extra_ignores: list[str] | None = None) -> list[str]:
@@ -121,7 +123,8 @@ def _limit_hint(err: int, name: str) -> str:
 
 class Watcher:
     """Reports changed workspace-relative paths (a set), or ``None`` for "walk everything", to
-    ``on_change`` from a thread of its own, until :meth:`stop`."""
+    ``on_change`` from a thread of its own, until :meth:`stop` or until it fails (then ``failed`` says
+    why, one last ``None`` is reported so nothing is missed, and the caller polls or starts again)."""
 
     def __init__(self, root: Path, on_change: Callable[[set[str] | None], None],
                  extra_ignores: list[str] | None = None, skip: Path | None = None) -> None:
@@ -130,6 +133,8 @@ class Watcher:
         self.extra_ignores = extra_ignores
         self.skip = skip  # the index folder, when it lies inside the workspace: our own writes
         self.folders: dict[int, str] = {}  # watch descriptor -> folder (workspace-relative)
+        self.failed: str | None = None
+        self.replaced = False  # the workspace folder itself was removed or moved (a fresh watcher may do)
         self._ino: _Inotify | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -147,21 +152,36 @@ class Watcher:
             self._ino.close()
             self._ino = None
             raise
-        self._thread = threading.Thread(target=self._loop, name=f"delphi-events-{self.root.name}", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=f"delphi-events-{self.root.name}", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
+        """Ask the thread to end and wait for it; the thread owns the descriptor and closes it (a walk in
+        ``_sync`` at 100,000 files takes seconds and must not find it closed under it)."""
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=5)
-        if self._ino is not None:
-            self._ino.close()
+            self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        ino = self._ino
+        assert ino is not None
+        try:
+            self._loop(ino)
+        except WatchUnavailable as e:
+            self.failed = str(e)
+        except Exception as e:  # a watcher that dies must say so: the caller then polls
+            self.failed = f"file events stopped: {type(e).__name__}: {e}"
+        finally:
+            ino.close()
             self._ino = None
+        if self.failed is not None and not self._stop.is_set():
+            self.on_change(None)  # what happened since the last report is unknown: one full pass
 
     def _sync(self) -> None:
         """Bring the watches in line with the folders the walk enters now (after a folder came or went
         or the ignore rules changed)."""
-        assert self._ino is not None
+        ino = self._ino
+        assert ino is not None
         want = set(watched_folders(self.root, self.extra_ignores))
         if self.skip is not None:
             try:
@@ -171,47 +191,50 @@ class Watcher:
                 pass
         have = {rel: wd for wd, rel in self.folders.items()}
         for rel in sorted(set(have) - want):
-            self._ino.rm(have[rel])
+            ino.rm(have[rel])
             self.folders.pop(have[rel], None)
         for rel in sorted(want - set(have)):
+            if self._stop.is_set():
+                return
+            path = self.root / rel if rel else self.root
             try:
-                wd = self._ino.add(self.root / rel if rel else self.root)
+                wd = ino.add(path)
             except OSError as e:
                 if e.errno in (errno.ENOSPC, errno.ENOMEM):
                     raise WatchUnavailable(f"cannot watch {len(want)} folders: {e.strerror}"
                                            + _limit_hint(e.errno, "max_user_watches")) from e
                 continue  # gone, unreadable or now a link (IN_DONT_FOLLOW): the walk says what it is
+            if os.path.realpath(path) != str(path):
+                # A parent swapped for a link after the walk (IN_DONT_FOLLOW guards the last part only):
+                # no watch outside the workspace, even a stray one.
+                ino.rm(wd)
+                continue
             self.folders[wd] = rel
 
-    def _loop(self) -> None:
-        assert self._ino is not None
-        fd = self._ino.fd
+    def _loop(self, ino: _Inotify) -> None:
+        fd = ino.fd
         while not self._stop.is_set():
-            try:
-                ready, _, _ = select.select([fd], [], [], 0.5)
-            except (OSError, ValueError):
-                return  # closed by stop()
+            ready, _, _ = select.select([fd], [], [], 0.5)
             if not ready:
                 continue
             changed: set[str] | None = set()
-            # Drain what arrives together: one report for a burst (a checkout, a formatter over a tree).
-            while True:
+            # Drain what arrives together: one report for a burst (a checkout, a formatter over a tree),
+            # but never held back longer than MAX_BATCH_S by a writer that never pauses (a log file).
+            first = time.monotonic()
+            while time.monotonic() - first < MAX_BATCH_S:
                 try:
                     data = os.read(fd, 1 << 16)
                 except BlockingIOError:
                     if self._stop.wait(BATCH_S) or not select.select([fd], [], [], 0)[0]:
                         break
                     continue
-                except OSError:
-                    return
                 changed = self._parse(data, changed)
             if self._stop.is_set():
                 return
+            if self.replaced:
+                raise WatchUnavailable("the workspace folder itself was removed, moved or replaced")
             if changed is None:
-                try:
-                    self._sync()
-                except WatchUnavailable as e:
-                    print(f"delphi: file events stopped for {self.root}: {e}", file=sys.stderr, flush=True)
+                self._sync()
             if changed is None or changed:
                 self.on_change(changed)
 
@@ -227,14 +250,18 @@ class Watcher:
             folder = self.folders.get(wd)
             if mask & IN_IGNORED:
                 self.folders.pop(wd, None)
+                if folder == "":
+                    self.replaced = True
                 continue
             if folder is None:
                 continue
             if mask & (IN_DELETE_SELF | IN_MOVE_SELF):
                 changed = None  # the folder itself went: which indexed files went with it?
+                if folder == "":
+                    self.replaced = True
                 continue
-            if not name:
-                continue
+            if not name or not _utf8_name(name):
+                continue  # the walk never indexes a name that is not UTF-8; the indexer could not store it
             rel = f"{folder}/{name}" if folder else name
             if mask & IN_ISDIR or name in RULE_FILES:
                 if mask & (IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO) or name in RULE_FILES:
