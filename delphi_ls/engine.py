@@ -56,6 +56,22 @@ MAINTAIN_MERGE_DOCS = 4096
 PATCH_MAX_PATHS = 256
 
 
+def _ignore_own_files(index_dir: Path, root: Path) -> None:
+    """An index folder inside the workspace (``--index-dir ws/.delphi``) must not index itself: tantivy's
+    ``meta.json`` is text and changes at every commit, so each pass re-indexed it for ever. A
+    ``.gitignore`` of ``*`` in the folder keeps it out of the walk (and of git), as pytest's and ruff's
+    caches do; never written into the workspace root or a folder above it."""
+    folder = index_dir.resolve()
+    if folder == root or folder in root.parents:
+        return
+    marker = folder / ".gitignore"
+    if not marker.exists():
+        try:
+            marker.write_text("# Delphi's index: nothing here is source\n*\n")
+        except OSError:
+            pass  # a read-only index (a shared snapshot) cannot hold it; the walk then skips binary files only
+
+
 class Engine:
     def __init__(self, root: str | Path, settings: Settings | None = None, **overrides: Any) -> None:
         self.root = Path(root).resolve()
@@ -66,6 +82,7 @@ class Engine:
         self.index_dir = self.settings.index_path(self.root)
         # 0700: the index holds the workspace's text; other local users need not read it (a new folder only).
         self.index_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _ignore_own_files(self.index_dir, self.root)
         self._lock = threading.RLock()  # guards the derived in-memory view
         self._index_lock = threading.Lock()  # one indexing run at a time; queries do not wait for it
         self._stop = threading.Event()
