@@ -285,6 +285,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.dumps:
         main_dumps(args)
         return
+    S.LEARNED = None  # "hand" below is the hand score, whatever the module ships
     files = collect(Path(args.mirrors), args.per_repo)
     repos = sorted({f["repo"] for f in files})
     held = set(repos[::3])  # every third repository is held out to choose L2
