@@ -194,6 +194,10 @@ def cmd_index(args: argparse.Namespace) -> int:
             print(f"index: {eng.index_dir}")
             for what in rep.repaired:  # damaged stores found and rebuilt before this run
                 print(f"repaired: {what}")
+        for err in rep.errors:
+            print(f"delphi: {err}", file=sys.stderr)
+        if eng.lexical.unavailable:  # nothing indexed (review 7 M4): an error, not a traceback or a 0
+            return 1
     return 0
 
 

@@ -298,29 +298,49 @@ class Engine:
         finally:
             self.writer.release()
 
-    def _lexical_identity(self) -> str | None:
-        """Which lexical store the index was built with, when ``lexical_store`` now names another; None
-        when they agree. The index records its store (state ``lexical_store``; an index from before the
-        setting is Whoosh's). On a switch the other store's folder goes (derived, and stale from now on)
-        and the new one, empty, is found damaged by check_stores and rebuilt from the manifest by the
-        next run, as a lost index is: no chunk is re-parsed or re-embedded."""
-        want = self.settings.lexical_store
+    def _lexical_owner(self) -> str:
+        """The store that holds the manifest's chunks: the one that committed last (state
+        ``lexical_store``). Every run records its own store there, under the writer lock, before its
+        first lexical commit (``_claim_lexical``), so another store's folder is behind the manifest
+        whenever this names it. An index from before the setting is Whoosh's."""
         had = self.meta.get_state("lexical_store")
         if had is None:
+            want = self.settings.lexical_store
             had = "whoosh" if (self.index_dir / LEXICAL_FOLDERS["whoosh"]).exists() and want != "whoosh" else want
-        if had == want or not self.meta.counts()["files"]:
-            if self.meta.get_state("lexical_store") != want and self.writer.try_acquire():
-                try:
-                    self.meta.set_state("lexical_store", want)
-                finally:
-                    self.writer.release()
-            return None
-        if had in LEXICAL_FOLDERS and LEXICAL_FOLDERS[had] != LEXICAL_FOLDERS[want] and self.writer.try_acquire():
-            try:
-                shutil.rmtree(self.index_dir / LEXICAL_FOLDERS[had], ignore_errors=True)
-            finally:
-                self.writer.release()
         return str(had)
+
+    def _lexical_identity(self) -> str | None:
+        """Which lexical store holds the index, when ``lexical_store`` now names another; None when they
+        agree. Nothing is deleted here: another process may have that store open and searching (review 7
+        H2). The other store's folder stays (a few MB, derived) and this store, behind the manifest, is
+        found damaged by check_stores and rebuilt from the manifest by the next run, as a lost index is:
+        no chunk is re-parsed or re-embedded."""
+        want = self.settings.lexical_store
+        had = self._lexical_owner()
+        if had == want or not self.meta.counts()["files"]:
+            if self.meta.get_state("lexical_store") != want:
+                if self.writer.held:  # in a run here (check_stores from _repair): not ours to release
+                    self.meta.set_state("lexical_store", want)
+                elif self.writer.try_acquire():
+                    try:
+                        self.meta.set_state("lexical_store", want)
+                    finally:
+                        self.writer.release()
+            return None
+        return had
+
+    def _claim_lexical(self) -> None:
+        """Under the writer lock, before a run's first lexical commit: record this store as the one that
+        holds the index, unless another does (then check_stores has found this one behind, and _repair
+        rebuilds it and records it after the rebuild). Written before the commit, so a crash after it
+        leaves the other store marked behind (rebuilt if used again), never current and stale."""
+        if self.lexical_switched_from is None and not self.lexical.unavailable:
+            self.meta.ensure_state("lexical_store", self.settings.lexical_store)
+
+    def _switch_message(self) -> str:
+        return (f"the index is kept in {self.lexical_switched_from} now (a process with lexical_store = "
+                f"\"{self.lexical_switched_from}\" indexed last) and this engine's lexical_store is "
+                f"\"{self.settings.lexical_store}\"")
 
     def _lexical_rebuilt(self) -> None:
         """The lexical store holds the manifest again: record which store that is."""
@@ -332,12 +352,13 @@ class Engine:
         index); damage goes into ``problems`` (errors in health) and is repaired by the next index."""
         counts = self.meta.counts()
         lex = self.lexical.check()
-        if lex is None and counts["files"] and self.lexical.doc_count() == 0:
+        # Re-read at every check: another process with the other lexical_store may have indexed since.
+        self.lexical_switched_from = self._lexical_identity()
+        if lex is None and self.lexical_switched_from:
+            lex = self._switch_message()
+        elif lex is None and counts["files"] and self.lexical.doc_count() == 0:
             lex = (f"it {'was missing' if self.lexical.created else 'is empty'} but the manifest lists "
                    f"{counts['files']} indexed files")
-            if self.lexical_switched_from:
-                lex = (f"the index was built with {self.lexical_switched_from} and lexical_store is now "
-                       f"{self.settings.lexical_store}")
         if lex:
             self._lexical_damaged(lex)
         else:
@@ -363,7 +384,7 @@ class Engine:
         if self.lexical.unavailable:  # no fallback to the other store: the setting asked for this one
             self.problems["lexical_store"] = f"lexical store {self.lexical.name} is unavailable: {why}; BM25 finds nothing"
             return
-        state = "empty" if self.lexical_switched_from else "damaged"
+        state = "behind the manifest" if self.lexical_switched_from else "damaged"
         self.problems["lexical_store"] = (f"lexical index ({self.lexical.describe()}) is {state}: {why}; "
                                           "BM25 finds nothing until `delphi index` rebuilds it from the manifest")
 
@@ -380,15 +401,24 @@ class Engine:
             self._lexical_rebuilt()  # the run refills it from the workspace
             done.append("manifest and lexical index emptied (rebuild requested)")
         else:
+            if not check:  # cheap (one state read), and a named-paths update must not commit into a
+                self.lexical_switched_from = self._lexical_identity()  # store another one left behind
+                if self.lexical_switched_from and "lexical_store" not in self.problems:
+                    self._lexical_damaged(self._switch_message())
             damage = self.check_stores() if check else self.problems
             if "lexical_store" in damage:
-                self.lexical.wipe()
-                n = indexer.rebuild_lexical()
+                # Only behind (another store indexed last) and sound: cleared in place, as other
+                # engines of this store may be searching it; damaged: its folder is started over.
+                behind = self.lexical_switched_from is not None and self.lexical.check() is None
+                if not behind:
+                    self.lexical.wipe()
+                n = indexer.rebuild_lexical(clear=behind)
                 self.problems.pop("lexical_store", None)
                 switched = self.lexical_switched_from
                 self._lexical_rebuilt()
                 done.append(f"lexical index rebuilt from the manifest ({n} documents)"
                             + (f" in {self.lexical.name} (it was {switched})" if switched else ""))
+        self._claim_lexical()
         broken_vectors = rebuild or self._reset_vectors or "vector_store_damaged" in self.problems
         # A loaded snapshot ships no Chroma files (indexing/snapshot.py): a full run, which has Chroma
         # open by now, fills it from the embedding cache; a query's catch-up leaves it to that run.
@@ -446,6 +476,11 @@ class Engine:
                 self._reopen_vectors_if_written_elsewhere()
                 self._probe = None
                 self._view = None
+                # A process with the other lexical_store indexed: this store is behind, so BM25 stops
+                # answering from it (and health says why) until a run here rebuilds it.
+                self.lexical_switched_from = self._lexical_identity()
+                if self.lexical_switched_from:
+                    self._lexical_damaged(self._switch_message())
         finally:
             self._index_lock.release()
 
@@ -523,6 +558,10 @@ class Engine:
         Damaged derived stores are rebuilt first; ``rebuild=True`` rebuilds all of them from the
         workspace and the embedding cache.
         """
+        if self.lexical.unavailable:
+            # No fallback to the other store, and no traceback: the error says what to install or set.
+            return IndexReport(errors=[f"lexical store {self.lexical.name} is unavailable: {self.lexical.error}; "
+                                       "nothing was indexed"])
         with self._index_lock:
             self._stop.clear()
             if not self.writer.acquire(wait=wait, on_wait=on_wait, should_stop=self._stop.is_set):
@@ -882,7 +921,8 @@ class Engine:
         state = IndexState(self.meta, self.lexical, view, counts, searcher, self.embedder if ready_vec else None,
                            vec_status, lexical_ready=indexed or bool(view.files),
                            partial=not indexed or (indexing is not None and indexing["phase"] == "lexical"),
-                           cochange_status=self.cochange_status)
+                           cochange_status=self.cochange_status,
+                           lexical_behind=self.problems.get("lexical_store") if self.lexical_switched_from else None)
         return self.retriever.retrieve(q, state, anchors, draft)
 
     def candidates(self, query: str, anchors: list[str] | None = None, depth: int = 50,

@@ -156,8 +156,8 @@ def test_switching_stores_is_detected_and_rebuilt(copy):
     with _open(ws, idx, "whoosh") as eng:
         # Built with tantivy: the whoosh folder is not there (or empty), the health says which and why.
         [p] = [p for p in eng.health(check_staleness=False)["problems"] if p["code"] == "lexical_store"]
-        assert "built with tantivy and lexical_store is now whoosh" in p["message"], p
-        assert not (idx / "tantivy").exists()  # the other store's folder went: stale from now on
+        assert 'kept in tantivy now' in p["message"] and 'lexical_store is "whoosh"' in p["message"], p
+        assert (idx / "tantivy" / "meta.json").exists()  # never deleted at open: others may use it (review 7 H2)
         rep = eng.index()
         assert any("(it was tantivy)" in r for r in rep.repaired), rep.repaired
         assert eng.health(check_staleness=False)["ok"] and eng.meta.get_state("lexical_store") == "whoosh"
@@ -165,7 +165,7 @@ def test_switching_stores_is_detected_and_rebuilt(copy):
     with _open(ws, idx, "whoosh") as eng:  # no switch the second time
         assert eng.lexical_switched_from is None and eng.health(check_staleness=False)["ok"]
     with _open(ws, idx, "tantivy") as eng:  # and back
-        assert eng.lexical_switched_from == "whoosh" and not (idx / "whoosh").exists()
+        assert eng.lexical_switched_from == "whoosh" and (idx / "whoosh").exists()
         eng.index()
         assert eng.health(check_staleness=False)["ok"] and eng.lexical.doc_count() == eng.meta.counts()["chunks"] + 1
 
@@ -190,7 +190,19 @@ def test_unavailable_tantivy_is_an_error_not_a_fallback(copy, monkeypatch):
         [p] = [p for p in h["problems"] if p["code"] == "lexical_store"]
         assert "tantivy is unavailable" in p["message"] and "not installed" in p["message"]
         assert eng.lexical.search_terms(["retrypolicy"], 10) == []  # nothing answers BM25, Whoosh included
+        rep = eng.index()  # an error in the report, not a traceback (review 7 M4)
+        assert any("tantivy is unavailable" in e for e in rep.errors), rep.errors
         assert not (idx / "whoosh").exists()
+    # The CLI: a clear message and exit status 1, no traceback. A sitecustomize hides tantivy there.
+    hide = idx.parent / "hide_tantivy"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text("import sys\nsys.modules['tantivy'] = None\n")
+    env = {**os.environ, "PYTHONPATH": f"{hide}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+           "DELPHI_LEXICAL_STORE": "tantivy", "DELPHI_VECTORS": "false", "DELPHI_RERANKER": "off"}
+    r = subprocess.run([sys.executable, "-m", "delphi_ls.cli", "index", str(ws), "--index-dir", str(idx), "--quiet"],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "tantivy is unavailable" in r.stderr and "not installed" in r.stderr, r.stderr
 
 
 def test_the_setting_is_validated():
@@ -250,3 +262,50 @@ def test_a_snapshot_made_with_whoosh_loads_into_tantivy(tmp_path: Path):
         assert eng.lexical_switched_from is None and eng.check_stores() == {}
         assert eng.lexical.doc_count() == eng.meta.counts()["chunks"] + 1
         assert [_paths(eng, q)[0] for q in QUERIES] == answers
+
+
+def test_another_store_opened_beside_a_live_engine_deletes_nothing(copy):
+    """Review 7 H2: a one-shot process with the other lexical_store (here an engine that indexes, as
+    `DELPHI_LEXICAL_STORE=whoosh delphi context` does) used to delete the live tantivy folder at open:
+    the live engine's searches and re-index then failed."""
+    ws, idx = copy
+    with _open(ws, idx, "tantivy") as live:
+        assert _paths(live, ["buildscheduler"])[0] == "shipyard/scheduler.py"
+        with _open(ws, idx, "whoosh") as other:
+            other.index()
+        assert (idx / "tantivy" / "meta.json").exists()
+        assert _paths(live, ["buildscheduler"])[0] == "shipyard/scheduler.py"  # searching still works
+        (ws / "shipyard" / "retry.py").write_text("def jitter_zz():\n    pass\n")
+        rep = live.index(only=["shipyard/retry.py"])
+        assert not rep.errors, rep.errors
+        assert _paths(live, ["jitter_zz"]) == ["shipyard/retry.py"]
+        assert live.health(check_staleness=False)["ok"]
+
+
+def test_a_store_left_behind_is_rebuilt_not_served(copy):
+    """Review 7 H2 (tv3): files deleted while another store kept the index must not come back as ghosts
+    when the first store is used again, nor may a live engine of that store answer from it meanwhile."""
+    ws, idx = copy
+    with _open(ws, idx, "tantivy") as live:
+        _ = live.health(check_staleness=False)
+        with _open(ws, idx, "whoosh") as other:
+            other.index()
+            (ws / "shipyard" / "scheduler.py").unlink()
+            assert other.index().files_deleted == 1
+        # The live tantivy engine's folder still holds the deleted file: behind, so BM25 does not answer
+        # from it (the next query sees that another process indexed) and health says why.
+        assert "shipyard/scheduler.py" in _paths(live, ["buildscheduler"])  # the stale folder itself
+        assert not live.retrieve("build scheduler").lists.get("bm25")
+        h = live.health(check_staleness=False)
+        [p] = [p for p in h["problems"] if p["code"] == "lexical_store"]
+        assert not h["ok"] and 'kept in whoosh now' in p["message"], p
+    with _open(ws, idx, "tantivy") as back:
+        assert back.lexical_switched_from == "whoosh" and back.check_stores()
+        rep = back.index()
+        assert any("(it was whoosh)" in r for r in rep.repaired), rep.repaired
+        assert _paths(back, ["buildscheduler"]) == ["tests/test_scheduler.py"]
+        assert back.health(check_staleness=False)["ok"] and back.meta.get_state("lexical_store") == "tantivy"
+    with _open(ws, idx, "whoosh") as again:  # and whoosh, left behind in its turn, is rebuilt too
+        assert again.lexical_switched_from == "tantivy"
+        again.index()
+        assert _paths(again, ["buildscheduler"]) == ["tests/test_scheduler.py"]

@@ -283,12 +283,16 @@ class Indexer:
             ok[path] = data
         return ok, dropped
 
-    def rebuild_lexical(self, progress: Progress | None = None) -> int:
+    def rebuild_lexical(self, progress: Progress | None = None, clear: bool = False) -> int:
         """Refill an emptied lexical store from the manifest's chunk texts (no file is re-read or
-        re-parsed): the manifest is the source of truth, Whoosh is derived. Returns documents written."""
+        re-parsed): the manifest is the source of truth, Whoosh is derived. Returns documents written.
+        ``clear``: delete its documents in the same commit first (a sound store that is behind the
+        manifest, which other processes may have open: its folder is not deleted under them)."""
         writer = self.lexical.writer()
         n = 0
         try:
+            if clear:
+                self.lexical.delete_all(writer)
             for rows in self.meta.iter_chunks():
                 for r in rows:
                     self.lexical.add_chunk(writer, r.id, r.path, r.kind, r.text, r.symbols)

@@ -56,6 +56,9 @@ class IndexState:
     lexical_ready: bool  # a finished index, or files of a running one
     partial: bool  # answers come from part of the workspace (first run still in its lexical pass)
     cochange_status: str  # the history branch's status line
+    # Why the lexical store must not answer: another store indexed last, so this one is behind the
+    # manifest (deleted files would come back as ghosts) until a run rebuilds it. None: it may answer.
+    lexical_behind: str | None = None
 
 
 @dataclass
@@ -117,6 +120,9 @@ class Retriever:
                 continue
             if Need.INDEX in spec.needs and not s.lexical_ready:
                 r.ready[b.name] = "not ready: lexical index not written yet"
+                continue
+            if Need.LEXICAL in spec.needs and s.lexical_behind:
+                r.ready[b.name] = "error: " + s.lexical_behind
                 continue
             if r.weights.get(b.name, 0) <= 0:
                 r.ready[b.name] = "ready (not used for this query shape)"

@@ -232,6 +232,11 @@ class LexicalStore:
             for p in paths:
                 writer.delete_by_term("path", p, searcher=s if same else None)
 
+    @staticmethod
+    def delete_all(writer: BulkSegmentWriter) -> None:
+        """Delete every document, in the folder, at the writer's commit (readers keep their segments)."""
+        writer.delete_by_query(query.Every())
+
     def refresh(self) -> None:
         with self._lock:
             self._searcher = None

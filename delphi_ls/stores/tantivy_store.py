@@ -109,6 +109,10 @@ class TantivyWriter:
         self._w.delete_documents_by_term("path", path)
 
     @_panics_as_errors
+    def delete_all(self) -> None:
+        self._w.delete_all_documents()
+
+    @_panics_as_errors
     def commit(self, merge: bool = True, **_kw: Any) -> None:
         """Commit, wait for the merges tantivy's merge policy started (its own threads), release the
         writer. ``merge`` is the Whoosh writer's keyword: tantivy decides its merges itself."""
@@ -231,6 +235,11 @@ class TantivyStore:
         """Delete every document of ``paths`` (applied, in order, before the writer's later adds)."""
         for p in paths:
             writer.delete_path(p)
+
+    @staticmethod
+    def delete_all(writer: TantivyWriter) -> None:
+        """Delete every document, in the folder, at the writer's commit (readers keep their segments)."""
+        writer.delete_all()
 
     def _meta_stat(self) -> tuple[int, int] | None:
         try:
