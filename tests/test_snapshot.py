@@ -4,6 +4,10 @@ its own checkout (another folder) and brings it up to date with the normal index
 Real workspaces in tmp_path (the shipyard fixture), real SQLite, Whoosh and Chroma, the shipped
 embedder. A second machine is a second folder with a second index folder; its files get new mtimes,
 as a fresh checkout does.
+
+Each case that builds, loads or swaps an index runs on both lexical stores (the ``store`` fixture;
+review 7 M5: they ran on Whoosh only after tantivy became the default); the one that reads Whoosh's own
+files (``*.toc``, pickled members) is pinned to Whoosh.
 """
 
 from __future__ import annotations
@@ -19,15 +23,16 @@ import sqlite3
 import subprocess
 import sys
 import tarfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from delphi_ls import Engine
 from delphi_ls.indexing.snapshot import HEADER, SnapshotError
+from delphi_ls.stores.lexical import FOLDERS as LEXICAL_FOLDERS
 
 from .conftest import IGNORED_JUNK, build_workspace
-from .lexical_pin import whoosh_store_only  # noqa: F401  (these tests read Whoosh's own files)
 
 REPO = Path(__file__).resolve().parent.parent
 QUESTIONS = ["where is the retry backoff computed?", "grpc proxy TLS configuration", "CacheKey"]
@@ -46,12 +51,22 @@ def top(eng: Engine, q: str) -> list[str]:
     return [r["path"] for r in eng.context(q, limit=5)["results"]]
 
 
+@pytest.fixture(scope="module", params=["whoosh", "tantivy"])
+def store(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The lexical store, through the environment so that every engine and CLI call of a test uses it
+    (module scope: one snapshot per store). ``parametrize("store", [...], indirect=True)`` pins one."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DELPHI_LEXICAL_STORE", request.param)
+        yield request.param
+
+
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[str, list[str]]]:
+def built(tmp_path_factory: pytest.TempPathFactory, store: str) -> tuple[Path, Path, dict[str, list[str]]]:
     """A workspace in /…/a/repo indexed and written to a snapshot; the source's answers."""
-    base = tmp_path_factory.mktemp("snap")
+    base = tmp_path_factory.mktemp(f"snap-{store}")
     ws = build_workspace(base / "a" / "repo", huge_bytes=2_000)
     with Engine(ws, index_dir=base / "index-a") as eng:
+        assert eng.lexical.name == store
         # Things of the index folder that are not the index, none of which may travel.
         eng.context("warm up", trace_file=base / "index-a" / "traces.jsonl")
         (base / "index-a" / "daemon.token").write_text("not-for-sharing")
@@ -386,6 +401,7 @@ class _Payload:
         return (open, (str(self.marker), "w"))
 
 
+@pytest.mark.parametrize("store", ["whoosh"], indirect=True)  # Whoosh's own files
 def test_no_whoosh_file_travels_and_a_pickled_member_is_refused_unread(built, tmp_path: Path) -> None:
     """H1: Whoosh reads its TOC and segments with pickle; a snapshot ships only the manifest, the loader
     rebuilds Whoosh from it, and a snapshot carrying a Whoosh file is refused before anything opens it."""
@@ -441,10 +457,12 @@ def dead_pid() -> int:
     return proc.pid
 
 
-@pytest.mark.parametrize("moved", [["whoosh", "meta.sqlite"], ["whoosh"]])
-def test_a_load_killed_mid_swap_leaves_an_index_that_comes_back(tmp_path: Path, moved: list[str]) -> None:
+@pytest.mark.parametrize("moved", [["lexical", "meta.sqlite"], ["lexical"]])
+def test_a_load_killed_mid_swap_leaves_an_index_that_comes_back(tmp_path: Path, store: str, moved: list[str]) -> None:
     """M2: kill -9 during the swap strands the old stores in .snapshot-old-PID; the next open puts
-    them back (the state on disk a kill leaves: the manifest moved out or not, a new Whoosh half in)."""
+    them back (the state on disk a kill leaves: the manifest moved out or not, a new lexical store half in)."""
+    lex = LEXICAL_FOLDERS[store]
+    moved = [lex if n == "lexical" else n for n in moved]
     ws = build_workspace(tmp_path / "repo", huge_bytes=2_000)
     idx = tmp_path / "ix"
     with Engine(ws, index_dir=idx, vectors=False) as eng:
@@ -457,8 +475,8 @@ def test_a_load_killed_mid_swap_leaves_an_index_that_comes_back(tmp_path: Path, 
     for n in moved:
         (idx / n).rename(aside / n)
     if "meta.sqlite" in moved:
-        (idx / "whoosh").mkdir()  # a new store that got in before the kill
-        (idx / "whoosh" / "half").write_text("x")
+        (idx / lex).mkdir()  # a new store that got in before the kill
+        (idx / lex / "half").write_text("x")
     for stale in (f".snapshot-in-{pid}", f".snapshot-out-{pid}"):
         (idx / stale).mkdir()
         (idx / stale / "meta.sqlite").write_text("staged")

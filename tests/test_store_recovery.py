@@ -1,12 +1,17 @@
 """Damaged stores (issue 12): each fault is detected at open and in health (an error in plain words,
 `delphi health` exits 1), no command fails with a traceback, and the next index (or
 `delphi index --rebuild`) rebuilds what is derived: Whoosh from the manifest, Chroma from the embedding
-cache (nothing re-embedded), the manifest itself from the workspace."""
+cache (nothing re-embedded), the manifest itself from the workspace.
+
+The store-agnostic cases run on both lexical stores (the ``store`` fixture; review 7 M5: they ran on
+Whoosh only after tantivy became the default); the cases that damage Whoosh's own files (``*.toc``,
+``*.seg``) are pinned to Whoosh, and tantivy's own damage modes are in tests/test_tantivy_store.py."""
 
 from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -14,8 +19,8 @@ import pytest
 
 from delphi_ls import Engine
 from delphi_ls.cli import main
+from delphi_ls.stores.lexical import FOLDERS as LEXICAL_FOLDERS
 from delphi_ls.stores.vectors import VectorStore
-from tests.lexical_pin import whoosh_store_only  # noqa: F401  (these tests read Whoosh's own files)
 
 FILES = {
     "shipyard/retry.py": "class RetryPolicy:\n    def delay_for(self, attempt):\n        return 2 ** attempt\n\n\n"
@@ -29,15 +34,25 @@ FILES = {
 }
 
 
+@pytest.fixture(scope="module", params=["whoosh", "tantivy"])
+def store(request) -> Iterator[str]:
+    """The lexical store, through the environment so that the CLI calls below use it too (module scope:
+    one template per store). A test pins one store with ``parametrize("store", [...], indirect=True)``."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DELPHI_LEXICAL_STORE", request.param)
+        yield request.param
+
+
 @pytest.fixture(scope="module")
-def template(tmp_path_factory) -> tuple[Path, Path, dict]:
+def template(tmp_path_factory, store: str) -> tuple[Path, Path, dict]:
     """One indexed workspace (vectors on), copied by each test: indexing once keeps the module fast."""
-    base = tmp_path_factory.mktemp("tpl")
+    base = tmp_path_factory.mktemp(f"tpl-{store}")
     ws = base / "ws"
     for rel, text in FILES.items():
         (ws / rel).parent.mkdir(parents=True, exist_ok=True)
         (ws / rel).write_text(text)
     with Engine(ws, index_dir=str(base / "idx"), reranker="off") as eng:
+        assert eng.lexical.name == store
         eng.index()
         facts = {"counts": eng.meta.counts(), "docs": eng.lexical.doc_count()}
     return ws, base / "idx", facts
@@ -96,10 +111,20 @@ def test_damaged_manifest_is_moved_aside_and_rebuilt(copy, damage: str):
     assert _health_exit(ws, idx) == 0
 
 
-@pytest.mark.parametrize("damage", ["folder deleted", "toc deleted", "segment truncated"])
-def test_damaged_lexical_index_is_reported_and_rebuilt_from_the_manifest(copy, damage: str):
+@pytest.mark.parametrize("damage", ["folder deleted"])
+def test_lost_lexical_index_is_reported_and_rebuilt_from_the_manifest(copy, store: str, damage: str):
+    _damaged_lexical_index_is_reported_and_rebuilt(copy, store, damage)
+
+
+@pytest.mark.parametrize("store", ["whoosh"], indirect=True)  # Whoosh's own files
+@pytest.mark.parametrize("damage", ["toc deleted", "segment truncated"])
+def test_damaged_lexical_index_is_reported_and_rebuilt_from_the_manifest(copy, store: str, damage: str):
+    _damaged_lexical_index_is_reported_and_rebuilt(copy, store, damage)
+
+
+def _damaged_lexical_index_is_reported_and_rebuilt(copy, store: str, damage: str) -> None:
     ws, idx, facts = copy
-    wh = idx / "whoosh"
+    wh = idx / LEXICAL_FOLDERS[store]
     if damage == "folder deleted":
         shutil.rmtree(wh)
     elif damage == "toc deleted":
@@ -111,7 +136,7 @@ def test_damaged_lexical_index_is_reported_and_rebuilt_from_the_manifest(copy, d
     with _open(ws, idx) as eng:
         h = eng.health(check_staleness=False)
         p = _problem(h, "lexical_store")
-        assert p["severity"] == "error" and "Whoosh" in p["message"] and not h["ok"]
+        assert p["severity"] == "error" and store in p["message"].lower() and not h["ok"]
         assert h["branches"]["bm25"].startswith("error")
         eng.context("retry policy")  # answers from the other branches, no traceback
     assert _health_exit(ws, idx) == 1
@@ -124,6 +149,7 @@ def test_damaged_lexical_index_is_reported_and_rebuilt_from_the_manifest(copy, d
     assert _health_exit(ws, idx) == 0
 
 
+@pytest.mark.parametrize("store", ["whoosh"], indirect=True)  # Whoosh's own files
 def test_bm25_failure_at_query_time_shows_in_health(copy):
     """The segment breaks while the engine is open: the branch error reaches health, not only branchesReady."""
     ws, idx, facts = copy
