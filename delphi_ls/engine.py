@@ -481,6 +481,8 @@ class Engine:
                 self.lexical_switched_from = self._lexical_identity()
                 if self.lexical_switched_from:
                     self._lexical_damaged(self._switch_message())
+                elif "is behind the manifest" in self.problems.get("lexical_store", ""):
+                    self.problems.pop("lexical_store")  # a process with this store has rebuilt it since
         finally:
             self._index_lock.release()
 

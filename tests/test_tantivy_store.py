@@ -299,6 +299,12 @@ def test_a_store_left_behind_is_rebuilt_not_served(copy):
         h = live.health(check_staleness=False)
         [p] = [p for p in h["problems"] if p["code"] == "lexical_store"]
         assert not h["ok"] and 'kept in whoosh now' in p["message"], p
+        with _open(ws, idx, "tantivy") as peer:  # another tantivy process rebuilds it: live answers again
+            peer.index()
+        hits = live.retrieve("build scheduler").lists.get("bm25") or []
+        assert [h.path for h in hits] == ["tests/test_scheduler.py"]
+        assert live.health(check_staleness=False)["ok"]
+        live.meta.set_state("lexical_store", "whoosh")  # as it was before the peer's run, for what follows
     with _open(ws, idx, "tantivy") as back:
         assert back.lexical_switched_from == "whoosh" and back.check_stores()
         rep = back.index()
