@@ -196,8 +196,8 @@ def cmd_index(args: argparse.Namespace) -> int:
                 print(f"repaired: {what}")
         for err in rep.errors:
             print(f"delphi: {err}", file=sys.stderr)
-        if eng.lexical.unavailable:  # nothing indexed (review 7 M4): an error, not a traceback or a 0
-            return 1
+        if rep.errors and not rep.files_seen:  # nothing indexed (e.g. the lexical store is unavailable,
+            return 1  # review 7 M4): an error, not a traceback or a 0
     return 0
 
 
