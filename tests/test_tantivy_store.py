@@ -315,3 +315,21 @@ def test_a_store_left_behind_is_rebuilt_not_served(copy):
         assert again.lexical_switched_from == "tantivy"
         again.index()
         assert _paths(again, ["buildscheduler"]) == ["tests/test_scheduler.py"]
+
+
+def test_a_commit_in_the_same_clock_tick_with_the_same_size_is_seen(copy):
+    """Review 7 L4: another process's searcher is reloaded when meta.json changes; on a coarse clock two
+    commits can leave it with the same mtime and size. tantivy replaces it by a rename: a new inode."""
+    from delphi_ls.stores.tantivy_store import TantivyStore
+
+    _ws, idx = copy
+    reader = TantivyStore(idx / "tantivy")
+    first = reader.searcher()
+    meta = idx / "tantivy" / "meta.json"
+    st = meta.stat()
+    staged = meta.with_name("meta.json.next")
+    staged.write_bytes(meta.read_bytes())  # what a commit of the same size writes, then renames
+    os.replace(staged, meta)
+    os.utime(meta, ns=(st.st_atime_ns, st.st_mtime_ns))  # in the same tick
+    assert meta.stat().st_size == st.st_size and meta.stat().st_mtime_ns == st.st_mtime_ns
+    assert reader.searcher() is not first

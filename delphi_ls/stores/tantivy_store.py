@@ -147,7 +147,7 @@ class TantivyStore:
         self.folder = folder
         self._lock = threading.RLock()
         self._searcher: Any = None
-        self._seen: tuple[int, int] | None = None  # meta.json's (mtime_ns, size) the searcher reads
+        self._seen: tuple[int, int, int] | None = None  # meta.json's (inode, mtime_ns, size) the searcher reads
         self.error: str | None = None
         self.unavailable = False
         self.created = False
@@ -241,12 +241,14 @@ class TantivyStore:
         """Delete every document, in the folder, at the writer's commit (readers keep their segments)."""
         writer.delete_all()
 
-    def _meta_stat(self) -> tuple[int, int] | None:
+    def _meta_stat(self) -> tuple[int, int, int] | None:
+        """meta.json's (inode, mtime_ns, size): tantivy replaces it by a rename at each commit, so the inode
+        changes even when two commits fall in one tick of a coarse clock with the same size (review 7 L4)."""
         try:
             st = (self.folder / "meta.json").stat()
         except OSError:
             return None
-        return (st.st_mtime_ns, st.st_size)
+        return (st.st_ino, st.st_mtime_ns, st.st_size)
 
     @_panics_as_errors
     def refresh(self) -> None:
@@ -324,7 +326,9 @@ class TantivyStore:
             d = s.doc(addr)
             out.append((d.get_first("id"), d.get_first("path"), float(score)))
         # Equal scores in the order of their ids: tantivy breaks ties by document address, which depends on
-        # which of its threads took a document; the same index built twice answers in the same order.
+        # which of its threads took a document; the same index built twice answers in the same order inside
+        # the cut. Which of several hits tied at the ``limit`` cut are kept is still tantivy's choice
+        # (review 7 L5; callers ask for more than they use, so it matters only at the far end of a list).
         out.sort(key=lambda r: (-r[2], r[0]))
         return out
 
