@@ -328,7 +328,7 @@ class TantivyStore:
         # Equal scores in the order of their ids: tantivy breaks ties by document address, which depends on
         # which of its threads took a document; the same index built twice answers in the same order inside
         # the cut. Which of several hits tied at the ``limit`` cut are kept is still tantivy's choice
-        # (review 7 L5; callers ask for more than they use, so it matters only at the far end of a list).
+        # (review 7 L5; the branches ask for 200-400 chunks, so it touches only a list's far end).
         out.sort(key=lambda r: (-r[2], r[0]))
         return out
 
