@@ -329,7 +329,7 @@ def test_readme_settings_table_matches_the_settings() -> None:
 
 def test_readme_lists_the_models_and_grammars_with_versions_and_licences() -> None:
     models = README.split("## Models", 1)[1].split("\n## ", 1)[0]
-    for name in ("potion-base-8M", "minilm-l6-int8", "delphi-ltr-2", "delphi-ce-1"):
+    for name in ("potion-base-8M", "minilm-l6-int8", "delphi-ltr-3", "delphi-ce-1"):
         assert name in models, name
     for grammar in ("tree-sitter-python", "tree-sitter-javascript", "tree-sitter-typescript", "tree-sitter-go",
                     "tree-sitter-rust", "tree-sitter-java"):

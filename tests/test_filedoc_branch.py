@@ -51,7 +51,8 @@ def write(root: Path, files: dict[str, str]) -> None:
         p.write_text(text, encoding="utf-8")
 
 
-ON = {"filedoc": 0.6}  # the branch is off by default (bench/RESULTS.md, "File-level branch")
+ON = {"filedoc": 0.6}  # the default weight since session 7 (bench/RESULTS.md, "Retrained ranker")
+OFF = {"filedoc": 0.0}
 
 
 @pytest.fixture()
@@ -88,9 +89,9 @@ def test_every_indexed_file_has_one_document_and_ignored_files_none(engine: Engi
 
 def test_the_branch_finds_a_file_by_its_role(engine: Engine, tmp_path: Path) -> None:
     """No file but usage.py says "usage screen" in its name and header; README.md says it in prose."""
-    with Engine(engine.root, index_dir=str(tmp_path / "index"), vectors=False) as default:
-        res = default.context("where does the usage screen get built?", limit=5)
-    assert res["branchesReady"]["filedoc"] == "ready (not used for this query shape)"  # off by default
+    with Engine(engine.root, index_dir=str(tmp_path / "index"), vectors=False, branch_weights=OFF) as off:
+        res = off.context("where does the usage screen get built?", limit=5)
+    assert res["branchesReady"]["filedoc"] == "ready (not used for this query shape)"  # turned off
     assert all("filedoc" not in r["branches"] for r in res["results"])
     res = engine.context("where does the usage screen get built?", limit=5)
     top = res["results"][0]
@@ -158,29 +159,30 @@ def test_leading_comment_takes_docstrings_and_comment_headers() -> None:
     assert leading_comment("x = 1\ny = 2\n") == ""
 
 
-def test_registered_off_by_default_and_turned_on_by_settings() -> None:
+def test_registered_on_by_default_and_turned_off_by_settings() -> None:
     spec = next(s for s in registered() if s.name == "filedoc")
-    assert set(spec.weights) == set(Shape) and not any(spec.weights.values())
+    assert set(spec.weights) == set(Shape) and all(w == 0.6 for w in spec.weights.values())
     q = analyse("where does the usage screen get built?")
-    assert weights_for(q, Settings())["filedoc"] == 0.0
-    assert weights_for(q, Settings.from_dict({"branch_weights": {"filedoc": 0.6}}))["filedoc"] == 0.6
+    assert weights_for(q, Settings())["filedoc"] == 0.6
+    assert weights_for(q, Settings.from_dict({"branch_weights": OFF}))["filedoc"] == 0.0
 
 
 def test_documents_are_kept_only_while_the_branch_can_run(tmp_path: Path) -> None:
-    """Off (the default), indexing stores no file document; turned on, the next full run builds them from the
-    manifest without re-reading a file; turned off again, they are dropped rather than left to go stale."""
+    """Turned off, indexing stores no file document; turned on (the default), the next full run builds them
+    from the manifest without re-reading a file; turned off again, they are dropped rather than left to go
+    stale."""
     ws = tmp_path / "ws"
     write(ws, FILES)
     index = str(tmp_path / "index")
-    with Engine(ws, index_dir=index, vectors=False) as off:
+    with Engine(ws, index_dir=index, vectors=False, branch_weights=OFF) as off:
         off.index()
         assert not FileDocs(off.meta).exists() and off.meta.get_state("filedocs_version") is None
         n = len(off.files())
-    with Engine(ws, index_dir=index, vectors=False, branch_weights=ON) as on:
+    with Engine(ws, index_dir=index, vectors=False) as on:
         rep = on.index()
         assert rep.files_indexed == 0 and FileDocs(on.meta).count() == n
         usage = FileDocs(on.meta).get("cli/usage.py")
         assert usage is not None and "command" in usage.importers.split()
-    with Engine(ws, index_dir=index, vectors=False) as off:
+    with Engine(ws, index_dir=index, vectors=False, branch_weights=OFF) as off:
         off.index()
         assert not FileDocs(off.meta).exists() and FileDocs(off.meta).search(["usage"], 5) == []

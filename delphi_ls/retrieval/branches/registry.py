@@ -104,7 +104,8 @@ register(BranchSpec("anchor_folder", AnchorFolderTestsBranch, _w(0.0, 0.0, 0.0, 
 register(BranchSpec("graph", GraphBranch, _w(0.3, 0.3, 0.3, 0.5), stage=2))
 register(BranchSpec("cochange", CochangeBranch, _w(0.3, 0.3, 0.2, 0.5), needs=frozenset({Need.INDEX, Need.HISTORY})))
 # One document per file (path, header comment, top-level names, imports, importers): issue 19, measured in
-# bench/RESULTS.md ("File-level branch", session 6). Off by default: on dev_mined it lifts the fused order (MRR
-# +0.043 [+0.013, +0.076]) but not the shipped learned ranker's (+0.006, intent2code -0.007), which was trained
-# without its columns. `branch_weights = {filedoc = 0.6}` turns it on; indexing keeps its documents only then.
-register(BranchSpec("filedoc", FileDocBranch, _w(0.0, 0.0, 0.0, 0.0), needs=frozenset({Need.INDEX, Need.LEXICAL})))
+# bench/RESULTS.md ("File-level branch", session 6; "Retrained ranker", session 7). On by default since the
+# ranker delphi-ltr-3 was trained with its columns (windows mined at this weight): against delphi-ltr-2 without
+# it, MRR +0.020 on dev_mined and +0.013 on dev_langs (intent2code +0.006 / +0.037; dev_langs code2test -0.011,
+# ns). `branch_weights = {filedoc = 0}` turns it off; indexing keeps its documents only while it is on.
+register(BranchSpec("filedoc", FileDocBranch, _w(0.6, 0.6, 0.6, 0.6), needs=frozenset({Need.INDEX, Need.LEXICAL})))
