@@ -8,6 +8,8 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -52,6 +54,18 @@ class Collector:
         return True
 
 
+@contextmanager
+def _watching(ws: Path) -> Iterator[tuple[Watcher, Collector]]:
+    """A started watcher on ``ws`` and what it reported, stopped on the way out."""
+    got = Collector()
+    w = Watcher(ws, got)
+    w.start()
+    try:
+        yield w, got
+    finally:
+        w.stop()
+
+
 def _named(reports: list[set[str] | None]) -> set[str]:
     return set().union(*(r for r in reports if r is not None))
 
@@ -66,10 +80,7 @@ def test_watched_folders_are_the_walks(tmp_path: Path):
 
 def test_events_name_paths_and_never_come_through_links(tmp_path: Path):
     ws, outside = _tree(tmp_path)
-    got = Collector()
-    w = Watcher(ws, got)
-    w.start()
-    try:
+    with _watching(ws) as (w, got):
         assert w.count == 4
         (outside / "deep" / "secret.py").write_text("x = 1\n")  # reached only through src/link
         (ws / "build" / "gen" / "out.py").write_text("x = 1\n")  # an ignored folder: not watched
@@ -81,17 +92,12 @@ def test_events_name_paths_and_never_come_through_links(tmp_path: Path):
         assert None not in got.reports
         (ws / "src" / "pkg" / "mod.py").rename(ws / "src" / "pkg" / "moved.py")
         assert got.wait(lambda r: {"src/pkg/mod.py", "src/pkg/moved.py"} <= _named(r))
-    finally:
-        w.stop()
 
 
 def test_new_folder_means_walk_and_is_then_watched(tmp_path: Path):
     """A folder that appears may hold files no event named: report "walk everything", then watch it."""
     ws, _ = _tree(tmp_path)
-    got = Collector()
-    w = Watcher(ws, got)
-    w.start()
-    try:
+    with _watching(ws) as (w, got):
         (ws / "src" / "fresh").mkdir()
         assert got.wait(lambda r: None in r)
         assert got.wait(lambda r: w.count == 5)
@@ -99,8 +105,6 @@ def test_new_folder_means_walk_and_is_then_watched(tmp_path: Path):
         assert got.wait(lambda r: "src/fresh/new.py" in _named(r))
         (ws / ".gitignore").write_text("build/\nnode_modules/\nsrc/fresh/\n")  # the rules changed
         assert got.wait(lambda r: r[-1] is None and w.count == 4)
-    finally:
-        w.stop()
 
 
 class _Quiet(SessionEvents):
@@ -143,27 +147,19 @@ def test_a_name_that_is_not_utf8_does_not_cost_the_other_edits(tmp_path: Path):
     """The walk never indexes such a name (and the manifest could not store it): it is dropped from the
     report, and the edit beside it in the same burst is still reported."""
     ws, _ = _tree(tmp_path)
-    got = Collector()
-    w = Watcher(ws, got)
-    w.start()
-    try:
+    with _watching(ws) as (w, got):
         with open(os.path.join(os.fsencode(ws / "src" / "pkg"), b"bad\xff.py"), "w") as fh:
             fh.write("x = 1\n")
         (ws / "src" / "pkg" / "mod.py").write_text("def alpha():\n    return 3\n")
         assert got.wait(lambda r: "src/pkg/mod.py" in _named(r))
         time.sleep(0.2)
         assert all(n.isprintable() and "\udcff" not in n for n in _named(got.reports)), got.reports
-    finally:
-        w.stop()
 
 
 def test_a_writer_that_never_pauses_does_not_hold_reports_back(tmp_path: Path):
     """A log written every 20 ms (a dev server in the workspace) would keep a burst open for ever: a report
     waits at most about a second."""
     ws, _ = _tree(tmp_path)
-    got = Collector()
-    w = Watcher(ws, got)
-    w.start()
     stop = threading.Event()
 
     def writer() -> None:
@@ -173,16 +169,16 @@ def test_a_writer_that_never_pauses_does_not_hold_reports_back(tmp_path: Path):
                 fh.flush()
                 time.sleep(0.02)
 
-    t = threading.Thread(target=writer)
-    t.start()
-    try:
-        time.sleep(0.3)
-        (ws / "src" / "pkg" / "mod.py").write_text("def alpha():\n    return 4\n")
-        assert got.wait(lambda r: "src/pkg/mod.py" in _named(r), timeout=2.5)
-    finally:
-        stop.set()
-        t.join()
-        w.stop()
+    with _watching(ws) as (_w, got):
+        t = threading.Thread(target=writer)
+        t.start()
+        try:
+            time.sleep(0.3)
+            (ws / "src" / "pkg" / "mod.py").write_text("def alpha():\n    return 4\n")
+            assert got.wait(lambda r: "src/pkg/mod.py" in _named(r), timeout=2.5)
+        finally:
+            stop.set()
+            t.join()
 
 
 def test_replaced_workspace_folder_is_watched_again(tmp_path: Path):
