@@ -1,0 +1,71 @@
+"""Copies of one project side by side (vendored releases, a monorepo's packages): a test is linked to the
+source of its own copy, not to every copy's file of that name (issue 18: on the 100k workspace 2.3 M of
+2.4 M name links were such cross-copy links, and 4,163 `package-info.java` each had 486 "tests")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from delphi_ls import Engine
+
+JAVA = "package com.acme;\n\npublic class Retry {\n    public int attempts() { return 3; }\n}\n"
+JAVA_TEST = ("package com.acme;\n\nimport com.acme.Retry;\n\nclass RetryTests {\n"
+             "    void attempts() { new Retry().attempts(); }\n}\n")
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+
+
+def _tests(eng: Engine, path: str) -> set[str]:
+    return set(eng.view().graph.tests_of.get(path, ()))
+
+
+def test_each_copy_links_its_own_tests(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    files = {}
+    for copy in ("vendor/app@1.0", "vendor/app@2.0", "vendor/app@3.0"):
+        files[f"{copy}/src/main/java/com/acme/Retry.java"] = JAVA
+        files[f"{copy}/src/main/java/com/acme/package-info.java"] = "package com.acme;\n"
+        files[f"{copy}/src/test/java/com/acme/RetryTests.java"] = JAVA_TEST
+        files[f"{copy}/src/test/java/com/acme/fixtures/package-info.java"] = "package com.acme.fixtures;\n"
+    _write(ws, files)
+    with Engine(ws, index_dir=str(tmp_path / "idx"), vectors=False) as eng:
+        eng.index(vectors=False)
+        for copy in ("vendor/app@1.0", "vendor/app@2.0", "vendor/app@3.0"):
+            code = f"{copy}/src/main/java/com/acme/Retry.java"
+            assert _tests(eng, code) == {f"{copy}/src/test/java/com/acme/RetryTests.java"}
+            info = f"{copy}/src/main/java/com/acme/package-info.java"
+            assert _tests(eng, info) == {f"{copy}/src/test/java/com/acme/fixtures/package-info.java"}
+            # the import resolves inside the copy too (it did before; kept)
+            assert eng.view().graph.imports[f"{copy}/src/test/java/com/acme/RetryTests.java"] == {code}
+            # Related tests put the copy's own test first (the others still name `Retry`: found by use).
+            found = [t["path"] for t in eng.related_tests(code)]
+            assert found[0] == f"{copy}/src/test/java/com/acme/RetryTests.java", found
+
+
+def test_equally_near_files_are_all_linked(tmp_path: Path) -> None:
+    """In one project the rule changes nothing: `tests/test_utils.py` names both packages' `utils.py`,
+    neither nearer than the other."""
+    ws = tmp_path / "ws"
+    _write(ws, {"pkg_a/utils.py": "def a():\n    return 1\n", "pkg_b/utils.py": "def b():\n    return 2\n",
+                "tests/test_utils.py": "def test_nothing():\n    assert True\n"})
+    with Engine(ws, index_dir=str(tmp_path / "idx"), vectors=False) as eng:
+        eng.index(vectors=False)
+        assert _tests(eng, "pkg_a/utils.py") == {"tests/test_utils.py"}
+        assert _tests(eng, "pkg_b/utils.py") == {"tests/test_utils.py"}
+
+
+def test_a_package_test_links_its_package(tmp_path: Path) -> None:
+    """A monorepo's packages: `packages/b/test/client.test.ts` is about `packages/b/src/client.ts`."""
+    ws = tmp_path / "ws"
+    src = "export function get(url: string): string {\n  return url;\n}\n"
+    _write(ws, {"packages/a/src/client.ts": src, "packages/b/src/client.ts": src,
+                "packages/b/test/client.test.ts": "import { get } from '../src/client';\nget('x');\n"})
+    with Engine(ws, index_dir=str(tmp_path / "idx"), vectors=False) as eng:
+        eng.index(vectors=False)
+        assert _tests(eng, "packages/b/src/client.ts") == {"packages/b/test/client.test.ts"}
+        assert _tests(eng, "packages/a/src/client.ts") == set()
