@@ -42,9 +42,11 @@ def test_each_copy_links_its_own_tests(tmp_path: Path) -> None:
             assert _tests(eng, info) == {f"{copy}/src/test/java/com/acme/fixtures/package-info.java"}
             # the import resolves inside the copy too (it did before; kept)
             assert eng.view().graph.imports[f"{copy}/src/test/java/com/acme/RetryTests.java"] == {code}
-            # Related tests put the copy's own test first (the others still name `Retry`: found by use).
-            found = [t["path"] for t in eng.related_tests(code)]
-            assert found[0] == f"{copy}/src/test/java/com/acme/RetryTests.java", found
+            # Related tests: the copy's own test by name; the other copies' tests only by use (they name
+            # `Retry` too), below it, never "named after" this copy's file.
+            rows = eng.related_tests(code)
+            assert rows[0]["path"] == f"{copy}/src/test/java/com/acme/RetryTests.java", rows
+            assert all(r["why"].startswith("uses") for r in rows[1:]), rows
 
 
 def test_equally_near_files_are_all_linked(tmp_path: Path) -> None:

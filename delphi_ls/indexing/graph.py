@@ -9,6 +9,7 @@ Built from the manifest in memory; cheap enough to rebuild whenever the index ch
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -32,6 +33,8 @@ class FileGraph:
     # import edges (a dotted test name that abbreviates a module it reaches), so import edges alone move.
     resolver: Resolver | None = field(default=None, repr=False, compare=False)
     links_read_imports: bool = False
+    # test -> the source files it is linked to by name (tests_of read backwards)
+    named_code: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
 
     @classmethod
     def build(cls, files: dict[str, str], imports: list[tuple[str, str]]) -> FileGraph:
@@ -57,6 +60,7 @@ class FileGraph:
             linked, prefix = g._named_code(p, by_stem, files, abbrev_cache)
             for code in linked:
                 g.tests_of[code].add(p)
+                g.named_code[p].add(code)
                 g.edges += 1
             if prefix:
                 g.abbreviated[p] = prefix
@@ -162,8 +166,7 @@ class FileGraph:
             if new:
                 imports[path] = new
             edges += len(new)
-        return FileGraph(imports, imported_by, self.tests_of, self.mirrors_of, self.abbreviated, edges,
-                         self.resolver, self.links_read_imports)
+        return dataclasses.replace(self, imports=imports, imported_by=imported_by, edges=edges)
 
     def reachable(self, start: str, files: dict[str, str], depth: int = 4) -> set[str]:
         """Source files reachable from ``start`` through at most ``depth`` import edges."""

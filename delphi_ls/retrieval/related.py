@@ -123,8 +123,11 @@ def related_tests(ctx: SearchContext, lexical: LexicalStore, rel: str, symbol: s
     q = analyse(f"tests for {rel}")
     g = ctx.view.graph
     named = AnchorTestsBranch().search(q, ctx)
-    if g is not None:  # `app.use.js` shares a stem with examples/.../app.js, but the graph gave it to application.js
-        named = [h for h in named if h.path not in g.abbreviated or h.path in g.tests_of.get(rel, ())]
+    if g is not None:
+        # A test the graph linked by name to other files only is theirs: `app.use.js` shares a stem with
+        # examples/.../app.js but was given to application.js; copy 2.0's `RetryTests.java` shares one
+        # with copy 1.0's `Retry.java` but was given to its own copy's.
+        named = [h for h in named if h.path in g.tests_of.get(rel, ()) or not g.named_code.get(h.path)]
     seen = {n.path for n in named}
     # Tests the graph links by name beyond the anchor's stem: `res.cookie.js` for lib/response.js.
     named += [Hit(t, 0.9, [], _named_why(g, t, rel))
