@@ -175,6 +175,7 @@ class PhaseTimer:
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
         self.calls: dict[str, int] = {}
+        self.tokenize_outside_add = False  # tantivy's tokens made before add_document, not inside it
         self._undo: list[tuple[Any, str, Any]] = []
 
     def _wrap(self, owner: Any, name: str, phase: str, materialise: bool = False) -> None:
@@ -200,12 +201,14 @@ class PhaseTimer:
     def install(self, eng: Engine) -> None:
         from whoosh.writing import SegmentWriter
 
-        from delphi_ls.indexing import pipeline
+        from delphi_ls.indexing import pipeline, workers
         from delphi_ls.stores import lexical, meta, vectors
 
         self._wrap(pipeline, "scan", "scan")
-        self._wrap(pipeline, "read_no_follow", "read")
-        self._wrap(pipeline, "chunk_file", "parse+chunk")
+        # Read and parse+chunk run in indexing/workers.py's prepare_file (in-process with index_workers <= 1;
+        # in worker processes otherwise, where this timer does not see them).
+        self._wrap(workers, "read_no_follow", "read")
+        self._wrap(workers, "chunk_file", "parse+chunk")
         self._wrap(lexical, "code_tokens", "tokenize", materialise=True)
         self._wrap(SegmentWriter, "add_document", "whoosh add_document")
         self._wrap(SegmentWriter, "delete_by_term", "whoosh delete")
@@ -219,6 +222,9 @@ class PhaseTimer:
             # to tantivy's threads, and the commit, which waits for those threads and the merges they start.
             self._wrap(tantivy_store, "tokens", "tokenize")
             self._wrap(tantivy_store.TantivyWriter, "add_document", "tantivy add_document")
+            # The indexer hands tantivy fields tokenized beforehand (field_tokens, in workers.py's prepare_file).
+            self._wrap(tantivy_store.TantivyWriter, "add_tokenized", "tantivy add_document")
+            self.tokenize_outside_add = getattr(tantivy_store.TantivyStore, "takes_tokens", False)
             self._wrap(tantivy_store.TantivyWriter, "delete_path", "tantivy delete")
             self._wrap(tantivy_store.TantivyWriter, "commit", "tantivy commit (+ its threads, merges)")
         self._wrap(meta.MetaStore, "replace_file", "sqlite manifest")
@@ -242,7 +248,7 @@ class PhaseTimer:
         # Exclusive times: the tokenizer runs inside add_document; flush and merge inside commit.
         if "whoosh add_document" in s:
             s["whoosh add_document"] -= s.get("tokenize", 0.0)
-        if "tantivy add_document" in s:
+        if "tantivy add_document" in s and not self.tokenize_outside_add:
             s["tantivy add_document"] -= s.get("tokenize", 0.0)
         if "whoosh commit" in s:
             s["whoosh commit (rest)"] = s.pop("whoosh commit") - s.get("whoosh flush", 0.0) - s.get("whoosh merge", 0.0)

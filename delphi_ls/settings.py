@@ -37,6 +37,7 @@ EMBEDDERS = ("potion-base-8M", "minilm-l6-int8")
 RERANKERS = ("off", "ltr", "cross-encoder", "ltr+cross-encoder")
 VECTOR_SEARCHES = ("auto", "exact", "hnsw")
 LEXICAL_STORES = ("whoosh", "tantivy")
+MAX_INDEX_WORKERS = 32  # index_workers' bound: a repository's file may set it, and each worker is a process
 log = logging.getLogger("delphi_ls.settings")
 
 # Keys only the user's own configuration may set: each reaches outside the workspace or the machine
@@ -94,6 +95,11 @@ class Settings:
     # Per-query traces (JSON lines). Relative: under the index folder; absolute only from the user.
     trace_file: Path | None = None
     embed_batch: int = 256  # chunks per embedding call (the indexer reads it)
+    # Worker processes for a large run's read + parse + chunk + tokenize stage (indexing/workers.py); the
+    # parent stays the one writer of every store. 0 or 1: in-process; at most one per core is started.
+    # Runs of fewer than 500 files (an editor's save) stay in-process whatever this says: a pool's
+    # start-up would cost more than it saves.
+    index_workers: int = 2
     # A snapshot file (`delphi snapshot create`) a new index starts from; ignored once an index exists.
     snapshot: Path | None = None
 
@@ -177,6 +183,8 @@ class Settings:
         for key in ("max_file_bytes", "chunk_chars", "reranker_window", "rrf_k", "path_cap_per_dir", "embed_batch"):
             if getattr(self, key) <= 0:
                 raise SettingsError(key, "must be a positive integer")
+        if not 0 <= self.index_workers <= MAX_INDEX_WORKERS:
+            raise SettingsError("index_workers", f"must be between 0 (in-process) and {MAX_INDEX_WORKERS}")
         if not 0 <= self.ltr_keep_top <= 20:
             raise SettingsError("ltr_keep_top", "must be between 0 (off) and 20 (the depth it keeps them within)")
         if self.chunk_chars < 200:

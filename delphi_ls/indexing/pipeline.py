@@ -8,7 +8,7 @@ resumes where it stopped and ends with the same counts as an uninterrupted one.
 
 from __future__ import annotations
 
-import hashlib
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,19 +23,18 @@ from ..stores.lexical import LexicalStore
 from ..stores.meta import ChunkRow, MetaStore
 from ..stores.vectors import VectorStore
 from ..workspace.kinds import file_kind
-from ..workspace.scan import (
-    FileEntry,
-    ScanResult,
-    SkipFile,
-    content_skip_reason,
-    decode,
-    read_no_follow,
-    scan,
-    skip_reason,
-)
-from .chunker import chunk_file
+from ..workspace.scan import FileEntry, ScanResult, scan, skip_reason
 from .graph import FileGraph
 from .named import WalkNeeded, scan_named
+from .workers import (
+    POOL_MIN_FILES,
+    Options,
+    Prepared,
+    PreparePool,
+    chunk_id,  # noqa: F401  (importable from here, where it was defined before workers.py)
+    empty_id,
+    prepare_in_process,
+)
 
 Progress = Callable[[str, int, int, int], None]  # phase, done, total, chunks so far
 BATCH_FILES = 1000  # files per lexical commit once the first small batches are in (issue 18: fewer, larger segments)
@@ -64,10 +63,6 @@ class IndexReport:
     # memory only: the path of an ignored file is not written to the index either.
     buffers_dropped: dict[str, str] = field(default_factory=dict)
     repaired: list[str] = field(default_factory=list)  # stores rebuilt before this run, in words
-
-
-def chunk_id(path: str, ord_: int, content_hash: str) -> str:
-    return hashlib.sha1(f"{path}\0{ord_}\0{content_hash}".encode()).hexdigest()[:24]
 
 
 def embed_text(row: ChunkRow) -> str:
@@ -155,60 +150,52 @@ class Indexer:
         done = 0
         i = 0
         size = FIRST_BATCH_FILES
-        while i < len(todo):
-            if should_stop and should_stop():
-                rep.errors.append("stopped before the end; the next run resumes")
-                break
-            # Small first batches: a cold start has something searchable within a second or two.
-            batch = todo[i: i + size]
-            i += size
-            size = min(size * 2, BATCH_FILES)
-            prepared = []
-            for entry in batch:
-                try:
-                    if entry.path in buffers:
-                        data = buffers[entry.path]
+        # What each file needs (the manifest's hash, None when it must be redone whatever its bytes; an
+        # editor buffer's bytes), prepared in this order in-process or by worker processes (workers.py).
+        items = [(e.path, None if reparse or e.path not in stored else stored[e.path][0], buffers.get(e.path))
+                 for e in todo]
+        pool = self._pool(len(todo))
+        stream = pool.stream(items) if pool is not None else prepare_in_process(self.root, self._options(), items)
+        try:
+            while i < len(todo):
+                if should_stop and should_stop():
+                    rep.errors.append("stopped before the end; the next run resumes")
+                    break
+                # Small first batches: a cold start has something searchable within a second or two.
+                batch = todo[i: i + size]
+                i += size
+                size = min(size * 2, BATCH_FILES)
+                prepared: list[tuple[FileEntry, Prepared]] = []
+                for entry in batch:
+                    got = next(stream)
+                    if got.skip is not None:
+                        skipped[entry.path] = got.skip
+                    elif got.unchanged:
+                        self.meta.touch_file(entry.path, entry.size, entry.mtime_ns)
+                        rep.files_unchanged += 1
                     else:
-                        data = read_no_follow(self.root, entry.path, self.settings.max_file_bytes)
-                except SkipFile as e:
-                    skipped[entry.path] = e.reason
-                    continue
-                except FileNotFoundError:
-                    skipped[entry.path] = "vanished during indexing"
-                    continue
-                except OSError as e:
-                    skipped[entry.path] = f"unreadable: {e.strerror}"
-                    continue
-                reason = content_skip_reason(entry.path, data)
-                if reason:
-                    skipped[entry.path] = reason
-                    continue
-                digest = hashlib.sha1(data).hexdigest()
-                old = stored.get(entry.path)
-                if old and old[0] == digest and not reparse:
-                    self.meta.touch_file(entry.path, entry.size, entry.mtime_ns)
-                    rep.files_unchanged += 1
-                    continue
-                text, replaced = decode(data)
-                prepared.append((entry, digest, text, replaced))
-            rows_by_file = self._write_lexical(prepared)
-            # File documents before the manifest rows (a killed run redoes these files, documents too).
-            if self.filedocs is not None:
-                imports_moved |= self.filedocs.put([
-                    build_doc(entry.path, [r.text for r in rows], top_level_names(symbols), imports)
-                    for (entry, *_), (rows, symbols, _lang, imports) in zip(prepared, rows_by_file, strict=True)])
-            for (entry, digest, _text, replaced), (rows, symbols, language, imports) in zip(prepared, rows_by_file, strict=True):
-                reuse = self._reusable_vectors(entry.path, rows)
-                self.meta.replace_file(entry.path, digest, entry.size, entry.mtime_ns, file_kind(entry.path), language,
-                                       rows, symbols, replaced, reuse, imports)
-                rep.files_indexed += 1
-                rep.chunks_written += len(rows)
-                self.changed.append(entry.path)
-            done += len(batch)
-            if on_batch and prepared:  # only a batch that wrote something changes what queries see
-                on_batch()
-            if progress:
-                progress("lexical", done, len(todo), rep.chunks_written)
+                        prepared.append((entry, got))
+                self._write_lexical([p for _e, p in prepared])
+                # File documents before the manifest rows (a killed run redoes these files, documents too).
+                if self.filedocs is not None:
+                    imports_moved |= self.filedocs.put([
+                        build_doc(entry.path, [r.text for r in p.rows], top_level_names(p.symbols), p.imports)
+                        for entry, p in prepared])
+                for entry, p in prepared:
+                    reuse = self._reusable_vectors(entry.path, p.rows)
+                    self.meta.replace_file(entry.path, p.digest, entry.size, entry.mtime_ns, file_kind(entry.path),
+                                           p.language, p.rows, p.symbols, p.replaced, reuse, p.imports)
+                    rep.files_indexed += 1
+                    rep.chunks_written += len(p.rows)
+                    self.changed.append(entry.path)
+                done += len(batch)
+                if on_batch and prepared:  # only a batch that wrote something changes what queries see
+                    on_batch()
+                if progress:
+                    progress("lexical", done, len(todo), rep.chunks_written)
+        finally:
+            if pool is not None:
+                pool.close()
         # Files skipped for content reasons that were indexed before must leave the stores.
         gone = [p for p in skipped if p in stored and p not in deleted and p not in buffers]
         if gone:
@@ -300,7 +287,7 @@ class Indexer:
                 if progress:
                     progress("lexical", n, n, n)
             for path, kind in self.meta.empty_files():
-                self.lexical.add_chunk(writer, chunk_id(path, 0, "empty"), path, kind, "", [])
+                self.lexical.add_chunk(writer, empty_id(path), path, kind, "", [])
                 n += 1
             writer.commit()
         except BaseException:
@@ -309,27 +296,35 @@ class Indexer:
         self.lexical.refresh()
         return n
 
-    def _write_lexical(self, prepared: list) -> list[tuple[list[ChunkRow], list[tuple[str, str, int, int, str]], str, list[str]]]:
-        out = []
+    def _options(self) -> Options:
+        return Options(self.settings.max_file_bytes, self.settings.chunk_chars,
+                       tokens=bool(getattr(self.lexical, "takes_tokens", False)))
+
+    def _pool(self, files: int) -> PreparePool | None:
+        """Worker processes for this run's read + parse + chunk stage, or None for in-process: one worker
+        or fewer configured, or too few files to pay a pool's start-up (an editor's save never does)."""
+        n = min(self.settings.index_workers, os.cpu_count() or 1)  # more workers than cores gain nothing
+        if n <= 1 or files < POOL_MIN_FILES:
+            return None
+        return PreparePool(n, self.root, self._options())
+
+    def _write_lexical(self, prepared: list[Prepared]) -> None:
+        """One commit of the lexical store for a batch of prepared files (their old documents deleted first)."""
         if not prepared:
-            return out
+            return
         writer = self.lexical.writer()
         try:
-            for entry, _digest, text, _replaced in prepared:
-                cf = chunk_file(entry.path, text, self.settings.chunk_chars)
-                kind = file_kind(entry.path)
-                self.lexical.delete_paths(writer, [entry.path])
-                rows = []
-                for n, c in enumerate(cf.chunks):
-                    h = hashlib.sha1(c.text.encode("utf-8", errors="replace")).hexdigest()
-                    cid = chunk_id(entry.path, n, h)
-                    rows.append(ChunkRow(cid, entry.path, n, c.start_line, c.end_line, c.symbols, kind, h, c.text))
-                    self.lexical.add_chunk(writer, cid, entry.path, kind, c.text, c.symbols)
-                if not cf.chunks:
-                    # An all-whitespace file still exists for the path branch.
-                    self.lexical.add_chunk(writer, chunk_id(entry.path, 0, "empty"), entry.path, kind, "", [])
-                symbols = [(s.name, s.kind, s.line, s.end_line, s.container) for s in cf.symbols]
-                out.append((rows, symbols, cf.language, cf.imports))
+            for p in prepared:
+                kind = file_kind(p.path)
+                self.lexical.delete_paths(writer, [p.path])
+                # An all-whitespace file still exists for the path branch: one empty document.
+                docs = [(r.id, r.text, r.symbols) for r in p.rows] or [(empty_id(p.path), "", [])]
+                if p.tokens is not None:
+                    for (cid, _text, _syms), toks in zip(docs, p.tokens, strict=True):
+                        self.lexical.add_tokens(writer, cid, p.path, kind, *toks)  # type: ignore[attr-defined]
+                else:
+                    for cid, text, syms in docs:
+                        self.lexical.add_chunk(writer, cid, p.path, kind, text, syms)
             # No merge at each batch: a merge re-writes every posting of the segments it takes, and
             # Whoosh's default policy merged again and again during a cold run (a fifth of spring-boot's
             # lexical pass). The run's end merges once, by tiers (finish_lexical).
@@ -337,7 +332,6 @@ class Indexer:
         except BaseException:
             writer.cancel()
             raise
-        return out
 
     def finish_lexical(self, max_docs: int | None = None) -> int:
         """Merge the lexical segments that piled up (by tiers of like size): called once at the end of

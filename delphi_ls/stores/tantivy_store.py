@@ -45,6 +45,12 @@ def tokens(text: str) -> str:
     return " ".join(t for t, _pos in code_tokens(text))
 
 
+def field_tokens(text: str, symbols: list[str], path: str) -> tuple[str, str, str]:
+    """A chunk's content, symbols and path fields as :meth:`TantivyStore.add_chunk` tokenizes them: an
+    index worker process computes them (indexing/workers.py) and the writer hands them to ``add_tokens``."""
+    return tokens(text), tokens(" ".join(symbols)), tokens(path.replace("/", " / "))
+
+
 def version() -> str | None:
     """tantivy-py's version, or None when it is not installed."""
     try:
@@ -103,6 +109,12 @@ class TantivyWriter:
         """The Whoosh store's fields, raw: tokenized here as Whoosh's analyzer would."""
         self._w.add_document(self._tv.Document(
             id=id, path=path, kind=kind, content=tokens(content), symbols=tokens(symbols), pathtext=tokens(pathtext)))
+
+    @_panics_as_errors
+    def add_tokenized(self, id: str, path: str, kind: str, content: str, symbols: str, pathtext: str) -> None:  # noqa: A002
+        """The fields already tokenized (:func:`field_tokens`)."""
+        self._w.add_document(self._tv.Document(id=id, path=path, kind=kind, content=content, symbols=symbols,
+                                               pathtext=pathtext))
 
     @_panics_as_errors
     def delete_path(self, path: str) -> None:
@@ -225,6 +237,16 @@ class TantivyStore:
         if self.unavailable:
             raise RuntimeError(f"lexical store tantivy is unavailable: {self.error}")
         return TantivyWriter(self)
+
+    # The indexer may tokenize in its worker processes (field_tokens there, add_tokens here): Whoosh's
+    # analyzer runs inside its own writer, tantivy's fields are tokenized in Python before they are handed over.
+    takes_tokens = True
+
+    @staticmethod
+    def add_tokens(writer: TantivyWriter, chunk_id: str, path: str, kind: str, content: str, symbols: str,
+                   pathtext: str) -> None:
+        """A chunk whose fields :func:`field_tokens` tokenized."""
+        writer.add_tokenized(chunk_id, path, kind, content, symbols, pathtext)
 
     @staticmethod
     def add_chunk(writer: TantivyWriter, chunk_id: str, path: str, kind: str, text: str, symbols: list[str]) -> None:

@@ -1,0 +1,251 @@
+"""Worker processes for the read + parse + chunk (+ tokenize) stage of a large index run (issue 18).
+
+A cold index spends part of its time on work that needs no store: reading each file (without following
+links), checking its bytes, hashing, decoding, the tree-sitter parse, chunking, symbols, imports, and, for
+a store that takes them, the code tokens of each document. :func:`prepare_file` does all of that for one
+file and returns what the writer needs; it is the same function in-process and in a worker, so the index
+is the same either way. The parent stays the only writer of every store, in the order that makes a killed
+run resume correctly (a batch's lexical documents committed before its files' manifest rows).
+
+Workers are started with ``spawn`` (a fresh interpreter), never ``fork``: the parent holds SQLite,
+Chroma and tantivy handles and threads, which a forked child would inherit in whatever state they were.
+A worker must not outlive its parent: on Linux it asks the kernel for SIGKILL when its parent dies
+(``PR_SET_PDEATHSIG``); everywhere, a thread in the worker checks once a second that its parent is
+still the one that started it and exits otherwise (the only guard on macOS and Windows, where an
+orphaned worker would otherwise wait on its task queue forever). Workers ignore Ctrl-C: the terminal
+sends it to the whole process group, and the parent decides (it stops after the batch, as in-process).
+
+A pool costs a process start-up (a fresh interpreter and these imports, ~0.2 s, more when the main
+module is heavy), so it is used only for runs with at least :data:`POOL_MIN_FILES` files to look at: an
+editor's save or a watcher's event stays in-process.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import multiprocessing
+import multiprocessing.context
+import os
+import signal
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass, field
+from multiprocessing import spawn
+from pathlib import Path
+
+from ..stores.meta import ChunkRow
+from ..workspace.kinds import file_kind
+from ..workspace.scan import SkipFile, content_skip_reason, decode, read_no_follow
+from .chunker import chunk_file
+
+# Runs with fewer files to look at than this stay in-process: a pool's start-up (~0.2-0.7 s of CPU per
+# worker) must never be paid by an editor's save, and below a few hundred files it does not pay back.
+POOL_MIN_FILES = 500
+# Files per task sent to a worker: fewer round trips than one file each, small enough to share the
+# work evenly and to keep the writer fed from the first batch.
+TASK_FILES = 16
+# Files prepared ahead of the writer at most: bounds the memory results waiting to be written take
+# (a thousand-file batch of chunk texts and tokens, twice over), whatever the writer's speed.
+WINDOW_FILES = 2000
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+WATCH_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class Options:
+    """What a worker needs from the settings and the store (plain values: sent to each worker once)."""
+
+    max_file_bytes: int
+    chunk_chars: int
+    # Tokenize each document for the lexical store here (the store's ``field_tokens``), or leave it to
+    # the store's own writer (Whoosh's analyzer runs inside its writer).
+    tokens: bool = False
+
+
+@dataclass
+class Prepared:
+    """One file as the writer needs it, or why it is not written."""
+
+    path: str
+    skip: str | None = None  # the reason the file is skipped (the same words as in-process)
+    unchanged: bool = False  # same bytes as the manifest's row: only its size and mtime are refreshed
+    digest: str = ""
+    replaced: bool = False  # decoded with replacement characters
+    language: str = ""
+    rows: list[ChunkRow] = field(default_factory=list)
+    symbols: list[tuple[str, str, int, int, str]] = field(default_factory=list)
+    imports: list[str] = field(default_factory=list)
+    # Per lexical document (each row, or the one empty document of a file with no chunks): its content,
+    # symbols and path fields as the store's tokens, when Options.tokens.
+    tokens: list[tuple[str, str, str]] | None = None
+
+
+def chunk_id(path: str, ord_: int, content_hash: str) -> str:
+    return hashlib.sha1(f"{path}\0{ord_}\0{content_hash}".encode()).hexdigest()[:24]
+
+
+def empty_id(path: str) -> str:
+    """The id of the one document of a file without chunks (all whitespace): it still exists for the path branch."""
+    return chunk_id(path, 0, "empty")
+
+
+def prepare_file(root: Path, path: str, opts: Options, old_digest: str | None = None,
+                 data: bytes | None = None) -> Prepared:
+    """Read (unless ``data`` is given: an editor's buffer), check, hash, decode and chunk one file.
+
+    ``old_digest``: the manifest's hash of the file (None when it must be redone whatever its bytes);
+    the same bytes give ``unchanged``. Pure: no store is touched, so it runs in any process."""
+    if data is None:
+        try:
+            data = read_no_follow(root, path, opts.max_file_bytes)
+        except SkipFile as e:
+            return Prepared(path, skip=e.reason)
+        except FileNotFoundError:
+            return Prepared(path, skip="vanished during indexing")
+        except OSError as e:
+            return Prepared(path, skip=f"unreadable: {e.strerror}")
+    reason = content_skip_reason(path, data)
+    if reason:
+        return Prepared(path, skip=reason)
+    digest = hashlib.sha1(data).hexdigest()
+    if old_digest is not None and old_digest == digest:
+        return Prepared(path, unchanged=True, digest=digest)
+    text, replaced = decode(data)
+    cf = chunk_file(path, text, opts.chunk_chars)
+    kind = file_kind(path)
+    rows = []
+    for n, c in enumerate(cf.chunks):
+        h = hashlib.sha1(c.text.encode("utf-8", errors="replace")).hexdigest()
+        rows.append(ChunkRow(chunk_id(path, n, h), path, n, c.start_line, c.end_line, c.symbols, kind, h, c.text))
+    out = Prepared(path, digest=digest, replaced=replaced, language=cf.language, rows=rows,
+                   symbols=[(s.name, s.kind, s.line, s.end_line, s.container) for s in cf.symbols],
+                   imports=cf.imports)
+    if opts.tokens:
+        from ..stores.tantivy_store import field_tokens
+
+        out.tokens = [field_tokens(r.text, r.symbols, path) for r in rows] or [field_tokens("", [], path)]
+    return out
+
+
+def _prepare_task(root: str, items: list[tuple[str, str | None]], opts: Options) -> list[Prepared]:
+    """A worker's task: several files in order (top level: what a spawned worker can import by name)."""
+    base = Path(root)
+    return [prepare_file(base, path, opts, old) for path, old in items]
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Worker initializer: never outlive the parent (module docstring), never take the terminal's Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass  # the watch thread below still ends an orphan, within a second
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(1)
+
+    def watch() -> None:
+        while True:
+            time.sleep(WATCH_SECONDS)
+            if os.getppid() != parent_pid:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="delphi-parent-watch", daemon=True).start()
+
+
+def parent_death_guard() -> str:
+    """How a worker is made to die with its parent here, in words (health and docs)."""
+    if sys.platform.startswith("linux"):
+        return "PR_SET_PDEATHSIG (SIGKILL when the parent dies), and a check of the parent each second"
+    return "a check of the parent each second (no PR_SET_PDEATHSIG on this system)"
+
+
+WORKER_NAME = "delphi-index-worker"
+
+
+class _WorkerProcess(multiprocessing.context.SpawnProcess):
+    """A spawned worker that does not run the parent's main module again.
+
+    ``spawn`` normally imports the parent's ``__main__`` in each child (so that functions defined there
+    can be sent): a script calling ``Engine.index()`` without an ``if __name__ == "__main__"`` guard would
+    index again in every worker (and wait there forever on the index's writer lock), and a heavy main
+    module costs each worker its imports (``bench.perf``: 0.7 s). Everything a worker runs is in this
+    module, so its preparation data leaves the main module out (:func:`_preparation_data`)."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.name = f"{WORKER_NAME}-{self.name}"
+
+
+class _WorkerContext(multiprocessing.context.SpawnContext):
+    Process = _WorkerProcess  # type: ignore[assignment]
+
+
+_stdlib_preparation_data = spawn.get_preparation_data
+
+
+def _preparation_data(name: str) -> dict[str, object]:
+    d = _stdlib_preparation_data(name)
+    if name.startswith(WORKER_NAME):
+        d.pop("init_main_from_path", None)
+        d.pop("init_main_from_name", None)
+    return d
+
+
+# Only this module's workers (by their name) are affected; every other spawned process is prepared as before.
+if getattr(spawn.get_preparation_data, "__name__", "") != "_preparation_data":
+    spawn.get_preparation_data = _preparation_data
+
+
+class PreparePool:
+    """Worker processes preparing files in order, at most :data:`WINDOW_FILES` ahead of the writer.
+
+    ``stream`` yields one :class:`Prepared` per item, in the items' order (the writer's order is the
+    in-process order). Items that carry their bytes (editor buffers) are prepared here, in turn."""
+
+    def __init__(self, workers: int, root: Path, opts: Options) -> None:
+        self.root = root
+        self.opts = opts
+        self.workers = workers
+        self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=_WorkerContext(),
+                                         initializer=_die_with_parent, initargs=(os.getpid(),))
+
+    def stream(self, items: Sequence[tuple[str, str | None, bytes | None]]) -> Iterator[Prepared]:
+        pending: deque[tuple[Future[list[Prepared]] | None, list[tuple[str, str | None, bytes | None]]]] = deque()
+        ahead = 0
+        i = 0
+        while i < len(items) or pending:
+            while i < len(items) and ahead < WINDOW_FILES:
+                task = list(items[i: i + TASK_FILES])
+                i += len(task)
+                ahead += len(task)
+                if any(d is not None for _p, _o, d in task):
+                    pending.append((None, task))  # buffers: prepared here when their turn comes
+                else:
+                    pending.append((self._pool.submit(_prepare_task, str(self.root),
+                                                      [(p, o) for p, o, _d in task], self.opts), task))
+            fut, task = pending.popleft()
+            ahead -= len(task)
+            if fut is None:
+                for p, o, d in task:
+                    yield prepare_file(self.root, p, self.opts, o, d)
+            else:
+                yield from fut.result()
+
+    def close(self) -> None:
+        """Cancel what is not started and wait for the workers to exit (their CPU is then the parent's
+        children's in getrusage)."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def prepare_in_process(root: Path, opts: Options,
+                       items: Sequence[tuple[str, str | None, bytes | None]]) -> Iterator[Prepared]:
+    """The same stream as :meth:`PreparePool.stream`, in this process, one file when asked for."""
+    for p, o, d in items:
+        yield prepare_file(root, p, opts, o, d)
