@@ -97,7 +97,7 @@ class Settings:
     embed_batch: int = 256  # chunks per embedding call (the indexer reads it)
     # Worker processes for a large run's read + parse + chunk + tokenize stage (indexing/workers.py); the
     # parent stays the one writer of every store. 0 or 1: in-process; at most one per core is started.
-    # Runs of fewer than 500 files (an editor's save) stay in-process whatever this says: a pool's
+    # Runs of fewer than 256 files (an editor's save) stay in-process whatever this says: a pool's
     # start-up would cost more than it saves.
     index_workers: int = 2
     # A snapshot file (`delphi snapshot create`) a new index starts from; ignored once an index exists.
