@@ -178,6 +178,39 @@ def test_bad_files_give_the_same_skip_reasons_in_a_worker(tmp_path: Path):
     assert here[-1].unchanged and not here[-1].rows
 
 
+def test_a_worker_killed_mid_run_stops_the_run_with_the_reason(tmp_path: Path, monkeypatch):
+    """A worker killed from outside (out of memory, say): the run stops as a crash would, saying why, with
+    its batches committed; the next run resumes to the clean run's rows."""
+    ws = _many_languages(tmp_path / "ws", 60)
+    monkeypatch.setattr(pipeline, "POOL_MIN_FILES", 1)
+    monkeypatch.setattr(workers, "TASK_FILES", 2)
+    monkeypatch.setattr(workers, "WINDOW_FILES", 4)  # the later tasks are not sent yet when the workers die
+
+    class KillingPool(workers.PreparePool):
+        def stream(self, items):  # type: ignore[no-untyped-def]
+            for n, got in enumerate(super().stream(items)):
+                if n == 30:  # the first batch (25 files) is written by now
+                    for proc in list(self._pool._processes.values()):  # type: ignore[union-attr]
+                        os.kill(proc.pid, signal.SIGKILL)
+                yield got
+
+    monkeypatch.setattr(pipeline, "PreparePool", KillingPool)
+    idx = tmp_path / "idx"
+    with Engine(ws, index_dir=str(idx), index_workers=2, vectors=False) as eng:
+        with pytest.raises(workers.WorkerDied, match="index worker process died"):
+            eng.index()
+    assert 0 < len(_manifest(idx)["files"]) < 60
+    monkeypatch.setattr(pipeline, "PreparePool", workers.PreparePool)
+    with Engine(ws, index_dir=str(idx), index_workers=2, vectors=False) as eng:
+        rep = eng.index()
+        assert not rep.errors
+    with Engine(ws, index_dir=str(tmp_path / "clean"), index_workers=1, vectors=False) as eng:
+        eng.index()
+    resumed, clean = _manifest(idx), _manifest(tmp_path / "clean")
+    assert sorted(resumed["chunks"]) == sorted(clean["chunks"])
+    assert sorted(resumed["skipped"]) == sorted(clean["skipped"])
+
+
 def _sha1(p: Path) -> str:
     import hashlib
 

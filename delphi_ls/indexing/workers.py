@@ -34,6 +34,7 @@ import time
 from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from multiprocessing import spawn
 from pathlib import Path
@@ -170,6 +171,10 @@ def parent_death_guard() -> str:
 WORKER_NAME = "delphi-index-worker"
 
 
+class WorkerDied(RuntimeError):
+    """A worker process ended in the middle of a run (killed, out of memory, a crash in a parser)."""
+
+
 class _WorkerProcess(multiprocessing.context.SpawnProcess):
     """A spawned worker that does not run the parent's main module again.
 
@@ -218,6 +223,15 @@ class PreparePool:
                                          initializer=_die_with_parent, initargs=(os.getpid(),))
 
     def stream(self, items: Sequence[tuple[str, str | None, bytes | None]]) -> Iterator[Prepared]:
+        try:
+            yield from self._stream(items)
+        except BrokenProcessPool as e:
+            # Killed from outside or out of memory: the run stops here as a crash would (what was
+            # committed stays; the next run resumes), with the reason and the way around it.
+            raise WorkerDied(f"an index worker process died ({e}); the next run resumes where this one "
+                             "stopped; index_workers = 1 indexes in-process") from e
+
+    def _stream(self, items: Sequence[tuple[str, str | None, bytes | None]]) -> Iterator[Prepared]:
         pending: deque[tuple[Future[list[Prepared]] | None, list[tuple[str, str | None, bytes | None]]]] = deque()
         ahead = 0
         i = 0
