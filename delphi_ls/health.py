@@ -13,6 +13,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from .core import Need, State, state_of
+from .indexing import workers
 from .indexing.languages import grammar_status
 from .indexing.pipeline import embed_text
 from .models.embedders import Embedder, ModelIdentity
@@ -179,6 +180,8 @@ def report(engine: EngineState, check_staleness: bool = True) -> dict[str, Any]:
         # The lexical store in use (settings.lexical_store), its version and folder; an unavailable one
         # is an error in problems, never replaced by the other store.
         "lexicalStore": engine.lexical.describe(),
+        # Worker processes of a large index run (setting index_workers) and how they end with this process.
+        "indexWorkers": workers.describe(engine.settings.index_workers),
         "model": {
             "stored": stored.as_dict() if stored else None,
             "serving": serving.as_dict() if serving else None,

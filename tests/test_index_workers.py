@@ -230,6 +230,17 @@ def test_a_save_and_a_small_run_never_start_a_pool(tmp_path: Path, monkeypatch):
     assert saved.files_indexed == 1 and pools.n == 0
 
 
+def test_health_says_how_large_runs_are_indexed(tmp_path: Path):
+    ws = _many_languages(tmp_path / "ws", 3)
+    for n, words in ((1, "in-process (index_workers = 1"), (2, "worker processes for runs of")):
+        with Engine(ws, index_dir=str(tmp_path / f"idx{n}"), index_workers=n, vectors=False) as eng:
+            said = eng.health()["indexWorkers"]
+        if n == 1 or (os.cpu_count() or 1) >= 2:
+            assert said.startswith(words) if n == 1 else words in said, said
+    if sys.platform.startswith("linux") and (os.cpu_count() or 1) >= 2:
+        assert "PR_SET_PDEATHSIG" in said
+
+
 def test_the_setting_is_validated():
     assert Settings().index_workers == 2
     assert Settings.from_dict({"indexWorkers": "3"}).index_workers == 3

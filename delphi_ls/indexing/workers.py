@@ -164,8 +164,17 @@ def _die_with_parent(parent_pid: int) -> None:
 def parent_death_guard() -> str:
     """How a worker is made to die with its parent here, in words (health and docs)."""
     if sys.platform.startswith("linux"):
-        return "PR_SET_PDEATHSIG (SIGKILL when the parent dies), and a check of the parent each second"
+        return "PR_SET_PDEATHSIG (SIGKILL when the parent dies) and a check of the parent each second"
     return "a check of the parent each second (no PR_SET_PDEATHSIG on this system)"
+
+
+def describe(index_workers: int) -> str:
+    """What a large index run does with ``index_workers`` on this machine, in words (health's ``indexWorkers``)."""
+    n = min(index_workers, os.cpu_count() or 1)
+    if n <= 1:
+        return f"in-process (index_workers = {index_workers}, {os.cpu_count() or 1} core(s))"
+    return (f"{n} worker processes for runs of {POOL_MIN_FILES}+ files (read, parse, chunk, tokenize; this process "
+            f"writes every store); they end with this process: {parent_death_guard()}")
 
 
 WORKER_NAME = "delphi-index-worker"
