@@ -118,7 +118,7 @@ class Engine:
         self.meta.ensure_state("format", INDEX_FORMAT)
         self.meta.ensure_state("root", str(self.root))
         self._generation = self.meta.get_state("generation", 0)
-        self.lexical = open_lexical(self.index_dir, self.settings.lexical_store)
+        self.lexical = open_lexical(self.index_dir, self.settings.lexical_store, self.settings.bm25_scoring)
         # The store the index was built with, when the setting names another (rebuilt from the manifest).
         self.lexical_switched_from = self._lexical_identity()
         self.embedder: Embedder | None = None

@@ -38,6 +38,8 @@ RERANKERS = ("off", "ltr", "cross-encoder", "ltr+cross-encoder")
 VECTOR_SEARCHES = ("auto", "exact", "hnsw")
 LEXICAL_STORES = ("whoosh", "tantivy")
 MAX_INDEX_WORKERS = 32  # index_workers' bound: a repository's file may set it, and each worker is a process
+BM25_SCORINGS = ("whoosh", "tantivy")
+PRF_MODES = ("off", "bm25", "vector", "both")
 log = logging.getLogger("delphi_ls.settings")
 
 # Keys only the user's own configuration may set: each reaches outside the workspace or the machine
@@ -77,6 +79,15 @@ class Settings:
     # lexical ready 79 -> 60 s, warm p50 166 -> 83 ms, its store 63 -> 10 MB; dev_mined MRR 0.742 vs 0.737,
     # within paired noise (README "Lexical store", bench/RESULTS.md).
     lexical_store: str = "tantivy"
+    # How tantivy scores a term: "whoosh" (Whoosh's idf and its field boosts' worth, put in as per-term
+    # boosts at query time: the engine and the learned ranker, trained on Whoosh's ranks, see the same BM25
+    # whichever store) or "tantivy" (Lucene's idf, a boost multiplying a field's score). Session 8: BM25 file
+    # rankings against Whoosh's, Spearman 0.975 -> 0.998 on dev_mined (bench/RESULTS.md).
+    bm25_scoring: str = "whoosh"
+    # Pseudo-relevance feedback: "bm25", "vector" or "both" search that branch once more with the first
+    # fusion's top files fed back (their shared words; the question's vector moved toward their chunks),
+    # the second list replacing the first; "off" by default (session 8, bench/RESULTS.md).
+    prf: str = "off"
     max_file_bytes: int = 1_000_000
     chunk_chars: int = 1500
     extra_ignores: list[str] = field(default_factory=list)
@@ -197,6 +208,10 @@ class Settings:
             raise SettingsError("vector_search", f"{self.vector_search!r} is not one of {', '.join(VECTOR_SEARCHES)}")
         if self.lexical_store not in LEXICAL_STORES:
             raise SettingsError("lexical_store", f"{self.lexical_store!r} is not one of {', '.join(LEXICAL_STORES)}")
+        if self.bm25_scoring not in BM25_SCORINGS:
+            raise SettingsError("bm25_scoring", f"{self.bm25_scoring!r} is not one of {', '.join(BM25_SCORINGS)}")
+        if self.prf not in PRF_MODES:
+            raise SettingsError("prf", f"{self.prf!r} is not one of {', '.join(PRF_MODES)}")
         if not 0.0 <= self.reranker_weight <= 1.0:
             raise SettingsError("reranker_weight", "must be between 0 and 1")
         if self.branch_weights:

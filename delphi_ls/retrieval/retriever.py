@@ -30,6 +30,7 @@ from ..stores.vectors import VectorStore
 from ..workspace.kinds import file_kind
 from . import spans as spans_mod
 from .branches.base import Branch, Hit
+from .branches.prf import PrfBm25Branch, PrfVectorBranch
 from .branches.registry import BranchSpec
 from .context import IndexView, SearchContext
 from .features import candidate_features
@@ -106,11 +107,34 @@ class Retriever:
             ctx.seeds = {a: SEED_ANCHOR_WEIGHT for a in anchors if a in ctx.files}
             for i, f in enumerate(first[:SEED_TOP]):
                 ctx.seeds.setdefault(f.path, SEED_TOP_WEIGHT / (1 + 0.5 * i))
+            self._feedback(r)
             self._run(stage2, r)
         t0 = time.perf_counter()
         r.fused = rrf(r.lists, r.weights, ctx.files, self.settings.rrf_k, q.prefer, q.avoid)
         r.timings["fusion"] = _ms(t0)
         return r
+
+    def _feedback(self, r: Retrieval) -> None:
+        """Pseudo-relevance feedback (setting ``prf``): the bm25 and/or vector branch searched once more
+        with the first fusion's top files fed back (retrieval/branches/prf.py); the second list replaces
+        the first in the final fusion, so the learned ranker reads it as that branch's ranks."""
+        mode = self.settings.prf
+        if mode == "off":
+            return
+        for name, branch in (("bm25", PrfBm25Branch()), ("vector", PrfVectorBranch())):
+            if mode not in (name, "both") or not r.lists.get(name):
+                continue  # the branch did not run (or found nothing) for this question
+            t0 = time.perf_counter()
+            try:
+                hits = branch.search(r.q, r.ctx)
+            except Exception as e:  # the first list stands; the failure shows in health
+                self.errors[f"prf_{name}"] = f"{type(e).__name__}: {e}"
+                hits = []
+            else:
+                self.errors.pop(f"prf_{name}", None)
+            if hits:
+                r.lists[name] = hits
+            r.timings[f"prf_{name}"] = _ms(t0)
 
     def _run(self, branches: list[tuple[BranchSpec, Branch]], r: Retrieval) -> None:
         q, ctx, s = r.q, r.ctx, r.state

@@ -256,6 +256,12 @@ class LexicalStore:
         with self._lock:
             return self.searcher().doc_count()
 
+    def doc_freqs(self, terms: list[str], field: str = "content") -> tuple[int, dict[str, int]]:
+        """(documents, each term's document frequency in ``field``)."""
+        with self._lock:
+            r = self.searcher().reader()
+            return r.doc_count_all(), {t: r.doc_frequency(field, t) for t in terms}
+
     def rarest(self, terms: list[str], n: int) -> list[str]:
         """The ``n`` terms with the fewest documents (absent terms dropped): what a long query is about."""
         if len(terms) <= n:
@@ -267,11 +273,13 @@ class LexicalStore:
         return sorted(present, key=lambda t: df[t])[:n]
 
     def search_terms(self, terms: list[str], limit: int, fields: tuple[str, ...] = ("content", "symbols", "pathtext"),
-                     kinds: set[str] | None = None) -> list[tuple[str, str, float]]:
-        """BM25F over the given fields for any of ``terms``: (chunk id, path, score)."""
+                     kinds: set[str] | None = None, weights: dict[str, float] | None = None) -> list[tuple[str, str, float]]:
+        """BM25F over the given fields for any of ``terms``, each term's score times ``weights[term]``
+        (default 1; the terms pseudo-relevance feedback adds weigh less): (chunk id, path, score)."""
         if not terms:
             return []
-        clauses = [query.Term(f, t) for t in terms for f in fields]
+        w = weights or {}
+        clauses = [query.Term(f, t, boost=w.get(t, 1.0)) for t in terms for f in fields]
         q = query.Or(clauses)
         flt = query.Or([query.Term("kind", k) for k in kinds]) if kinds else None
         with self._lock:  # Whoosh searchers are not made for concurrent use
@@ -291,12 +299,16 @@ class LexicalStore:
 FOLDERS = {"whoosh": "whoosh", "tantivy": "tantivy"}
 
 
-def open_lexical(index_dir: Path, store: str) -> LexicalStore:
-    """The lexical store ``store`` ("whoosh" or "tantivy") in its folder under ``index_dir``."""
+def open_lexical(index_dir: Path, store: str, scoring: str = "whoosh") -> LexicalStore:
+    """The lexical store ``store`` ("whoosh" or "tantivy") in its folder under ``index_dir``. ``scoring``
+    (setting ``bm25_scoring``): how tantivy weighs a term, "whoosh" (Whoosh's BM25F, so both stores rank
+    alike) or "tantivy" (its own); Whoosh's store always scores as Whoosh."""
     if store == "tantivy":
         from .tantivy_store import TantivyStore
 
-        return TantivyStore(index_dir / FOLDERS["tantivy"])  # type: ignore[return-value]
+        ts = TantivyStore(index_dir / FOLDERS["tantivy"])
+        ts.scoring = scoring
+        return ts  # type: ignore[return-value]
     if store != "whoosh":
         raise ValueError(f"unknown lexical store {store!r}")
     return LexicalStore(index_dir / FOLDERS["whoosh"])

@@ -5,9 +5,12 @@ tantivy indexes in its own threads (both cores) while Python parses the next fil
 identifiers itself, so each field is tokenized here by :func:`code_tokens` (the Whoosh store's tokenizer)
 and handed over as whitespace-separated tokens, which tantivy's ``whitespace`` tokenizer reads back as
 they were: the same terms in both stores. BM25 with Whoosh's parameters (K1 1.2, B 0.75) over the same
-fields; the field boosts (symbols 2, path 1.5) multiply each field's score, where Whoosh multiplies the
-term frequency before BM25 saturates it (tantivy has no per-field term weight): close, not identical,
-which is why the two were measured side by side on the dev sets (README "Lexical store").
+fields. By default (setting ``bm25_scoring = "whoosh"``) each term and field is scored as Whoosh's BM25F
+scores it: Whoosh's idf in place of Lucene's, and each field boost (symbols 2, path 1.5) as the worth Whoosh
+gives it (Whoosh multiplies the term frequency before BM25 saturates it; tantivy has no per-field term
+weight, so the boost is exact for a term seen once in a field of average length), both put in as per-term
+query boosts. The learned ranker was trained on Whoosh's BM25 ranks; on dev_mined this scoring gives
+Whoosh's file rankings (Spearman 0.998) where tantivy's own gave 0.975 (bench/RESULTS.md, session 8).
 
 Crash safety is tantivy's: a commit writes its segment files, then replaces ``meta.json`` atomically;
 files of a run killed before that are never read and are deleted by the next writer's commit.
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import shutil
 import threading
@@ -32,6 +36,15 @@ BOOSTS = {"content": 1.0, "symbols": 2.0, "pathtext": 1.5}
 # 1,000-file batch of source is a few MB of text, so this bounds the worst case, not the usual one.
 WRITER_HEAP = 128 * 1024 * 1024
 FOLDER_FILES = ("meta.json",)
+# BM25's parameters: tantivy's constants, which are Whoosh's (the store searches with BM25F(B=0.75, K1=1.2)).
+K1 = 1.2
+# How a term's score is made (bench/bm25_parity.py measures each against Whoosh on the same chunks):
+# "tantivy": tantivy's own (Lucene's idf; a field's boost multiplies its score);
+# "idf": Whoosh's idf, log(N / (df + 1)) + 1, put in by a per-term boost of whoosh_idf / tantivy_idf;
+# "whoosh": that idf and each field boost b turned into the factor Whoosh's BM25F gives a term seen once in
+# a field of average length, b (K1 + 1) / (b + K1) (Whoosh multiplies the term frequency by b before BM25
+# saturates it, so a boost of 2 is worth 1.375 there, not 2).
+SCORINGS = ("tantivy", "idf", "whoosh")
 
 
 def writer_threads() -> int:
@@ -49,6 +62,16 @@ def field_tokens(text: str, symbols: list[str], path: str) -> tuple[str, str, st
     """A chunk's content, symbols and path fields as :meth:`TantivyStore.add_chunk` tokenizes them: an
     index worker process computes them (indexing/workers.py) and the writer hands them to ``add_tokens``."""
     return tokens(text), tokens(" ".join(symbols)), tokens(path.replace("/", " / "))
+
+
+def tantivy_idf(n: int, df: int) -> float:
+    """tantivy's (Lucene's) idf, as its explanations print it."""
+    return math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+
+def whoosh_idf(n: int, df: int) -> float:
+    """Whoosh's idf (``whoosh.scoring.WeightingModel.idf``)."""
+    return math.log(n / (df + 1)) + 1
 
 
 def version() -> str | None:
@@ -153,6 +176,7 @@ class TantivyStore:
     tantivy is not installed (``unavailable``: nothing answers, and nothing falls back to Whoosh)."""
 
     name = "tantivy"
+    scoring = "whoosh"  # the default of search_terms (SCORINGS; the engine sets it from bm25_scoring)
 
     def __init__(self, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
@@ -311,6 +335,14 @@ class TantivyStore:
         return 0
 
     @_panics_as_errors
+    def doc_freqs(self, terms: list[str], field: str = "content") -> tuple[int, dict[str, int]]:
+        """(documents, each term's document frequency in ``field``)."""
+        if self.ix is None:
+            return 0, {t: 0 for t in terms}
+        s = self.searcher()
+        return int(s.num_docs), {t: int(s.doc_freq(field, t)) for t in terms}
+
+    @_panics_as_errors
     def rarest(self, terms: list[str], n: int) -> list[str]:
         """The ``n`` terms with the fewest documents (absent terms dropped): what a long query is about."""
         if len(terms) <= n:
@@ -324,20 +356,37 @@ class TantivyStore:
 
     @_panics_as_errors
     def search_terms(self, terms: list[str], limit: int, fields: tuple[str, ...] = ("content", "symbols", "pathtext"),
-                     kinds: set[str] | None = None) -> list[tuple[str, str, float]]:
-        """BM25 over the given fields for any of ``terms`` (each field's score times its boost):
-        (chunk id, path, score)."""
+                     kinds: set[str] | None = None, scoring: str | None = None,
+                     weights: dict[str, float] | None = None) -> list[tuple[str, str, float]]:
+        """BM25 over the given fields for any of ``terms``, each term and field weighed as ``scoring``
+        says (default :attr:`scoring`; see :data:`SCORINGS`) and times ``weights[term]`` (default 1; the
+        terms pseudo-relevance feedback adds weigh less): (chunk id, path, score)."""
         if not terms or self.ix is None:
             return []
         tv = self._tv
         Q, Occur = tv.Query, tv.Occur
         s = self.searcher()
         schema = self.ix.schema
+        scoring = scoring or self.scoring
+        n = s.num_docs
         clauses = []
         for f in fields:
+            fb = BOOSTS.get(f, 1.0)
             for t in terms:
                 q = Q.term_query(schema, f, t)
-                clauses.append((Occur.Should, Q.boost_query(q, BOOSTS[f]) if BOOSTS.get(f, 1.0) != 1.0 else q))
+                if scoring == "tantivy":
+                    w = fb
+                else:
+                    df = s.doc_freq(f, t)
+                    if not df:
+                        continue  # matches nothing in this field
+                    w = whoosh_idf(n, df) / tantivy_idf(n, df)
+                    w *= fb if scoring == "idf" else fb * (K1 + 1) / (fb + K1)
+                if weights:
+                    w *= weights.get(t, 1.0)
+                clauses.append((Occur.Should, Q.boost_query(q, w) if w != 1.0 else q))
+        if not clauses:
+            return []
         q = Q.boolean_query(clauses)
         if kinds:
             # A filter, not a score: a constant 0 added to every hit that has one of the kinds.
