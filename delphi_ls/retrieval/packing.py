@@ -160,7 +160,9 @@ def pack(results: list[dict[str, Any]], meta: MetaStore, budget: int, root: Path
         picks = chosen.get(path)
         if not picks:
             continue
-        for span in _merged(picks, file_lines(root, chunks)):
+        # One chosen chunk is shown as its own text: the file is read (and checked against every stored
+        # chunk) only where two chunks may merge and the lines between them are needed.
+        for span in _merged(picks, file_lines(root, chunks) if len(picks) > 1 else []):
             used += tokens_of(span["text"])
             out.append({"path": path, **span})
     if used > budget:  # merging shares lines, so it can only shrink; this guards the promise anyway
@@ -170,7 +172,9 @@ def pack(results: list[dict[str, Any]], meta: MetaStore, budget: int, root: Path
 
 
 def _cost(sc: ScoredChunk) -> int:
-    return tokens_of(sc.chunk.text + "\n" * (1 + MERGE_GAP))  # its blank separator, if merged
+    # tokens_of(text + its blank separator, if merged), from the length alone: this runs for every
+    # candidate the packer weighs, and building the string copied each chunk's text
+    return (len(sc.chunk.text) + 1 + MERGE_GAP + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
 
 
 def _take(it: tuple[float, int, int, str, str, Any], used: int, budget: int, root: Path | None,

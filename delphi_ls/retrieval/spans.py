@@ -72,6 +72,14 @@ class SpanQuery:
     exact: set[str] = field(default_factory=set)  # words counted as whole words only (anchor symbols)
     evidence: dict[str, dict[str, tuple[float, list[str]]]] = field(default_factory=dict)  # path -> id -> (w, branches)
     anchors: list[str] = field(default_factory=list)
+    _heavy: set[str] | None = field(default=None, repr=False, compare=False)
+
+    def heavy(self) -> set[str]:
+        """The identifier- and literal-weight words (a learned feature counts them per chunk), taken once
+        per question: ``words`` is not changed after :meth:`build`."""
+        if self._heavy is None:
+            self._heavy = {w for w, v in self.words.items() if v >= W_IDENT}
+        return self._heavy
 
     @classmethod
     def build(cls, q: QueryInfo, lists: dict[str, list[Hit]] | None = None, anchors: Iterable[str] = (),
@@ -140,12 +148,16 @@ def _lower(c: ChunkRow) -> str:
 
 _TOKS: OrderedDict[str, Counter[str]] = OrderedDict()  # chunk id -> its lower-case words and their parts
 _TOKEN = re.compile(r"[a-z0-9_]+")
+# Every ASCII character that is not in _TOKEN's class becomes a space: on ASCII text, ``translate`` then
+# ``split`` gives exactly ``_TOKEN.findall``'s list, about twice as fast (this splits every chunk of an
+# answer's top files the first time they are seen).
+_NOT_TOKEN = str.maketrans({chr(i): " " for i in range(128) if not _TOKEN.fullmatch(chr(i))})
 
 
 def _tokens(c: ChunkRow, low: str) -> Counter[str]:
     got = _TOKS.get(c.id)
     if got is None:
-        got = Counter(_TOKEN.findall(low))
+        got = Counter(low.translate(_NOT_TOKEN).split() if low.isascii() else _TOKEN.findall(low))
         for t in [t for t in got if "_" in t]:
             for part in t.split("_"):
                 if part:
@@ -192,7 +204,14 @@ class ScoredChunk:
 
 
 def score_chunks(path: str, chunks: list[ChunkRow], sq: SpanQuery) -> list[ScoredChunk]:
-    """Every chunk of one file with its score, in file order."""
+    """Every chunk of one file with its score, in file order.
+
+    This runs for each of an answer's top files on every question, so it is written for speed, with
+    every float computed by the same operations in the same order as the plain formulas (the golden
+    spans pin the result to the bit): BM25 ``weight * idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B *
+    len / avg))`` with ``weight * idf`` taken once per word and the length term once per chunk, and the
+    learned score summed term by term in FEATURES order, as ``sum(w * x for w, x in zip(LEARNED, row))``
+    over :func:`features`' row would (tests/test_spans_fast.py checks both against the plain forms)."""
     if not chunks:
         return []
     counts = _counts(chunks, sq)
@@ -201,33 +220,39 @@ def score_chunks(path: str, chunks: list[ChunkRow], sq: SpanQuery) -> list[Score
     for cs in counts:
         for w in cs:
             df[w] = df.get(w, 0) + 1
+    words = sq.words
+    # weight * idf per word (+0.1: a one-chunk file still counts); the product BM25 starts with.
+    wi = {w: words.get(w, W_TERM) * (math.log(1 + (n - k + 0.5) / (k + 0.5)) + 0.1) for w, k in df.items()}
     lengths = [max(len(c.text), 1) for c in chunks]
     avg = sum(lengths) / n
     ev = sq.evidence.get(path, {})
+    k1p = K1 + 1
+    dlog = math.log(1 + n) + 0.1
     out = []
     for c, cs, ln in zip(chunks, counts, lengths, strict=True):
         lex = 0.0
-        contrib: list[tuple[float, str]] = []
-        for w, tf in cs.items():
-            weight = sq.words.get(w, W_TERM)
-            idf = math.log(1 + (n - df[w] + 0.5) / (df[w] + 0.5)) + 0.1  # +0.1: a one-chunk file still counts
-            v = weight * idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * ln / avg))
-            lex += v
-            contrib.append((v, w))
+        matched: list[str] = []
+        if cs:
+            norm = K1 * (1 - B + B * ln / avg)
+            contrib: list[tuple[float, str]] = []
+            for w, tf in cs.items():
+                v = wi[w] * tf * k1p / (tf + norm)
+                lex += v
+                contrib.append((v, w))
+            contrib.sort(reverse=True)
+            matched = [w for _v, w in contrib]
         e, names = ev.get(c.id, (0.0, []))
         defines = 0.0
         for sym in c.symbols:
             low = sym.lower()
-            if low in sq.words:  # the question names what this chunk defines
-                defines += W_DEFINES * sq.words[low] * (math.log(1 + n) + 0.1)
-        contrib.sort(reverse=True)
-        out.append(ScoredChunk(c, lex + e + defines, [w for _v, w in contrib], sorted(set(names)), lex, e, defines))
+            if low in words:  # the question names what this chunk defines
+                defines += W_DEFINES * words[low] * dlog
+        out.append(ScoredChunk(c, lex + e + defines, matched, sorted(set(names)) if names else [], lex, e, defines))
     if LEARNED is not None:
-        x = features(out, sq)
+        zs = _learned_z(out, sq, LEARNED)
         if LEARNED_LINK in ("order", "both"):
             # The learned order with the hand score's shape: the k-th best chunk by the model gets the
             # k-th best hand score, so the packer spreads the budget over files as before.
-            zs = [sum(w * v for w, v in zip(LEARNED, row, strict=True)) for row in x]
             hand = sorted((sc.score for sc in out), reverse=True)
             n = len(out)
             for k, i in enumerate(sorted(range(n), key=lambda i: (-zs[i], i))):
@@ -238,8 +263,7 @@ def score_chunks(path: str, chunks: list[ChunkRow], sq: SpanQuery) -> list[Score
                 # span by their share of it); the packer reads the hand-shaped value above.
                 out[i].score = out[i].pack if LEARNED_LINK == "order" else 1.0 / (1.0 + math.exp(-zs[i]))
             return out
-        for sc, row in zip(out, x, strict=True):
-            z = sum(w * v for w, v in zip(LEARNED, row, strict=True))
+        for sc, z in zip(out, zs, strict=True):
             if LEARNED_LINK == "exp":
                 # A listwise (softmax) score: exp(z) / exp(z_best) is the chunk's share of the file's best
                 # in the model's own terms, which is how the packer compares chunks of one file.
@@ -248,6 +272,53 @@ def score_chunks(path: str, chunks: list[ChunkRow], sq: SpanQuery) -> list[Score
                 # A probability (not a logit): the packer compares chunks of a file as shares of the best.
                 sc.score = 1.0 / (1.0 + math.exp(-z)) + EV_LEARNED * sc.ev
     return out
+
+
+_LOG1P = [math.log1p(k) for k in range(1024)]  # log1p of the small counts the features take, looked up
+
+
+def _log1p_int(k: int) -> float:
+    return _LOG1P[k] if k < 1024 else math.log1p(k)
+
+
+def _learned_z(scored: list[ScoredChunk], sq: SpanQuery, weights: tuple[float, ...]) -> list[float]:
+    """The learned ranker's logit of every chunk: exactly ``sum(w * x for w, x in zip(weights, row))``
+    over :func:`features`' rows (the same products, summed by the same ``sum`` in FEATURES order), with
+    the per-file parts taken once and no row lists built (tests/test_spans_fast.py pins the equality)."""
+    if len(weights) != len(FEATURES):
+        return [sum(w * v for w, v in zip(weights, row, strict=True)) for row in features(scored, sq)]
+    (w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12, w13, w14, w15, w16, w17, w18, w19, w20) = weights
+    n = len(scored)
+    lexes = [s.lex for s in scored]
+    mx = max(lexes, default=0.0) or 1.0
+    mev = max((s.ev for s in scored), default=0.0) or 1.0
+    # Rank by lex (stable), as features() takes it: only chunks with lex > 0 read their rank, and they all
+    # come before the zeros, so ranking those alone gives the same ranks.
+    hit = [i for i in range(n) if lexes[i] > 0]
+    hit.sort(key=lambda i: -lexes[i])
+    rank = {i: r for r, i in enumerate(hit)}
+    last = max((s.chunk.end_line for s in scored), default=1) or 1
+    heavy = sq.heavy()
+    exact = sq.exact
+    ln_n = _log1p_int(n)
+    zs = []
+    for i, s in enumerate(scored):
+        c = s.chunk
+        lex = lexes[i]
+        nb = max(lexes[i - 1] if i else 0.0, lexes[i + 1] if i + 1 < n else 0.0)
+        br = s.branches
+        m = s.matched
+        zs.append(sum((
+            w0 * 1.0, w1 * (lex / mx), w2 * (1.0 / (1 + rank[i]) if lex > 0 else 0.0),
+            w3 * (1.0 if s.defines else 0.0), w4 * _log1p_int(len(m)), w5 * (c.start_line / last),
+            w6 * float(i == 0), w7 * float(i == n - 1), w8 * _log1p_int(c.end_line - c.start_line + 1),
+            w9 * float(c.kind == "header"), w10 * ln_n, w11 * (nb / mx), w12 * math.log1p(lex),
+            w13 * (s.ev / mev), w14 * float("bm25" in br), w15 * float("vector" in br),
+            w16 * float("symbol" in br), w17 * float("trigram" in br),
+            w18 * _log1p_int(sum(map(heavy.__contains__, m)) if m else 0),
+            w19 * _log1p_int(sum(map(exact.__contains__, m)) if m else 0),
+            w20 * float(c.symbols.count("<module>") != len(c.symbols)))))  # any symbol but <module>
+    return zs
 
 
 FEATURES = ("bias", "lex/max", "1/(1+lex rank)", "defines", "log1p words matched", "relative position",
@@ -294,7 +365,17 @@ def why_of(sc: ScoredChunk) -> str:
 
 
 def _preview(c: ChunkRow) -> str:
-    return next((ln.strip() for ln in c.text.splitlines() if ln.strip()), "")[:160]
+    """The chunk's first non-blank line, stripped, at most 160 characters. Read from the chunk's head:
+    every line of ``text[:2048].splitlines()`` but the last is a whole line of the text; only when none
+    of those holds a character is the whole text split."""
+    head = c.text[:2048]
+    lines = head.splitlines()
+    if len(head) < len(c.text):
+        lines = lines[:-1]
+    got = next((ln.strip() for ln in lines if ln.strip()), None)
+    if got is None and len(head) < len(c.text):
+        got = next((ln.strip() for ln in c.text.splitlines() if ln.strip()), None)
+    return (got or "")[:160]
 
 
 def _symbol(c: ChunkRow, asked: set[str], matched: list[str] | None = None) -> str | None:
@@ -338,27 +419,43 @@ def _defines(low: str, sym: str) -> bool:
 
 def _best_line(sc: ScoredChunk, symbol: str | None) -> tuple[int, str]:
     """The line a preview should show: where the chosen symbol is defined, else the line naming the most
-    of the question's heaviest words (a chunk of small neighbours starts with whichever came first)."""
+    of the question's heaviest words (a chunk of small neighbours starts with whichever came first).
+
+    Only a line holding one of those words (or the symbol) can score above zero, so those lines are
+    found from the words' occurrences in the chunk's lower-cased text and scored, in line order, as a
+    walk over every line would score them (lower-casing never adds or removes a newline)."""
     c = sc.chunk
-    lines = c.text.split("\n")
-    top = [w for w in sc.matched[:5] if w in _lower(c)]
-    best, best_v = None, 0.0
+    low_text = _lower(c)
+    top = [w for w in sc.matched[:5] if w in low_text]
     sym = symbol.lower() if symbol else None
     if sym and not _TOKEN.fullmatch(sym):
         sym = None
-    for i, ln in enumerate(lines):
-        low = ln.lower()
-        v = 0.0
-        for k, w in enumerate(top):
-            if w in low:
-                v += 1.0 / (1 + k)
-        if sym is not None and sym in low and _defines(low, sym):
-            v += 3.0  # where the symbol the span is named by is defined
-        if v > best_v:
-            best, best_v = i, v
+    cand: set[int] = set()
+    for w in top + ([sym] if sym is not None else []):
+        i, line, at = low_text.find(w), 0, 0
+        while i >= 0:
+            line += low_text.count("\n", at, i)
+            cand.add(line)
+            at = low_text.find("\n", i)  # the rest of this line adds nothing: go to the next line
+            if at < 0:
+                break
+            i = low_text.find(w, at)
+    best, best_v = None, 0.0
+    if cand:
+        lows = low_text.split("\n")
+        for i in sorted(cand):
+            low = lows[i]
+            v = 0.0
+            for k, w in enumerate(top):
+                if w in low:
+                    v += 1.0 / (1 + k)
+            if sym is not None and sym in low and _defines(low, sym):
+                v += 3.0  # where the symbol the span is named by is defined
+            if v > best_v:
+                best, best_v = i, v
     if best is None:
         return c.start_line, _preview(c)
-    return c.start_line + best, lines[best].strip()[:160]
+    return c.start_line + best, c.text.split("\n")[best].strip()[:160]
 
 
 def span_of(sc: ScoredChunk, asked: set[str], first: bool = True) -> dict[str, Any]:
