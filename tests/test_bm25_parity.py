@@ -142,3 +142,33 @@ def test_setting_reaches_the_store(tmp_path: Path):
             eng.index()
             assert eng.context("retry backoff", limit=3)["results"][0]["path"] == "pkg/retry.py"
     assert open_lexical(tmp_path / "x", "tantivy", "tantivy").scoring == "tantivy"
+
+
+def test_idf_counts_deleted_documents_as_tantivy_does(tmp_path: Path):
+    """Re-indexed files leave deleted documents in tantivy's frequencies (and its N) until a merge: the
+    conversion must use the same N, or a word in every document gets a negative weight."""
+    tv = TantivyStore(tmp_path / "tantivy")
+    w = tv.writer()
+    for i in range(10):
+        tv.add_chunk(w, f"a{i}", f"f{i}.py", "code", "retry backoff common", [])
+    w.commit()
+    w = tv.writer()  # six files re-indexed: their old documents are deleted, the new ones added
+    tv.delete_paths(w, [f"f{i}.py" for i in range(6)])
+    for i in range(6):
+        tv.add_chunk(w, f"b{i}", f"f{i}.py", "code", "retry common", [])
+    w.commit()
+    tv.refresh()
+    s = tv.searcher()
+    n = sum(tv.segment_sizes())
+    assert s.num_docs == 10 and n > s.num_docs  # the case: deleted documents still counted
+    # "retry": in every document, deleted ones too (df > live count); "backoff": in the four files not
+    # re-indexed and in deleted documents (df between the live count and N).
+    for term, live in (("retry", 10), ("backoff", 4)):
+        df = s.doc_freq("content", term)
+        own = _scores(tv.search_terms([term], 50, fields=("content",), scoring="tantivy"))
+        conv = _scores(tv.search_terms([term], 50, fields=("content",), scoring="whoosh"))
+        assert set(own) == set(conv) and len(own) == live
+        for cid, score in own.items():
+            assert conv[cid] > 0
+            assert conv[cid] == pytest.approx(score * whoosh_idf(n, df) / tantivy_idf(n, df), rel=1e-4), term
+    tv.close()

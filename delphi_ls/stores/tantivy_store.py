@@ -184,6 +184,9 @@ class TantivyStore:
         self._lock = threading.RLock()
         self._searcher: Any = None
         self._seen: tuple[int, int, int] | None = None  # meta.json's (inode, mtime_ns, size) the searcher reads
+        # Documents in the searcher's segments, deleted ones included: the N of tantivy's idf (its doc
+        # frequencies count deleted documents until a merge drops them), read from meta.json at each reload.
+        self._max_docs = 0
         self.error: str | None = None
         self.unavailable = False
         self.created = False
@@ -313,6 +316,7 @@ class TantivyStore:
                 self.ix.reload()
                 self._seen = seen
                 self._searcher = self.ix.searcher()
+                self._max_docs = sum(self.segment_sizes())
             return self._searcher
 
     @_panics_as_errors
@@ -336,11 +340,12 @@ class TantivyStore:
 
     @_panics_as_errors
     def doc_freqs(self, terms: list[str], field: str = "content") -> tuple[int, dict[str, int]]:
-        """(documents, each term's document frequency in ``field``)."""
+        """(documents, deleted ones included as in the frequencies, each term's document frequency in
+        ``field``)."""
         if self.ix is None:
             return 0, {t: 0 for t in terms}
         s = self.searcher()
-        return int(s.num_docs), {t: int(s.doc_freq(field, t)) for t in terms}
+        return max(self._max_docs, int(s.num_docs)), {t: int(s.doc_freq(field, t)) for t in terms}
 
     @_panics_as_errors
     def rarest(self, terms: list[str], n: int) -> list[str]:
@@ -368,7 +373,9 @@ class TantivyStore:
         s = self.searcher()
         schema = self.ix.schema
         scoring = scoring or self.scoring
-        n = s.num_docs
+        # tantivy's N counts deleted documents (as Whoosh's doc_count_all does); never below the live count
+        # (meta.json is read beside the searcher, and another process may commit in between).
+        n = max(self._max_docs, s.num_docs)
         clauses = []
         for f in fields:
             fb = BOOSTS.get(f, 1.0)
@@ -380,7 +387,8 @@ class TantivyStore:
                     df = s.doc_freq(f, t)
                     if not df:
                         continue  # matches nothing in this field
-                    w = whoosh_idf(n, df) / tantivy_idf(n, df)
+                    t_idf = tantivy_idf(max(n, df), df)
+                    w = whoosh_idf(max(n, df), df) / t_idf if t_idf > 0 else 1.0
                     w *= fb if scoring == "idf" else fb * (K1 + 1) / (fb + K1)
                 if weights:
                     w *= weights.get(t, 1.0)
