@@ -18,7 +18,7 @@ import numpy as np
 
 from ..models.embedders import Embedder
 from ..settings import Settings
-from ..stores.filedocs import FILEDOCS_VERSION, FileDocs, build_doc, top_level_names
+from ..stores.filedocs import FILEDOCS_VERSION, FileDocs
 from ..stores.lexical import LexicalStore
 from ..stores.meta import ChunkRow, MetaStore
 from ..stores.vectors import VectorStore
@@ -178,9 +178,7 @@ class Indexer:
                 self._write_lexical([p for _e, p in prepared])
                 # File documents before the manifest rows (a killed run redoes these files, documents too).
                 if self.filedocs is not None:
-                    imports_moved |= self.filedocs.put([
-                        build_doc(entry.path, [r.text for r in p.rows], top_level_names(p.symbols), p.imports)
-                        for entry, p in prepared])
+                    imports_moved |= self.filedocs.put([p.doc for _e, p in prepared if p.doc is not None])
                 for entry, p in prepared:
                     reuse = self._reusable_vectors(entry.path, p.rows)
                     self.meta.replace_file(entry.path, p.digest, entry.size, entry.mtime_ns, file_kind(entry.path),
@@ -298,7 +296,7 @@ class Indexer:
 
     def _options(self) -> Options:
         return Options(self.settings.max_file_bytes, self.settings.chunk_chars,
-                       tokens=bool(getattr(self.lexical, "takes_tokens", False)))
+                       tokens=bool(getattr(self.lexical, "takes_tokens", False)), file_docs=self.filedocs is not None)
 
     def _pool(self, files: int) -> PreparePool | None:
         """Worker processes for this run's read + parse + chunk stage, or None for in-process: one worker
