@@ -180,7 +180,9 @@ class Indexer:
                 if self.filedocs is not None:
                     imports_moved |= self.filedocs.put([p.doc for _e, p in prepared if p.doc is not None])
                 for entry, p in prepared:
-                    reuse = self._reusable_vectors(entry.path, p.rows)
+                    # A path the manifest does not list has no chunks there (a file's row and its chunks are
+                    # written and removed in one transaction): nothing to reuse or delete, no two queries.
+                    reuse = self._reusable_vectors(entry.path, p.rows) if entry.path in stored else set()
                     self.meta.replace_file(entry.path, p.digest, entry.size, entry.mtime_ns, file_kind(entry.path),
                                            p.language, p.rows, p.symbols, p.replaced, reuse, p.imports)
                     rep.files_indexed += 1
