@@ -133,7 +133,8 @@ def identity(eng: Engine, root: Path, index_dir: str, embedder: str) -> dict[str
         fresh = other.view()
         theirs = [[r["path"] for r in other.context(q, limit=10)["results"]] for q in qs]
     same_view = all(getattr(view, f) == getattr(fresh, f)
-                    for f in ("files", "symbols", "chunk_lines", "stripped_paths", "by_basename"))
+                    for f in ("files", "symbols", "stripped_paths", "by_basename")) and \
+        all(view.chunk_lines.get(p) == fresh.chunk_lines.get(p) for p in fresh.files)
     return {"view_equal": same_view, "graph_equal": graph(view.graph) == graph(fresh.graph),
             "questions": len(qs), "answers_identical": sum(a == b for a, b in zip(mine, theirs, strict=True))}
 

@@ -40,6 +40,7 @@ from .stores.lexical import FOLDERS as LEXICAL_FOLDERS
 from .stores.lexical import open_lexical
 from .stores.meta import ChunkRow, MetaStore, is_corruption
 from .stores.vectors import LazyVectorStore, VectorStore
+from .stores.view_cache import ViewCache, code_digest
 from .stores.writer_lock import Holder, IndexBusy, WriterLock  # noqa: F401  (IndexBusy: for callers of index())
 from .traces import write_trace
 from .workspace.kinds import file_kind
@@ -54,6 +55,9 @@ MAX_SEGMENTS = 48
 MAINTAIN_MERGE_DOCS = 4096
 # The most named paths whose rows an update patches into the in-memory views (more: they are rebuilt).
 PATCH_MAX_PATHS = 256
+# A view that took this long to build is saved for the next process (stores/view_cache.py); a small
+# workspace's builds in well under it (black: 0.05 s) and writes nothing.
+VIEW_SAVE_MIN_S = 0.5
 
 
 def _ignore_own_files(index_dir: Path, root: Path) -> None:
@@ -117,6 +121,7 @@ class Engine:
             self.rebuilt_from_format = fmt
         self.meta.ensure_state("format", INDEX_FORMAT)
         self.meta.ensure_state("root", str(self.root))
+        self.meta.ensure_identity()
         self._generation = self.meta.get_state("generation", 0)
         self.lexical = open_lexical(self.index_dir, self.settings.lexical_store, self.settings.bm25_scoring)
         # The store the index was built with, when the setting names another (rebuilt from the manifest).
@@ -142,6 +147,8 @@ class Engine:
         self.retriever = Retriever(self.settings, [(spec, spec.make()) for spec in registered()],
                                    self.ltr, self.reranker, on_failure=self._branch_failed)
         self._view: IndexView | None = None
+        self._view_cache = ViewCache(self.index_dir)
+        self.view_source = ""  # how the view in memory came: "built in N s" / "loaded ..." (health)
         self._names_of: tuple[IndexView | None, dict[str, set[str]]] = (None, {})  # for _view_with
         stored_cc = self.meta.get_state("cochange")
         self.cochange_status = (f"ready: {stored_cc['commits']} commits up to {stored_cc['head'][:12]}, "
@@ -760,14 +767,7 @@ class Engine:
             key = rec.name.lower()
             symbols[key] = [*symbols.get(key, ()), rec]
             names_of.setdefault(rec.path, set()).add(key)
-        lines = dict(view.chunk_lines)
-        for p in named:
-            lines.pop(p, None)
-        for cid, path, start in self.meta.chunk_starts(list(kinds)):
-            entry = lines.setdefault(path, ([], []))
-            entry[0].append(start)
-            entry[1].append(cid)
-        new = dataclasses.replace(view, symbols=symbols, chunk_lines=lines, graph=graph)
+        new = dataclasses.replace(view, symbols=symbols, chunk_lines=view.chunk_lines.without(named), graph=graph)
         self._names_of = (new, names_of)
         return new
 
@@ -778,8 +778,26 @@ class Engine:
         self._catch_up()
         with self._lock:
             if self._view is None:
-                self._view = IndexView.build(self.meta)
+                self._view = self._saved_or_built_view()
             return self._view
+
+    def _saved_or_built_view(self) -> IndexView:
+        """The view saved by an earlier process for this very manifest state, else built (and saved when
+        that was slow). The key is read before the tables: a write landing during the build leaves the
+        key behind what was read, so the view is saved under a state already gone (never served), not
+        under one it lacks."""
+        key = (*self.meta.content_version(), code_digest())
+        t0 = time.perf_counter()
+        view = self._view_cache.load(key)
+        if view is not None:
+            view.bind(self.meta)
+            self.view_source = f"loaded from {self._view_cache.path.name} in {time.perf_counter() - t0:.2f} s"
+            return view
+        view = IndexView.build(self.meta)
+        took = time.perf_counter() - t0
+        saved = took >= VIEW_SAVE_MIN_S and self._view_cache.save(key, view)
+        self.view_source = f"built in {took:.2f} s" + (f", saved to {self._view_cache.path.name}" if saved else "")
+        return view
 
     # ------------------------------------------------------------------ model identity
     def stored_identity(self) -> ModelIdentity | None:

@@ -182,6 +182,9 @@ def report(engine: EngineState, check_staleness: bool = True) -> dict[str, Any]:
         "lexicalStore": engine.lexical.describe(),
         # Worker processes of a large index run (setting index_workers) and how they end with this process.
         "indexWorkers": workers.describe(engine.settings.index_workers),
+        # How the in-memory view every query reads came to be: built (and saved, on a big index) or
+        # loaded from what an earlier process saved for this very manifest state.
+        "view": engine.view_source or "not built yet (built or loaded by the first query)",
         "model": {
             "stored": stored.as_dict() if stored else None,
             "serving": serving.as_dict() if serving else None,

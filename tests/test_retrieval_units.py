@@ -20,7 +20,7 @@ from delphi_ls.retrieval.branches.path import PathBranch
 from delphi_ls.retrieval.branches.registry import registered
 from delphi_ls.retrieval.branches.structure import GraphBranch
 from delphi_ls.retrieval.branches.symbol import SymbolBranch
-from delphi_ls.retrieval.context import IndexView, SearchContext
+from delphi_ls.retrieval.context import ChunkLines, IndexView, SearchContext
 from delphi_ls.retrieval.features import candidate_features, feature_names
 from delphi_ls.retrieval.fusion import rrf
 from delphi_ls.retrieval.query import analyse
@@ -53,7 +53,8 @@ def view() -> IndexView:
     for p in FILES:
         by_base.setdefault(os.path.basename(p), []).append(p)
     return IndexView(dict(FILES), symbols, [(p, stripped(p), stripped(os.path.basename(p))) for p in FILES],
-                     {p: ([1], [f"{p}#0"]) for p in FILES}, by_base, FileGraph.build(dict(FILES), IMPORTS))
+                     ChunkLines(None, {p: ([1], [f"{p}#0"]) for p in FILES}), by_base,
+                     FileGraph.build(dict(FILES), IMPORTS))
 
 
 def ctx(anchors: list[str] | None = None, settings: Settings | None = None) -> SearchContext:

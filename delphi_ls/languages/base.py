@@ -158,6 +158,9 @@ class _Suffixes:
             self._by_name.setdefault(f.rpartition("/")[2], []).append(f)
         self._memo: dict[str, list[str]] = {}
 
+    def __getstate__(self) -> dict[str, Any]:
+        return {"_by_name": self._by_name, "_memo": {}}  # what was asked is not saved with a view
+
     def get(self, rel: str, default: Any = None) -> Any:
         hit = self._memo.get(rel)
         if hit is None:
@@ -182,27 +185,39 @@ class FileIndex:
         for f in files:
             self.dirs.setdefault(os.path.dirname(f), []).append(f)
         self._memo: dict[str, Any] = {}
+        self._near: dict[tuple[str, str], list[str]] = {}
 
     def memo(self, key: str, build: Callable[[FileIndex], Any]) -> Any:
         if key not in self._memo:
             self._memo[key] = build(self)
         return self._memo[key]
 
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_near": {}}  # saved with a view: not what was asked of it
+
     def suffix(self, rel: str, near: str) -> list[str]:
         """Files whose path ends with ``rel``; among several, those sharing most of ``near``'s path."""
         cands: list[str] = self.by_suffix.get(rel, [])
         if len(cands) <= 1:
             return cands
+        # Once per (suffix, importer's folder): the files of one folder import much the same (on the 100k
+        # workspace, seven copies of spring-boot: 1.6 M calls here, 2.0 M path comparisons).
+        key = (rel, near.rpartition("/")[0])
+        hit = self._near.get(key)
+        if hit is None:
+            parts = near.split("/")
 
-        def shared(c: str) -> int:
-            n = 0
-            for a, b in zip(c.split("/"), near.split("/"), strict=False):
-                if a != b:
-                    break
-                n += 1
-            return n
-        best = max(shared(c) for c in cands)
-        return [c for c in cands if shared(c) == best][:3]
+            def shared(c: str) -> int:
+                n = 0
+                for a, b in zip(c.split("/"), parts, strict=False):
+                    if a != b:
+                        break
+                    n += 1
+                return n
+            scored = [(shared(c), c) for c in cands]
+            best = max(n for n, _c in scored)
+            hit = self._near[key] = [c for n, c in scored if n == best][:3]
+        return hit
 
 
 def read_imports(root: ts.Node, spec: LanguageSpec) -> list[str]:

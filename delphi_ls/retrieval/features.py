@@ -72,6 +72,7 @@ def candidate_features(fused: list[Fused], q: QueryInfo, ctx: SearchContext,
     graph = ctx.view.graph
     top = fused[0].score or 1.0
     wants_test = "test" in q.prefer
+    ctx.view.chunk_lines.fetch([f.path for f in fused])  # one manifest read for every candidate's chunk count
     for i, f in enumerate(fused):
         row = x[i]
         for b, r in f.branches.items():

@@ -13,6 +13,7 @@ import re
 import sqlite3
 import threading
 import time
+import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -162,6 +163,25 @@ class MetaStore:
         if self.get_state(key) != value:
             self.set_state(key, value)
 
+    def content_version(self) -> tuple[str | None, int]:
+        """This manifest's identity (a random token set once per file, :meth:`ensure_identity`) and how
+        many writes of files, chunks, symbols or imports it has had: together they name what it holds, for
+        what is derived from it and kept elsewhere (the saved view, ``stores/view_cache.py``)."""
+        with self._lock:
+            rows = dict(self.db.execute(
+                "SELECT key, value FROM state WHERE key IN ('manifest_id', 'content_version')").fetchall())
+        return (json.loads(rows["manifest_id"]) if "manifest_id" in rows else None,
+                int(json.loads(rows.get("content_version", "0"))))
+
+    def ensure_identity(self) -> None:
+        with self._lock:
+            self.db.execute("INSERT OR IGNORE INTO state VALUES ('manifest_id', ?)", (json.dumps(uuid.uuid4().hex),))
+
+    def _wrote_content(self) -> None:
+        """Inside a write's transaction: the content version moves with the write, never apart from it."""
+        self.db.execute("INSERT INTO state VALUES ('content_version', '1') ON CONFLICT(key) DO UPDATE "
+                        "SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)")
+
     def clear_index(self) -> None:
         """Forget every indexed file (for a rebuild); the embedding cache and model identity stay, so
         the rebuild embeds nothing that was embedded before."""
@@ -170,6 +190,7 @@ class MetaStore:
             for table in ("files", "chunks", "symbols", "imports", "skipped", "cochange", "chroma_pending"):
                 self.db.execute(f"DELETE FROM {table}")
             self.db.execute("DELETE FROM state WHERE key IN ('lexical_ready', 'parser_version', 'cochange')")
+            self._wrote_content()
             self.db.execute("COMMIT")
 
     # --- files -------------------------------------------------------------
@@ -218,6 +239,7 @@ class MetaStore:
                     "INSERT OR REPLACE INTO files VALUES (?,?,?,?,?,?,?,?,NULL)",
                     (path, hash_, size, mtime_ns, kind, language, len(chunks), int(replaced)),
                 )
+                self._wrote_content()
                 self.db.execute("COMMIT")
             except BaseException:
                 self.db.execute("ROLLBACK")
@@ -235,6 +257,7 @@ class MetaStore:
                 self.db.execute("DELETE FROM chunks WHERE path=?", (p,))
                 self.db.execute("DELETE FROM symbols WHERE path=?", (p,))
                 self.db.execute("DELETE FROM imports WHERE path=?", (p,))
+            self._wrote_content()
             self.db.execute("COMMIT")
 
     def chunk_ids_of(self, path: str) -> list[str]:
@@ -428,10 +451,14 @@ class MetaStore:
                                    (path, limit)).fetchall()
 
     # --- symbols -----------------------------------------------------------
-    def all_symbols(self) -> list[SymbolRecord]:
+    def all_symbols(self, paths: dict[str, str] | None = None) -> list[SymbolRecord]:
+        """Every definition; ``paths`` (path -> the same string) gives each record its file's one path
+        object instead of a copy per row."""
         with self._lock:
             rows = self.db.execute("SELECT name, kind, path, line, end_line, container FROM symbols").fetchall()
-        return [SymbolRecord(*r) for r in rows]
+        if paths is None:
+            return [SymbolRecord(*r) for r in rows]
+        return [SymbolRecord(n, k, paths.get(p, p), ln, e, c) for n, k, p, ln, e, c in rows]
 
     def symbols_in(self, paths: list[str]) -> list[SymbolRecord]:
         """The definitions of ``paths`` in the order :meth:`all_symbols` gives them (row order)."""

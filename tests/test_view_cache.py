@@ -1,0 +1,111 @@
+"""The in-memory view saved for the next process (issue 18, a server's first answer on a big index):
+loaded only for the very manifest state and code it was built from, never stale, never from a damaged
+file. The workspaces here are small, so the build-time threshold for saving is set to zero."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from delphi_ls import Engine
+from delphi_ls import engine as engine_mod
+from delphi_ls.stores import view_cache
+
+FILES = {
+    "src/retry.py": "def backoff(attempt):\n    return 2 ** attempt\n\n\nclass RetryPolicy:\n    limit = 3\n",
+    "src/client.py": "from src.retry import RetryPolicy\n\n\ndef fetch(url):\n    return RetryPolicy().limit\n",
+    "tests/test_retry.py": "from src.retry import backoff\n\n\ndef test_backoff():\n    assert backoff(2) == 4\n",
+}
+
+
+@pytest.fixture(autouse=True)
+def save_every_view(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(engine_mod, "VIEW_SAVE_MIN_S", 0.0)
+
+
+def _workspace(tmp_path: Path) -> tuple[Path, str]:
+    ws = tmp_path / "ws"
+    for rel, text in FILES.items():
+        (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws / rel).write_text(text)
+    idx = str(tmp_path / "idx")
+    with Engine(ws, index_dir=idx, vectors=False) as eng:
+        eng.index(vectors=False)
+    return ws, idx
+
+
+def _tables(eng: Engine) -> tuple:
+    v = eng.view()
+    g = v.graph
+    return (v.files, v.symbols, [v.chunk_lines.get(p) for p in v.files], v.stripped_paths, v.by_basename,
+            dict(g.imports), dict(g.imported_by), dict(g.tests_of), dict(g.mirrors_of), g.edges)
+
+
+def _answer(eng: Engine, q: str) -> list[tuple[str, float]]:
+    return [(r["path"], round(r["score"], 6)) for r in eng.context(q)["results"]]
+
+
+def test_a_second_process_loads_what_the_first_built(tmp_path: Path) -> None:
+    ws, idx = _workspace(tmp_path)
+    with Engine(ws, index_dir=idx, vectors=False) as first:
+        built = _tables(first)
+        answer = _answer(first, "which tests cover retry.py")
+        assert first.view_source.startswith("built") and "saved" in first.view_source
+    with Engine(ws, index_dir=idx, vectors=False) as second:
+        assert _tables(second) == built
+        assert second.view_source.startswith("loaded")
+        assert _answer(second, "which tests cover retry.py") == answer
+        # the loaded graph can still be patched after a save (its resolver came along)
+        (ws / "src/client.py").write_text("from src.retry import backoff\n\n\ndef fetch(url):\n    return backoff(1)\n")
+        second.index(vectors=False)
+        assert "src/retry.py" in second.view().graph.imports["src/client.py"]
+
+
+def test_a_view_of_an_older_state_is_not_loaded(tmp_path: Path) -> None:
+    ws, idx = _workspace(tmp_path)
+    with Engine(ws, index_dir=idx, vectors=False) as first:
+        first.view()
+    (ws / "src/jitter.py").write_text("def full_jitter(cap):\n    return cap\n")
+    with Engine(ws, index_dir=idx, vectors=False) as writer:  # another process indexes the new file
+        writer.index(vectors=False)
+    with Engine(ws, index_dir=idx, vectors=False) as later:
+        assert later.view_source == ""
+        assert "full_jitter" in later.view().symbols and "src/jitter.py" in later.view().files
+        assert later.view_source.startswith("built")
+
+
+def test_another_manifest_or_other_code_is_not_loaded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws, idx = _workspace(tmp_path)
+    with Engine(ws, index_dir=idx, vectors=False) as first:
+        first.view()
+    monkeypatch.setattr(view_cache, "_code_digest", "other code")
+    with Engine(ws, index_dir=idx, vectors=False) as eng:
+        eng.view()
+        assert eng.view_source.startswith("built")
+    monkeypatch.undo()
+    monkeypatch.setattr(engine_mod, "VIEW_SAVE_MIN_S", 0.0)
+    # The same folder with a new manifest (deleted, re-indexed): the content version starts again, the
+    # identity does not repeat.
+    saved = (Path(idx) / view_cache.FILE).read_bytes()
+    for name in ("meta.sqlite", "meta.sqlite-wal", "meta.sqlite-shm"):
+        (Path(idx) / name).unlink(missing_ok=True)
+    with Engine(ws, index_dir=idx, vectors=False) as eng:
+        eng.index(vectors=False)
+    (Path(idx) / view_cache.FILE).write_bytes(saved)
+    with Engine(ws, index_dir=idx, vectors=False) as eng:
+        eng.view()
+        assert eng.view_source.startswith("built")
+
+
+def test_a_damaged_file_is_built_again(tmp_path: Path) -> None:
+    ws, idx = _workspace(tmp_path)
+    with Engine(ws, index_dir=idx, vectors=False) as first:
+        built = _tables(first)
+    path = Path(idx) / view_cache.FILE
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    with Engine(ws, index_dir=idx, vectors=False) as eng:
+        assert _tables(eng) == built
+        assert eng.view_source.startswith("built")
+    with Engine(ws, index_dir=idx, vectors=False) as eng:  # and saved whole again
+        assert _tables(eng) == built and eng.view_source.startswith("loaded")
