@@ -6,7 +6,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import os
 import re
 import shutil
@@ -15,7 +17,7 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -74,6 +76,20 @@ def _ignore_own_files(index_dir: Path, root: Path) -> None:
             marker.write_text("# Delphi's index: nothing here is source\n*\n")
         except OSError:
             pass  # a read-only index (a shared snapshot) cannot hold it; the walk then skips binary files only
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cycle collector off while millions of objects are made at once (a view: tuples, lists,
+    dicts and strings, no cycles): it ran again and again over them, 3.9 -> 1.1 s to load the 100k
+    workspace's view and 11.4 -> 8.2 s to build it (issue 18)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 class Engine:
@@ -788,12 +804,14 @@ class Engine:
         under one it lacks."""
         key = (*self.meta.content_version(), code_digest())
         t0 = time.perf_counter()
-        view = self._view_cache.load(key)
+        with _collector_paused():
+            view = self._view_cache.load(key)
         if view is not None:
             view.bind(self.meta)
             self.view_source = f"loaded from {self._view_cache.path.name} in {time.perf_counter() - t0:.2f} s"
             return view
-        view = IndexView.build(self.meta)
+        with _collector_paused():
+            view = IndexView.build(self.meta)
         took = time.perf_counter() - t0
         saved = took >= VIEW_SAVE_MIN_S and self._view_cache.save(key, view)
         self.view_source = f"built in {took:.2f} s" + (f", saved to {self._view_cache.path.name}" if saved else "")
