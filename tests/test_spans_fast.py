@@ -9,8 +9,11 @@ arithmetic on every chunk.
 from __future__ import annotations
 
 import math
+import os
 import random
 import re
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -288,3 +291,31 @@ def test_score_is_the_plain_bm25_on_random_files(seed: int, monkeypatch: pytest.
     got = S.score_chunks("r.py", chunks, sq)
     assert [(g.lex, g.defines, g.matched) for g in got] == _plain_score("r.py", chunks, sq)
     assert sum(1 for g in got if g.lex > 0) >= 20
+
+
+_SEED_SCRIPT = """
+import sys
+from delphi_ls.retrieval import spans as S
+from delphi_ls.retrieval.query import analyse
+from delphi_ls.stores.meta import ChunkRow
+words = "add api bar baz cat dog egg fig get hat ink jam key log map net".split()
+chunks = []
+for i in range(12):
+    text = " ".join(w for k, w in enumerate(words) for _ in range((i * 7 + k * 3) % 5)) + " filler " * i
+    chunks.append(ChunkRow(f"s{i}", "s.py", i, i + 1, i + 1, [], "code", f"h{i}", text))
+sq = S.SpanQuery.build(analyse("fix " + " ".join(words)))
+S.LEARNED = None
+print([repr(s.lex) for s in S.score_chunks("s.py", chunks, sq)])
+"""
+
+
+def test_scores_do_not_depend_on_the_hash_seed(tmp_path: Path) -> None:
+    """Short words are summed in the question's order: before, a set's order (which moves with each
+    process's hash seed) set the BM25 sum's order and its last bits differed between processes."""
+    outs = set()
+    for seed in ("1", "2", "3", "4", "5", "6"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        got = subprocess.run([sys.executable, "-c", _SEED_SCRIPT], env=env, capture_output=True, text=True,
+                             check=True, cwd=tmp_path)
+        outs.add(got.stdout)
+    assert len(outs) == 1

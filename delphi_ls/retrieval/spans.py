@@ -73,6 +73,13 @@ class SpanQuery:
     evidence: dict[str, dict[str, tuple[float, list[str]]]] = field(default_factory=dict)  # path -> id -> (w, branches)
     anchors: list[str] = field(default_factory=list)
     _heavy: set[str] | None = field(default=None, repr=False, compare=False)
+    _order: dict[str, int] | None = field(default=None, repr=False, compare=False)
+
+    def order(self) -> dict[str, int]:
+        """Each word's place in ``words`` (taken once per question)."""
+        if self._order is None:
+            self._order = {w: i for i, w in enumerate(self.words)}
+        return self._order
 
     def heavy(self) -> set[str]:
         """The identifier- and literal-weight words (a learned feature counts them per chunk), taken once
@@ -180,9 +187,14 @@ def _counts(chunks: list[ChunkRow], sq: SpanQuery) -> list[dict[str, int]]:
     short = {w for w in sq.words if len(w) < SHORT or w in sq.exact}
     out = [{w: n for w in long_ if (n := t.count(w))} for t in lows]
     if short:
+        at = sq.order()
         for c, t, cs in zip(chunks, lows, out, strict=True):
             toks = _tokens(c, t)
-            for w in toks.keys() & short:  # a set intersection: an anchor brings hundreds of names
+            found = toks.keys() & short  # a set intersection: an anchor brings hundreds of names
+            # In the question's order, not the set's: a set of strings iterates in an order that changes
+            # with each process's hash seed, and the BM25 sum runs in this order, so its last bits (and a
+            # tie between two chunks) moved from one process to the next.
+            for w in sorted(found, key=at.__getitem__) if len(found) > 1 else found:
                 cs[w] = toks[w]
     return out
 
