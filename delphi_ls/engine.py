@@ -27,6 +27,7 @@ from .api import ContextAnswer, ContextRequest, RequestError
 from .core import Need, State, SymbolRecord, state_of
 from .indexing.cochange import COCHANGE_VERSION, cochange_pairs, git_head
 from .indexing.pipeline import Indexer, IndexReport, Progress, embed_text
+from .languages import MANIFEST_KINDS
 from .models.cross_encoder import SHIPPED_CROSS_ENCODER, CrossEncoder
 from .models.embedders import Embedder, ModelIdentity, load_embedder
 from .models.ltr import SHIPPED_LTR, LearnedRanker
@@ -563,8 +564,34 @@ class Engine:
     def _indexer(self) -> Indexer:
         # Chroma opens when the run first deletes a vector (or below, before it writes one).
         usable = (self._vectors or LazyVectorStore(lambda: self.vectors)) if self.embedder is not None else None
-        return Indexer(self.root, self.settings, self.meta, self.lexical, usable, self.embedder,
-                       file_docs=self._file_docs_wanted())
+        indexer = Indexer(self.root, self.settings, self.meta, self.lexical, usable, self.embedder,
+                          file_docs=self._file_docs_wanted())
+        indexer.importers_after = self._importers_after
+        return indexer
+
+    def _importers_after(self, paths: list[str], old_specs: dict[str, list[str]]) -> dict[str, set[str]] | None:
+        """For the file documents after an update of ``paths`` that left the file list as it was: the
+        importers of every file those paths imported before (``old_specs``, resolved as the graph did) or
+        import now, from the in-memory graph with their imports resolved again (the view may already be
+        patched: it is per batch). None: no view in memory, too many paths, or files came, went or changed
+        kind (the indexer then builds the whole graph)."""
+        with self._lock:
+            view = self._view
+        if view is None or view.graph is None or view.graph.resolver is None or not paths \
+                or len(paths) > PATCH_MAX_PATHS or set(old_specs) - set(paths):
+            return None
+        kinds = {p: info[0] for p in paths if (info := self.meta.file_info(p)) is not None}
+        if any(view.files.get(p) != kinds.get(p) for p in paths):
+            return None
+        graph = view.graph.with_imports(view.files, self.meta.imports_of(list(kinds)))
+        if graph is None:
+            return None
+        touched = {t for p in paths for t in graph.imports.get(p, ())}
+        for p, specs in old_specs.items():
+            for spec in specs:
+                if spec.partition(":")[0] not in MANIFEST_KINDS:
+                    touched.update(t for t in view.graph.resolver.resolve(p, spec) if t != p)
+        return {t: set(graph.imported_by.get(t, ())) for t in touched}
 
     def _file_docs_wanted(self) -> bool:
         """Whether the filedoc branch (issue 19) can run for some question shape with these settings: only

@@ -234,11 +234,20 @@ class FileDocs:
             cur = self.meta.db.execute("DELETE FROM file_docs WHERE path NOT IN (SELECT path FROM files)")
             return cur.rowcount
 
-    def set_importers(self, importers: dict[str, set[str]]) -> int:
-        """Write each file's importer words where they changed; returns rows updated."""
+    def set_importers(self, importers: dict[str, set[str]], only: set[str] | None = None) -> int:
+        """Write each file's importer words where they changed (of the files in ``only`` when given);
+        returns rows updated."""
         db = self.meta.db
         with self.meta._lock:
-            stored = dict(db.execute("SELECT path, importers FROM file_docs").fetchall())
+            if only is None:
+                stored = dict(db.execute("SELECT path, importers FROM file_docs").fetchall())
+            else:
+                stored = {}
+                names = sorted(only)
+                for i in range(0, len(names), 500):
+                    part = names[i: i + 500]
+                    stored.update(db.execute(f"SELECT path, importers FROM file_docs WHERE path IN "
+                                             f"({','.join('?' * len(part))})", part).fetchall())
             changed = [(w, p) for p, old in stored.items()
                        if (w := importer_words(importers.get(p, ()))) != (old or "")]
             if changed:
