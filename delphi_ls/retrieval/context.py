@@ -48,7 +48,9 @@ class ChunkLines:
 
     def without(self, paths: set[str]) -> ChunkLines:
         """A copy that reads ``paths`` again (their chunks changed)."""
-        return ChunkLines(self._meta, {p: v for p, v in self._got.items() if p not in paths})
+        # dict() copies in one step under the GIL: a query on this view may be adding files meanwhile
+        # (iterating the live dict raised "changed size during iteration"; review).
+        return ChunkLines(self._meta, {p: v for p, v in dict(self._got).items() if p not in paths})
 
     def __getstate__(self) -> dict[str, Any]:
         return {"_meta": None, "_got": {}}  # a loaded view is bound to its engine's manifest (bind)
