@@ -71,3 +71,23 @@ def test_a_package_test_links_its_package(tmp_path: Path) -> None:
         eng.index(vectors=False)
         assert _tests(eng, "packages/b/src/client.ts") == {"packages/b/test/client.test.ts"}
         assert _tests(eng, "packages/a/src/client.ts") == set()
+
+
+def test_resolution_does_not_depend_on_which_file_asked_first(tmp_path: Path) -> None:
+    """The resolver remembers its answer per importer folder, except when the importer is itself one of
+    the candidates (`myapp/logging.py` doing `import logging`): its neighbour `views.py` must get the
+    answer it gets when asking first, whatever the row order (a save moves a file's rows last; review)."""
+    ws = tmp_path / "ws"
+    _write(ws, {"myapp/logging.py": "import logging\n\nlog = logging.getLogger(__name__)\n",
+                "myapp/views.py": "import logging\n\n\ndef view():\n    return 1\n",
+                "myapp/contrib/logging.py": "def setup():\n    return 2\n"})
+    graphs = []
+    for _ in range(2):
+        with Engine(ws, index_dir=str(tmp_path / "idx"), vectors=False) as eng:
+            eng.index(vectors=False)
+            g = eng.view().graph
+            graphs.append({k: sorted(v) for k, v in g.imports.items() if v})
+        # a save of logging.py: its rows (imports too) move to the end of the manifest
+        (ws / "myapp/logging.py").write_text("import logging\n\nlog = logging.getLogger('x')\n")
+    assert graphs[0] == graphs[1]
+    assert graphs[0]["myapp/views.py"] == ["myapp/contrib/logging.py", "myapp/logging.py"]

@@ -143,3 +143,48 @@ def test_chunk_lines_copied_while_a_query_reads_more(tmp_path: Path) -> None:
         stop.set()
         t.join()
     assert not errors, errors[:1]
+
+
+def test_a_snapshot_loaded_back_then_edited_is_not_served_a_later_view(tmp_path: Path) -> None:
+    """A snapshot returns the manifest to an earlier state; the next write must not meet a view saved for
+    a later state of the same manifest (a counter went back with the snapshot and repeated; review)."""
+    ws = tmp_path / "ws"
+    (ws / "src").mkdir(parents=True)
+    (ws / "src/a.py").write_text("def one():\n    return 1\n")
+    (ws / "src/b.py").write_text("def two():\n    return 2\n")
+    idx = str(tmp_path / "idx")
+    snap = tmp_path / "snap.tar.gz"
+    with Engine(ws, index_dir=idx, vectors=False) as eng:
+        eng.snapshot(snap)
+    (ws / "src/a.py").write_text("def alpha():\n    return 1\n")
+    with Engine(ws, index_dir=idx, vectors=False) as eng:
+        eng.index(vectors=False)
+        assert "alpha" in eng.view().symbols  # saved (the threshold is 0 here)
+    (ws / "src/a.py").write_text("def one():\n    return 1\n")  # back to the snapshot's state
+    Engine.load_snapshot(snap, ws, index_dir=idx, vectors=False)
+    (ws / "src/b.py").write_text("def beta():\n    return 2\n")
+    with Engine(ws, index_dir=idx, vectors=False) as eng:
+        eng.index(vectors=False)
+        v = eng.view()
+        assert "beta" in v.symbols and "alpha" not in v.symbols, eng.view_source
+
+
+def test_a_write_by_older_code_is_seen(tmp_path: Path) -> None:
+    """A process running older code (a language server started before an upgrade) writes a file's rows
+    without knowing of the content version; the manifest's own triggers move it (review)."""
+    import sqlite3
+
+    ws, idx = _workspace(tmp_path)
+    with Engine(ws, index_dir=idx, vectors=False) as first:
+        assert "backoff" in first.view().symbols  # saved
+    # What an older replace_file does: a file's symbols and its row, no state written by the code.
+    db = sqlite3.connect(str(Path(idx) / "meta.sqlite"))
+    db.execute("DELETE FROM symbols WHERE path='src/retry.py'")
+    db.execute("INSERT INTO symbols VALUES ('full_jitter', 'function', 'src/retry.py', 1, 2, NULL)")
+    row = db.execute("SELECT * FROM files WHERE path='src/retry.py'").fetchone()
+    db.execute("INSERT OR REPLACE INTO files VALUES (?,?,?,?,?,?,?,?,?)", ("src/retry.py", "other", *row[2:]))
+    db.commit()
+    db.close()
+    with Engine(ws, index_dir=idx, vectors=False) as later:
+        assert "full_jitter" in later.view().symbols and "backoff" not in later.view().symbols
+        assert later.view_source.startswith("built")

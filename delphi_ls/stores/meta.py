@@ -39,6 +39,15 @@ CREATE INDEX IF NOT EXISTS chunks_embedded ON chunks(embedded);
 CREATE VIRTUAL TABLE IF NOT EXISTS chunk_grams USING fts5(
   text, content='chunks', content_rowid='rowid', tokenize='trigram'
 );
+CREATE TRIGGER IF NOT EXISTS files_content_ai AFTER INSERT ON files BEGIN
+  INSERT OR REPLACE INTO state VALUES ('content_version', '"' || lower(hex(randomblob(16))) || '"');
+END;
+CREATE TRIGGER IF NOT EXISTS files_content_ad AFTER DELETE ON files BEGIN
+  INSERT OR REPLACE INTO state VALUES ('content_version', '"' || lower(hex(randomblob(16))) || '"');
+END;
+CREATE TRIGGER IF NOT EXISTS files_content_au AFTER UPDATE OF hash, kind, language, n_chunks ON files BEGIN
+  INSERT OR REPLACE INTO state VALUES ('content_version', '"' || lower(hex(randomblob(16))) || '"');
+END;
 CREATE TRIGGER IF NOT EXISTS chunks_ai AFTER INSERT ON chunks BEGIN
   INSERT INTO chunk_grams(rowid, text) VALUES (new.rowid, new.text);
 END;
@@ -163,24 +172,23 @@ class MetaStore:
         if self.get_state(key) != value:
             self.set_state(key, value)
 
-    def content_version(self) -> tuple[str | None, int]:
-        """This manifest's identity (a random token set once per file, :meth:`ensure_identity`) and how
-        many writes of files, chunks, symbols or imports it has had: together they name what it holds, for
-        what is derived from it and kept elsewhere (the saved view, ``stores/view_cache.py``)."""
+    def content_version(self) -> tuple[str | None, str | None]:
+        """This manifest's identity (a random token set once per file, :meth:`ensure_identity`) and a
+        random token set anew by every write of a file's row (triggers in the file itself, so a process
+        running older code moves it too; a file's chunks, symbols and imports are written with its row):
+        together they name what it holds, for what is derived from it and kept elsewhere (the saved view,
+        ``stores/view_cache.py``). A token, not a counter: a snapshot loaded back returns to an earlier
+        state with that state's token, and the next write must not repeat a token some later state had
+        (review: a counter went back with the snapshot and the next write met a saved view of other content)."""
         with self._lock:
             rows = dict(self.db.execute(
                 "SELECT key, value FROM state WHERE key IN ('manifest_id', 'content_version')").fetchall())
         return (json.loads(rows["manifest_id"]) if "manifest_id" in rows else None,
-                int(json.loads(rows.get("content_version", "0"))))
+                json.loads(rows["content_version"]) if "content_version" in rows else None)
 
     def ensure_identity(self) -> None:
         with self._lock:
             self.db.execute("INSERT OR IGNORE INTO state VALUES ('manifest_id', ?)", (json.dumps(uuid.uuid4().hex),))
-
-    def _wrote_content(self) -> None:
-        """Inside a write's transaction: the content version moves with the write, never apart from it."""
-        self.db.execute("INSERT INTO state VALUES ('content_version', '1') ON CONFLICT(key) DO UPDATE "
-                        "SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)")
 
     def clear_index(self) -> None:
         """Forget every indexed file (for a rebuild); the embedding cache and model identity stay, so
@@ -190,7 +198,6 @@ class MetaStore:
             for table in ("files", "chunks", "symbols", "imports", "skipped", "cochange", "chroma_pending"):
                 self.db.execute(f"DELETE FROM {table}")
             self.db.execute("DELETE FROM state WHERE key IN ('lexical_ready', 'parser_version', 'cochange')")
-            self._wrote_content()
             self.db.execute("COMMIT")
 
     # --- files -------------------------------------------------------------
@@ -239,7 +246,6 @@ class MetaStore:
                     "INSERT OR REPLACE INTO files VALUES (?,?,?,?,?,?,?,?,NULL)",
                     (path, hash_, size, mtime_ns, kind, language, len(chunks), int(replaced)),
                 )
-                self._wrote_content()
                 self.db.execute("COMMIT")
             except BaseException:
                 self.db.execute("ROLLBACK")
@@ -257,7 +263,6 @@ class MetaStore:
                 self.db.execute("DELETE FROM chunks WHERE path=?", (p,))
                 self.db.execute("DELETE FROM symbols WHERE path=?", (p,))
                 self.db.execute("DELETE FROM imports WHERE path=?", (p,))
-            self._wrote_content()
             self.db.execute("COMMIT")
 
     def chunk_ids_of(self, path: str) -> list[str]:

@@ -6,8 +6,9 @@ building it is most of the first answer (issue 18: 25 s on the 100,000-file work
 12.7 s of it). Kept here, keyed by what it was built from, a process started on an unchanged index loads
 it instead of building it again.
 
-The key is the manifest's identity and content version (bumped by every write of files, chunks, symbols
-or imports, see :meth:`MetaStore.content_version`) and a digest of the code that builds the view, so a
+The key is the manifest's identity and content version (a random token set anew by every write of files,
+chunks, symbols or imports, see :meth:`MetaStore.content_version`) and a digest of the code that builds the
+view, so a
 view from another manifest, another state of it, or other code is never served. The file is a pickle:
 it lives in the index folder, which is the user's own (mode 0700) and holds the workspace's text anyway.
 """
@@ -18,6 +19,7 @@ import hashlib
 import logging
 import os
 import pickle
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,7 @@ FILE = "view.pickle"
 _PACKAGE = Path(__file__).resolve().parent.parent
 # The modules whose code decides what the view holds (its tables, the graph, import resolution, kinds).
 _SOURCES = ("retrieval/context.py", "indexing/graph.py", "indexing/imports.py", "workspace/kinds.py",
-            "core/tokens.py", "core/__init__.py", "languages")
+            "core/tokens.py", "core/__init__.py", "languages", "stores/meta.py")
 _code_digest: str | None = None
 
 
@@ -36,12 +38,16 @@ def code_digest() -> str:
     global _code_digest
     if _code_digest is None:
         h = hashlib.sha1()
-        for rel in _SOURCES:
-            p = _PACKAGE / rel
-            for f in sorted(p.glob("*.py")) if p.is_dir() else [p]:
-                h.update(f.name.encode())
-                h.update(f.read_bytes())
-        _code_digest = h.hexdigest()
+        try:
+            for rel in _SOURCES:
+                p = _PACKAGE / rel
+                for f in sorted(p.glob("*.py")) if p.is_dir() else [p]:
+                    h.update(f.name.encode())
+                    h.update(f.read_bytes())
+            _code_digest = h.hexdigest()
+        except OSError as e:  # an install without sources: no digest, so nothing is loaded or saved
+            log.warning("the view cannot be saved: its code's sources are unreadable (%s)", e)
+            _code_digest = ""
     return _code_digest
 
 
@@ -51,6 +57,8 @@ class ViewCache:
 
     def load(self, key: Any) -> Any | None:
         """The view saved under ``key``, or None (none saved, saved under another key, unreadable)."""
+        if not key[-1]:
+            return None  # no code digest
         try:
             with open(self.path, "rb") as f:
                 if pickle.load(f) != key:  # the key first: a stale view is not unpickled at all
@@ -65,14 +73,19 @@ class ViewCache:
     def save(self, key: Any, view: Any) -> bool:
         """Write ``view`` under ``key`` (a temporary file renamed into place: a reader sees the old file or
         the new one). A failure (disk full) costs the next process a build, nothing else."""
-        tmp = self.path.with_name(f"{FILE}.{os.getpid()}.tmp")
+        if not key[-1]:
+            return False  # no code digest: a view saved now could be loaded by other code later
+        tmp: Path | None = None
         try:
-            with open(tmp, "wb") as f:
+            fd, name = tempfile.mkstemp(prefix=f"{FILE}.", suffix=".tmp", dir=self.path.parent)
+            tmp = Path(name)
+            with os.fdopen(fd, "wb") as f:
                 pickle.dump(key, f, protocol=pickle.HIGHEST_PROTOCOL)
                 pickle.dump(view, f, protocol=pickle.HIGHEST_PROTOCOL)
             os.replace(tmp, self.path)
             return True
         except Exception as e:
             log.warning("could not save the view to %s: %s: %s", self.path, type(e).__name__, e)
-            tmp.unlink(missing_ok=True)
+            if tmp is not None:
+                tmp.unlink(missing_ok=True)
             return False
