@@ -80,8 +80,8 @@ class Settings:
     # within paired noise (README "Lexical store", bench/RESULTS.md).
     lexical_store: str = "tantivy"
     # How tantivy scores a term: "whoosh" (Whoosh's idf and its field boosts' worth, put in as per-term
-    # boosts at query time: the engine and the learned ranker, trained on Whoosh's ranks, see the same BM25
-    # whichever store) or "tantivy" (Lucene's idf, a boost multiplying a field's score). Session 8: BM25 file
+    # boosts at query time: the engine and the learned ranker, trained on Whoosh's ranks, see nearly the
+    # same BM25 whichever store: idf exactly, the boosts' worth exactly at tf 1 and average length) or "tantivy" (Lucene's idf, a boost multiplying a field's score). Session 8: BM25 file
     # rankings against Whoosh's, Spearman 0.975 -> 0.998 on dev_mined (bench/RESULTS.md).
     bm25_scoring: str = "whoosh"
     # Pseudo-relevance feedback: "bm25", "vector" or "both" search that branch once more with the first
