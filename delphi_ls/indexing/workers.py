@@ -11,8 +11,9 @@ Workers are started with ``spawn`` (a fresh interpreter), never ``fork``: the pa
 Chroma and tantivy handles and threads, which a forked child would inherit in whatever state they were.
 A worker must not outlive its parent: on Linux it asks the kernel for SIGKILL when its parent dies
 (``PR_SET_PDEATHSIG``); everywhere, a thread in the worker checks once a second that its parent is
-still the one that started it and exits otherwise (the only guard on macOS and Windows, where an
-orphaned worker would otherwise wait on its task queue forever). Workers ignore Ctrl-C: the terminal
+still the one that started it and exits otherwise (the only guard on macOS, where an orphaned worker
+would otherwise wait on its task queue forever; on Windows ``os.getppid()`` does not change when the parent
+dies, so this check would not see it: Delphi runs on POSIX systems only, fcntl and inotify too; review). Workers ignore Ctrl-C: the terminal
 sends it to the whole process group, and the parent decides (it stops after the batch, as in-process).
 
 A pool costs a process start-up (a fresh interpreter and these imports: 0.3 s until the first results),
