@@ -188,3 +188,36 @@ def test_a_write_by_older_code_is_seen(tmp_path: Path) -> None:
     with Engine(ws, index_dir=idx, vectors=False) as later:
         assert "full_jitter" in later.view().symbols and "backoff" not in later.view().symbols
         assert later.view_source.startswith("built")
+
+
+class _Planted:
+    """What a hostile view.pickle runs when unpickled: it writes a file."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (Path(self.target).write_text, ("ran",))
+
+
+def test_a_view_file_not_signed_by_this_user_is_never_unpickled(tmp_path: Path) -> None:
+    """An index folder can be one a cloned repository ships (index_dir inside a workspace): a view.pickle
+    there, with the right key and a MAC made with any other secret, must not run (a pickle runs code)."""
+    import hashlib
+    import hmac
+    import json
+    import pickle
+
+    ws, idx = _workspace(tmp_path)
+    with Engine(ws, index_dir=idx, vectors=False) as eng:
+        key = [*eng.meta.content_version(), view_cache.code_digest()]
+    planted = tmp_path / "planted"
+    head = (json.dumps(key) + "\n").encode()
+    body = pickle.dumps(_Planted(str(planted)))
+    forged = hmac.new(b"not this user's key", head + body, hashlib.sha256).hexdigest().encode()
+    for planted_file in (forged + b"\n" + head + body, b"\n" + head + body, body):  # a bare pickle too
+        (Path(idx) / view_cache.FILE).write_bytes(planted_file)
+        with Engine(ws, index_dir=idx, vectors=False) as eng:
+            assert "backoff" in eng.view().symbols and eng.view_source.startswith("built")
+        assert not planted.exists()
+        (Path(idx) / view_cache.FILE).unlink(missing_ok=True)

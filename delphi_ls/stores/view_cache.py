@@ -8,20 +8,24 @@ it instead of building it again.
 
 The key is the manifest's identity and content version (a random token set anew by every write of files,
 chunks, symbols or imports, see :meth:`MetaStore.content_version`) and a digest of the code that builds the
-view, so a
-view from another manifest, another state of it, or other code is never served. The file is a pickle:
-it lives in the index folder, which is the user's own (mode 0700) and holds the workspace's text anyway.
+view, so a view from another manifest, another state of it, or other code is never served. The file holds
+a pickle, loaded only when a MAC under this user's own key (kept outside every index folder) matches.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
+import json
 import logging
 import os
 import pickle
+import secrets
 import tempfile
 from pathlib import Path
 from typing import Any
+
+import platformdirs
 
 log = logging.getLogger(__name__)
 
@@ -51,19 +55,56 @@ def code_digest() -> str:
     return _code_digest
 
 
+def _secret() -> bytes | None:
+    """This user's key for the saved views' MAC, in the user's own cache folder (never in an index folder,
+    which may sit inside a workspace a repository controls): made once, mode 0600. None: unusable."""
+    path = Path(platformdirs.user_cache_dir("delphi")) / "view-cache.key"
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(secrets.token_bytes(32))
+    except FileExistsError:
+        pass  # another process made it first
+    except OSError:
+        return None
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
 class ViewCache:
+    """``view.pickle``: a line with the MAC (HMAC-SHA256 under this user's key, :func:`_secret`) of what
+    follows, a line with the key as JSON, then the pickled view. A pickle runs code when loaded, and an
+    index folder can be one a cloned repository ships (``index_dir`` inside a workspace): a file this user's
+    key did not sign is never unpickled."""
+
     def __init__(self, folder: Path) -> None:
         self.path = folder / FILE
 
     def load(self, key: Any) -> Any | None:
-        """The view saved under ``key``, or None (none saved, saved under another key, unreadable)."""
-        if not key[-1]:
-            return None  # no code digest
+        """The view saved under ``key``, or None (none saved, saved under another key, unsigned, unreadable)."""
+        secret = _secret()
+        if not key[-1] or secret is None:
+            return None  # no code digest, or no key to check a signature with
         try:
             with open(self.path, "rb") as f:
-                if pickle.load(f) != key:  # the key first: a stale view is not unpickled at all
+                mac = f.readline().strip()
+                head = f.readline()
+                if json.loads(head) != list(key):  # a stale view is not read further
                     return None
-                return pickle.load(f)
+                body = f.read()
+            if not hmac.compare_digest(mac, hmac.new(secret, head + body, "sha256").hexdigest().encode()):
+                log.warning("the saved view %s is not signed by this user's key; building it", self.path)
+                return None
+            return pickle.loads(body)
         except FileNotFoundError:
             return None
         except Exception as e:  # a damaged or truncated file: built again, and saved over
@@ -73,15 +114,20 @@ class ViewCache:
     def save(self, key: Any, view: Any) -> bool:
         """Write ``view`` under ``key`` (a temporary file renamed into place: a reader sees the old file or
         the new one). A failure (disk full) costs the next process a build, nothing else."""
-        if not key[-1]:
-            return False  # no code digest: a view saved now could be loaded by other code later
+        secret = _secret()
+        if not key[-1] or secret is None:
+            return False  # no code digest (other code could load it later), or no key to sign with
         tmp: Path | None = None
         try:
+            head = (json.dumps(list(key)) + "\n").encode()
+            body = pickle.dumps(view, protocol=pickle.HIGHEST_PROTOCOL)
+            mac = hmac.new(secret, head + body, "sha256").hexdigest().encode()
             fd, name = tempfile.mkstemp(prefix=f"{FILE}.", suffix=".tmp", dir=self.path.parent)
             tmp = Path(name)
             with os.fdopen(fd, "wb") as f:
-                pickle.dump(key, f, protocol=pickle.HIGHEST_PROTOCOL)
-                pickle.dump(view, f, protocol=pickle.HIGHEST_PROTOCOL)
+                f.write(mac + b"\n")
+                f.write(head)
+                f.write(body)
             os.replace(tmp, self.path)
             return True
         except Exception as e:
