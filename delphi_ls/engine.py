@@ -26,6 +26,7 @@ from . import health as health_mod
 from .api import ContextAnswer, ContextRequest, RequestError
 from .core import Need, State, SymbolRecord, state_of
 from .indexing.cochange import COCHANGE_VERSION, cochange_pairs, git_head
+from .indexing.graph import FileGraph
 from .indexing.pipeline import Indexer, IndexReport, Progress, embed_text
 from .languages import MANIFEST_KINDS
 from .models.cross_encoder import SHIPPED_CROSS_ENCODER, CrossEncoder
@@ -580,12 +581,10 @@ class Engine:
         if view is None or view.graph is None or view.graph.resolver is None or not paths \
                 or len(paths) > PATCH_MAX_PATHS or set(old_specs) - set(paths):
             return None
-        kinds = {p: info[0] for p in paths if (info := self.meta.file_info(p)) is not None}
-        if any(view.files.get(p) != kinds.get(p) for p in paths):
+        patched = self._graph_with(view, paths)
+        if patched is None:
             return None
-        graph = view.graph.with_imports(view.files, self.meta.imports_of(list(kinds)))
-        if graph is None:
-            return None
+        graph = patched[1]
         touched = {t for p in paths for t in graph.imports.get(p, ())}
         for p, specs in old_specs.items():
             for spec in specs:
@@ -781,16 +780,24 @@ class Engine:
                 self._exact_key = (self.meta.data_version(), self._generation, self.meta.counts()["vectors"],
                                    ident.weights_sha256)
 
+    def _graph_with(self, view: IndexView, paths: list[str]) -> tuple[dict[str, str], FileGraph] | None:
+        """The kinds of ``paths`` as the manifest holds them now, and ``view``'s file graph with their import
+        edges resolved again; None when only a rebuild is right (a file added, removed or of another kind:
+        the file list, paths and name links change; or the graph cannot be patched)."""
+        kinds = {p: info[0] for p in paths if (info := self.meta.file_info(p)) is not None}
+        if any(view.files.get(p) != kinds.get(p) for p in paths) or view.graph is None:
+            return None
+        graph = view.graph.with_imports(view.files, self.meta.imports_of(list(kinds)))
+        return (kinds, graph) if graph is not None else None
+
     def _view_with(self, view: IndexView, paths: list[str]) -> IndexView | None:
         """``view`` with the symbols, chunk lines and import edges of ``paths`` as the manifest holds them
         now, in the order IndexView.build gives them; None when only a rebuild is right."""
         paths = list(dict.fromkeys(paths))
-        kinds = {p: info[0] for p in paths if (info := self.meta.file_info(p)) is not None}
-        if any(view.files.get(p) != kinds.get(p) for p in paths) or view.graph is None:
-            return None  # a file added or removed: the file list, paths and name links change
-        graph = view.graph.with_imports(view.files, self.meta.imports_of(list(kinds)))
-        if graph is None:
+        patched = self._graph_with(view, paths)
+        if patched is None:
             return None
+        kinds, graph = patched
         named = set(kinds)
         if self._names_of[0] is not view:  # which names each file defines: once per view built
             by_path: dict[str, set[str]] = {}

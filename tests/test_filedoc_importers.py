@@ -12,6 +12,7 @@ from delphi_ls import Engine
 from delphi_ls.indexing import pipeline
 from delphi_ls.indexing.graph import FileGraph
 from delphi_ls.stores.filedocs import FileDocs
+from tests.calls import Calls
 
 FILES = {
     "cli/usage.py": "def render(spec):\n    return spec\n",
@@ -39,16 +40,6 @@ def _importers(eng: Engine) -> dict[str, str]:
     return out
 
 
-class Builds:
-    def __init__(self) -> None:
-        self.n = 0
-        self.real = FileGraph.build
-
-    def __call__(self, *a, **k):  # type: ignore[no-untyped-def]
-        self.n += 1
-        return self.real(*a, **k)
-
-
 @pytest.mark.parametrize("view_in_memory", [True, False])
 def test_a_save_that_changes_imports_writes_what_a_fresh_index_writes(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, view_in_memory: bool) -> None:
@@ -60,7 +51,7 @@ def test_a_save_that_changes_imports_writes_what_a_fresh_index_writes(
         assert "main" in before["cli/usage.py"].split() and before["cli/command.py"] == ""
         if not view_in_memory:
             eng.invalidate()
-        builds = Builds()
+        builds = Calls(FileGraph.build)
         monkeypatch.setattr(pipeline.FileGraph, "build", builds)
         (ws / MAIN).write_text(EDITED)
         eng.index(only=[MAIN], vectors=False)

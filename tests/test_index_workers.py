@@ -24,6 +24,7 @@ from delphi_ls import Engine
 from delphi_ls.indexing import pipeline, workers
 from delphi_ls.indexing.workers import Options, PreparePool, prepare_in_process
 from delphi_ls.settings import Settings, SettingsError
+from tests.calls import Calls
 from tests.conftest import build_workspace
 
 TABLES = {
@@ -34,18 +35,6 @@ TABLES = {
     "skipped": "path, reason",
     "file_docs": "path, pathwords, about, defs, keywords, imports, importers",
 }
-
-
-class Calls:
-    """Counts the calls of a real function it wraps (the function still runs)."""
-
-    def __init__(self, fn):  # type: ignore[no-untyped-def]
-        self.fn = fn
-        self.n = 0
-
-    def __call__(self, *a, **k):  # type: ignore[no-untyped-def]
-        self.n += 1
-        return self.fn(*a, **k)
 
 
 def _many_languages(root: Path, n: int) -> Path:

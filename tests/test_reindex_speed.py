@@ -21,21 +21,10 @@ from delphi_ls.indexing import named, pipeline
 from delphi_ls.indexing.named import WalkNeeded, scan_named
 from delphi_ls.session import Session
 from delphi_ls.workspace.scan import scan
+from tests.calls import Calls
 from tests.lexical_pin import whoosh_store_only  # noqa: F401  (these tests count Whoosh's segments and merges)
 
 EDITED = "shipyard/scheduler.py"
-
-
-class Calls:
-    """Counts the calls of a real function it wraps (the function still runs)."""
-
-    def __init__(self, fn):  # type: ignore[no-untyped-def]
-        self.fn = fn
-        self.n = 0
-
-    def __call__(self, *a, **k):  # type: ignore[no-untyped-def]
-        self.n += 1
-        return self.fn(*a, **k)
 
 
 def _bm25_paths(eng: Engine, word: str) -> set[str]:
