@@ -62,6 +62,9 @@ PATCH_MAX_PATHS = 256
 # A view that took this long to build is saved for the next process (stores/view_cache.py); a small
 # workspace's builds in well under it (black: 0.05 s) and writes nothing.
 VIEW_SAVE_MIN_S = 0.5
+# ... which a build reaches from about this many files: it grows with the files (black's 440: 0.05 s; the
+# 100,000-file workspace: 8.2 s, 0.08 ms a file, bench/RESULTS.md session 8), so 5,000 files take ~0.4 s.
+VIEW_PREBUILD_FILES = 5000
 
 
 def _ignore_own_files(index_dir: Path, root: Path) -> None:
@@ -165,6 +168,13 @@ class Engine:
         self.retriever = Retriever(self.settings, [(spec, spec.make()) for spec in registered()],
                                    self.ltr, self.reranker, on_failure=self._branch_failed)
         self._view: IndexView | None = None
+        # Building or loading the view takes its own lock, not ``_lock``: a server warming up at start
+        # (warm()) loads the view while the first question opens Chroma, which takes ``_lock``.
+        self._view_lock = threading.Lock()
+        self._view_gen = 0  # moved by every drop or patch: a build that raced one is not kept
+        self._view_key: tuple[Any, ...] | None = None  # the manifest state the view in memory is for
+        self._view_saved_key: tuple[Any, ...] | None = None  # the state of the view saved on disk
+        self._view_build_s = 0.0  # the last full build's time: what the next process saves by loading it
         self._view_cache = ViewCache(self.index_dir)
         self.view_source = ""  # how the view in memory came: "built in N s" / "loaded ..." (health)
         self._names_of: tuple[IndexView | None, dict[str, set[str]]] = (None, {})  # for _view_with
@@ -501,6 +511,7 @@ class Engine:
                 self._reopen_vectors_if_written_elsewhere()
                 self._probe = None
                 self._view = None
+                self._view_gen += 1
                 # A process with the other lexical_store indexed: this store is behind, so BM25 stops
                 # answering from it (and health says why) until a run here rebuilds it.
                 self.lexical_switched_from = self._lexical_identity()
@@ -756,6 +767,7 @@ class Engine:
     def invalidate(self) -> None:
         with self._lock:
             self._view = None
+            self._view_gen += 1
             self._exact = None
 
     def _patch_view(self, paths: list[str]) -> bool:
@@ -766,8 +778,12 @@ class Engine:
         if len(paths) > PATCH_MAX_PATHS:
             return False
         with self._lock:
+            if paths:
+                self._view_gen += 1  # a build under way read some of these rows before they changed
             if self._view is not None and paths:
+                key = self._current_view_key()  # read before the rows: see _saved_or_built_view
                 self._view = self._view_with(self._view, paths)
+                self._view_key = key if self._view is not None else None
             return True
 
     def _patch_exact(self, paths: list[str]) -> None:
@@ -826,30 +842,105 @@ class Engine:
 
     def view(self) -> IndexView:
         self._catch_up()
-        with self._lock:
-            if self._view is None:
-                self._view = self._saved_or_built_view()
-            return self._view
+        view = self._view
+        if view is not None:
+            return view
+        with self._view_lock:  # one build at a time; the others wait for it and take it
+            with self._lock:
+                if self._view is not None:
+                    return self._view
+                gen = self._view_gen
+            view, key = self._saved_or_built_view()
+            with self._lock:
+                if self._view_gen == gen and self._view is None:  # no write landed meanwhile: keep it
+                    self._view, self._view_key = view, key
+                return view
 
-    def _saved_or_built_view(self) -> IndexView:
+    def _current_view_key(self) -> tuple[Any, ...]:
+        return (*self.meta.content_version(), code_digest())
+
+    def _writing(self) -> bool:
+        """Whether an index run (here, or another process's) is under way: a view built now is for a state
+        about to go."""
+        return self._index_lock.locked() or self.writer_holder() is not None
+
+    def _saved_or_built_view(self) -> tuple[IndexView, tuple[Any, ...]]:
         """The view saved by an earlier process for this very manifest state, else built (and saved when
-        that was slow). The key is read before the tables: a write landing during the build leaves the
-        key behind what was read, so the view is saved under a state already gone (never served), not
-        under one it lacks."""
-        key = (*self.meta.content_version(), code_digest())
+        that was slow), with the key of the state it is for. The key is read before the tables: a write
+        landing during the build leaves the key behind what was read, so the view is saved under a state
+        already gone (never served), not under one it lacks."""
+        key = self._current_view_key()
         t0 = time.perf_counter()
         with _collector_paused():
             view = self._view_cache.load(key)
         if view is not None:
             view.bind(self.meta)
+            self._view_saved_key = key
             self.view_source = f"loaded from {self._view_cache.path.name} in {time.perf_counter() - t0:.2f} s"
-            return view
+            return view, key
         with _collector_paused():
             view = IndexView.build(self.meta)
-        took = time.perf_counter() - t0
-        saved = took >= VIEW_SAVE_MIN_S and self._view_cache.save(key, view)
-        self.view_source = f"built in {took:.2f} s" + (f", saved to {self._view_cache.path.name}" if saved else "")
-        return view
+        took = self._view_build_s = time.perf_counter() - t0
+        self.view_source = f"built in {took:.2f} s"
+        # Not saved while an index run writes (review M2: a cold index of the 100k workspace pickled a
+        # 120 MB view for a query in every batch, each stale at the next): the end of a full run or an
+        # idle spell saves the view then (save_view).
+        if took >= VIEW_SAVE_MIN_S and not self._writing() and self._view_cache.save(key, view):
+            self._view_saved_key = key
+            self.view_source += f", saved to {self._view_cache.path.name}"
+        return view, key
+
+    def save_view(self) -> bool:
+        """Save the view in memory for the next process, when it is for the manifest's current state, was
+        slow to build, is not saved already and no index run writes. For idle callers: the end of a full
+        run, the language server's quiet spell after updates (a patched view is saved again then)."""
+        with self._lock:
+            view, key = self._view, self._view_key
+        if view is None or key is None or key == self._view_saved_key or self._view_build_s < VIEW_SAVE_MIN_S \
+                or self._writing() or key != self._current_view_key():
+            return False
+        if not self._view_cache.save(key, view):
+            return False
+        self._view_saved_key = key
+        self.view_source = self.view_source.split(", saved")[0] + f", saved to {self._view_cache.path.name}"
+        return True
+
+    def prepare_view(self) -> bool:
+        """At the end of ``delphi index`` on a large workspace: the view built (or found saved) and saved for
+        the next process, an editor's server, whose first answer on the 100,000-file workspace took 21.8 s
+        building it and 3.8 s loading it (issue 18). Below VIEW_PREBUILD_FILES files a build takes less than
+        VIEW_SAVE_MIN_S and nothing would be saved."""
+        if not self.is_indexed() or self.meta.counts()["files"] < VIEW_PREBUILD_FILES:
+            return False
+        self.view()
+        return self.save_view()
+
+    def warm(self) -> dict[str, float]:
+        """Open what the first question reads, so that it does not wait for it (issue 18: 3.8 s to the first
+        answer on the 100,000-file workspace, most of it the view, importing chromadb and Chroma loading its
+        segments): the view (loaded or built), the vector search (Chroma with its probe where HNSW answers,
+        else the exact matrix), the lexical searcher; then the view is saved when new. Seconds per step.
+        Nothing before the first index (there is nothing to open), nothing when ``warm_start`` is off."""
+        took: dict[str, float] = {}
+        if not self.settings.warm_start or not self.is_indexed():
+            return took
+        t0 = time.perf_counter()
+        self.view()
+        took["view"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        counts = self.meta.counts()
+        ready, _status = self.vector_status(counts)  # opens Chroma and probes it where HNSW answers
+        if ready and not self._hnsw_answers(counts["vectors"]):
+            self._exact_vectors(counts["vectors"])
+        took["vectors"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        if not self.lexical.unavailable:
+            self.lexical.doc_count()  # opens the searcher
+        took["lexical"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        if self.save_view():
+            took["view_saved"] = time.perf_counter() - t0
+        return took
 
     # ------------------------------------------------------------------ model identity
     def stored_identity(self) -> ModelIdentity | None:

@@ -131,7 +131,21 @@ class Session:
                 return None
         self.queued.add(root)
         self._schedule(root, None)
-        return self.engines[root]
+        eng = self.engines[root]
+        if eng.settings.warm_start and eng.is_indexed():
+            # The first question would otherwise open what it reads itself (issue 18: 3.8 s on the 100,000-file
+            # workspace with a saved view); the catch-up run scheduled above goes on beside it.
+            threading.Thread(target=self._warm, args=(eng,), name="delphi-warm", daemon=True).start()
+        return eng
+
+    def _warm(self, eng: Engine) -> None:
+        try:
+            took = eng.warm()
+            if took:
+                log.info("warmed %s: %s", eng.root, ", ".join(f"{k} {v:.2f} s" for k, v in took.items()))
+        except Exception:  # closed under it (the folder was removed, the server stops), or a store failed:
+            if not self._stopping and eng.root in self.engines:  # the first question meets the same and says so
+                log.exception("warming %s failed", eng.root)
 
     def remove_folder(self, folder: Path | str) -> Engine | None:
         """Stop serving a folder; returns its (closed) engine, or None if it was not open."""
@@ -292,9 +306,10 @@ class Session:
             self.queued.discard(root)
             try:
                 rep = self._index(eng, paths)
-                if (paths is not None or self._polling) and (rep.files_indexed or rep.files_deleted):
-                    # A small update wrote: its merges (and Chroma's writes) wait for a quiet spell. Not
-                    # put off by later updates: a poll every few seconds would put it off for ever.
+                if rep.files_indexed or rep.files_deleted:
+                    # A run wrote: a small update's merges (and Chroma's writes) wait for a quiet spell, and
+                    # the view is made again and saved for the next process then (warm). Not put off by later
+                    # updates: a poll every few seconds would put it off for ever.
                     with self._cv:
                         self._maintain_due.setdefault(root, time.monotonic() + MAINTAIN_AFTER_S)
             except Exception as e:  # an indexing failure must show, and not kill the worker
@@ -313,6 +328,8 @@ class Session:
                 eng.maintain()
             except Exception:  # a merge that fails leaves the committed segments as they were
                 log.exception("merging the index segments of %s failed", root)
+            if eng.settings.warm_start and not self._stopping:
+                self._warm(eng)
 
     def _buffers_of(self, eng: Engine) -> dict[str, str]:
         out = {}

@@ -111,6 +111,9 @@ class Settings:
     # Runs of fewer than 256 files (an editor's save) stay in-process whatever this says: a pool's
     # start-up would cost more than it saves.
     index_workers: int = 2
+    # A long-lived front (the language server, `delphi serve`/`mcp`) opens what the first question reads
+    # in the background: at start on an index that exists, and in a quiet spell after a run (Engine.warm).
+    warm_start: bool = True
     # A snapshot file (`delphi snapshot create`) a new index starts from; ignored once an index exists.
     snapshot: Path | None = None
 

@@ -135,3 +135,40 @@ def test_fronts_do_not_reach_into_the_stores():
     offenders = [f"{f.name}:{n}: {line.strip()}" for f in fronts if f.exists()
                  for n, line in enumerate(f.read_text().splitlines(), 1) if reach.search(line)]
     assert not offenders, "fronts reading stores directly:\n" + "\n".join(offenders)
+
+
+def test_warms_at_start_and_saves_the_view_after_a_quiet_spell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Issue 18: a session opening an indexed workspace opens the view before any question, and after an
+    update the patched view is saved in the quiet spell that follows (the next process loads it)."""
+    import time
+
+    from delphi_ls import engine as engine_mod
+    from delphi_ls import session as session_mod
+    from delphi_ls.engine import Engine
+
+    monkeypatch.setattr(engine_mod, "VIEW_SAVE_MIN_S", 0.0)
+    monkeypatch.setattr(session_mod, "MAINTAIN_AFTER_S", 0.2)
+    ws = build_workspace(tmp_path / "ws")
+    idx = str(tmp_path / "index")
+    with Engine(ws, index_dir=idx, vectors=False) as eng:
+        eng.index(vectors=False)
+    s = Session(Recorder(), {"indexDir": idx, "vectors": False})
+    s.start([ws])
+    try:
+        eng = s.engines[ws.resolve()]
+        deadline = time.monotonic() + 60
+        while not eng.view_source and time.monotonic() < deadline:  # no question asked
+            time.sleep(0.05)
+        assert eng.view_source.startswith("built") and "saved" in eng.view_source
+        assert s.wait_idle(120)
+        saved = eng._view_saved_key
+        (ws / "engine" / "src" / "lib.rs").write_text("pub fn rebuild_graph_twice() {}\n")
+        s.file_changed(ws / "engine" / "src" / "lib.rs", saved=True)
+        deadline = time.monotonic() + 60
+        while eng._view_saved_key == saved and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert eng._view_saved_key != saved and eng._view_saved_key == eng._current_view_key()
+    finally:
+        s.shutdown()
+    with Engine(ws, index_dir=idx, vectors=False) as later:
+        assert "rebuild_graph_twice" in later.view().symbols and later.view_source.startswith("loaded")

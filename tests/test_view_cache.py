@@ -221,3 +221,80 @@ def test_a_view_file_not_signed_by_this_user_is_never_unpickled(tmp_path: Path) 
             assert "backoff" in eng.view().symbols and eng.view_source.startswith("built")
         assert not planted.exists()
         (Path(idx) / view_cache.FILE).unlink(missing_ok=True)
+
+
+def test_not_saved_while_an_index_run_writes_then_saved_when_idle(tmp_path: Path) -> None:
+    """Review M2: a query during an index run built a view and saved it, stale at the run's next batch (a
+    cold index of the 100k workspace pickled 120 MB per batch). Now the run's writer saves nothing, and
+    save_view() saves the same view once the run is over."""
+    ws, idx = _workspace(tmp_path)
+    pickle_file = Path(idx) / view_cache.FILE
+    with Engine(ws, index_dir=idx, vectors=False) as eng:
+        with eng._index_lock:  # what an index run in this engine holds
+            built = eng.view()
+        assert eng.view_source.startswith("built") and "saved" not in eng.view_source
+        assert not pickle_file.exists()
+        assert eng.save_view() and pickle_file.exists()
+        assert eng.view() is built
+        assert not eng.save_view()  # saved already: not written again
+    with Engine(ws, index_dir=idx, vectors=False) as later:
+        assert later.view_source == "" and later.view() is not None
+        assert later.view_source.startswith("loaded")
+
+
+def test_a_patched_view_is_saved_when_idle_and_equals_a_fresh_build(tmp_path: Path) -> None:
+    """After a save patches the view in memory, the idle save writes it under the new state; the next
+    process loads exactly what a build from the manifest gives."""
+    ws, idx = _workspace(tmp_path)
+    with Engine(ws, index_dir=idx, vectors=False) as eng:
+        eng.view()
+        (ws / "src/retry.py").write_text("def backoff(attempt, base=2):\n    return base ** attempt\n\n\n"
+                                         "def jitter(x):\n    return x\n")
+        eng.index(vectors=False, only=["src/retry.py"])  # named, as an editor's save: the view is patched
+        assert "jitter" in eng.view().symbols and eng.view_source.startswith("built")
+        assert eng.save_view()
+    with Engine(ws, index_dir=idx, vectors=False) as loaded:
+        got = _tables(loaded)
+        assert loaded.view_source.startswith("loaded")
+    (Path(idx) / view_cache.FILE).unlink()
+    with Engine(ws, index_dir=idx, vectors=False) as fresh:
+        assert _tables(fresh) == got and fresh.view_source.startswith("built")
+
+
+def test_a_view_outdated_by_another_process_is_not_saved(tmp_path: Path) -> None:
+    ws, idx = _workspace(tmp_path)
+    with Engine(ws, index_dir=idx, vectors=False) as eng:
+        with eng._index_lock:
+            eng.view()  # built, not saved (a run "writes")
+        (ws / "src/jitter.py").write_text("def full_jitter(cap):\n    return cap\n")
+        with Engine(ws, index_dir=idx, vectors=False) as writer:
+            writer.index(vectors=False)
+        assert not eng.save_view()  # the manifest moved on: that view is for a state gone
+        assert not (Path(idx) / view_cache.FILE).exists()
+
+
+def test_warm_opens_what_the_first_question_reads(tmp_path: Path) -> None:
+    ws, idx = _workspace(tmp_path)
+    with Engine(ws, index_dir=idx, embedder="potion-base-8M") as eng:
+        eng.index()
+    with Engine(ws, index_dir=idx, embedder="potion-base-8M") as eng:
+        took = eng.warm()
+        assert set(took) >= {"view", "vectors", "lexical"}
+        assert eng._view is not None and eng._exact is not None and eng._probe is not None
+        assert eng._probe.get("status", "").startswith("ok"), eng._probe
+    with Engine(ws, index_dir=idx, embedder="potion-base-8M", warm_start=False) as eng:
+        assert eng.warm() == {} and eng._view is None and eng._exact is None
+
+
+def test_prepare_view_at_the_end_of_delphi_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from delphi_ls.cli import main
+
+    ws, idx = _workspace(tmp_path)
+    monkeypatch.setattr(engine_mod, "VIEW_PREBUILD_FILES", 10**6)
+    assert main(["index", str(ws), "--index-dir", idx, "--quiet"]) == 0
+    assert not (Path(idx) / view_cache.FILE).exists()  # a small workspace: nothing to save
+    monkeypatch.setattr(engine_mod, "VIEW_PREBUILD_FILES", 1)
+    assert main(["index", str(ws), "--index-dir", idx, "--quiet"]) == 0
+    with Engine(ws, index_dir=idx) as eng:
+        eng.view()
+        assert eng.view_source.startswith("loaded")
