@@ -244,10 +244,15 @@ class Engine:
         self._vectors = store
         self._vectors_opened = True
 
-    def _chroma_may_wait(self) -> bool:
-        """Whether Chroma's writes may be owed: nothing reads it while the exact search answers, and it is
-        this index's own (a server collection is shared and read by others)."""
-        return not self.settings.chroma_url and not self._hnsw_answers(self.meta.counts()["vectors"])
+    def _chroma_wanted(self) -> bool:
+        """Whether Chroma must hold the vectors now: its HNSW answers (above the exact bound, counted in
+        chunks: every chunk gets a vector), or it is a server's collection, which others read. Else nothing
+        reads it and its writes are owed (``chroma_pending``), made once it must answer: Chroma's adds were
+        11.1 s of spring-boot's 69.7 s cold index, where the exact search answers every query (issue 18)."""
+        if self.settings.chroma_url:
+            return True
+        c = self.meta.counts()
+        return self._hnsw_answers(max(c["chunks"], c["vectors"]))
 
     def _hnsw_answers(self, n_vectors: int) -> bool:
         """Whether Chroma's HNSW answers the vector branch (else the exact search over the cache)."""
@@ -281,8 +286,8 @@ class Engine:
                 f"{n} vectors, above the exact bound of {exact_bound(self.embedder.identity.dim if self.embedder else 256)}"
             return f"Chroma HNSW ({why})"
         owed = self.meta.chroma_owed()
-        behind = (f"; Chroma is catching up: {owed} vectors to write when the server is idle or at the next "
-                  "`delphi index`") if owed else ""
+        behind = (f"; Chroma is not written while the exact search answers ({owed} vectors owed to it, written "
+                  "once the index passes the exact bound)") if owed else ""
         return f"exact, {n} vectors (from the embedding cache in meta.sqlite){behind}"
 
     # ------------------------------------------------------------------ store damage and repair
@@ -651,19 +656,20 @@ class Engine:
                 # it is opened after the lexical pass then. A query's catch-up (reembed=False) opens
                 # it only to write or delete vectors.
                 full = reembed or rebuild
-                if full and self.meta.counts()["vectors"] > 0:
+                wanted = self._chroma_wanted()
+                if full and wanted and self.meta.counts()["vectors"] > 0:
                     _ = self.vectors
                 indexer = self._indexer()
                 repaired = self._repair(indexer, rebuild, vectors, check=only is None)
                 if repaired:
                     self.invalidate()
                     indexer = self._indexer()
-                # An update of named paths owes Chroma its writes while the exact search answers queries
-                # (Chroma is not read then): 0.04 s of CPU and 0.1 s of I/O a save on spring-boot, 0.3 s of
-                # CPU for the first write after opening. A full run or maintain() pays what is owed.
-                indexer.defer_chroma = only is not None and not full and self._chroma_may_wait()
-                if full and self._vectors is not None and self.meta.chroma_behind():
-                    indexer.flush_chroma(self._vectors)
+                # Chroma's writes are owed while the exact search answers queries (Chroma is not read then):
+                # a save's 0.04 s of CPU and 0.1 s of I/O on spring-boot, 0.3 s for the first write after
+                # opening, and a cold index's every add. Paid by the run (or maintain()) once Chroma answers.
+                indexer.defer_chroma = not wanted
+                if wanted and self.meta.chroma_behind() and self.vectors is not None:
+                    indexer.flush_chroma(self.vectors)
                 # What queries hold in memory is patched for the few files a run changed, not dropped (a
                 # rebuild from the whole manifest cost the next answer 1.5-2 s of CPU on spring-boot, issue 18).
                 view_patched = [0]  # how many of indexer.changed the view has taken in
@@ -676,7 +682,11 @@ class Engine:
 
                 rep = indexer.index_lexical(track, only=only, buffers=buffers, should_stop=self._stop.is_set,
                                             on_batch=on_batch)
-                if full and not self._vectors_opened:
+                if not wanted and self._chroma_wanted():  # this run's chunks took the index past the bound
+                    wanted, indexer.defer_chroma = True, False
+                    if self.vectors is not None and self.meta.chroma_behind():
+                        indexer.flush_chroma(self.vectors)
+                if full and wanted and not self._vectors_opened:
                     _ = self.vectors
                     later = self._repair(indexer, False, vectors)
                     if later:
@@ -734,8 +744,8 @@ class Engine:
                 merged = self.lexical.merge_tiers(max_docs=max_docs)
                 if merged:
                     self.lexical.refresh()
-                if self.meta.chroma_behind() and self.vectors is not None:  # what saves owed Chroma
-                    self._indexer().flush_chroma(self.vectors)
+                if self.meta.chroma_behind() and self._chroma_wanted() and self.vectors is not None:
+                    self._indexer().flush_chroma(self.vectors)  # what saves owed, once Chroma answers
                 return merged
             finally:
                 self.writer.release()
@@ -987,6 +997,14 @@ class Engine:
                            "answers queries; run `delphi index` to re-embed")
         if counts["vectors"] == 0:
             return False, "not ready: no vectors yet"
+        if self._hnsw_answers(counts["vectors"]) and not self.settings.chroma_url and self.meta.chroma_behind():
+            # Embedded while the exact search answered (or before `vector_search` turned to hnsw): Chroma lacks
+            # them until the next index run writes them from the embedding cache.
+            owed = self.meta.chroma_owed()
+            if owed:
+                held = counts["vectors"] - owed
+                return held > 0, (f"{'partial' if held else 'not ready'}: Chroma holds {held}/{counts['vectors']} "
+                                  "vectors; the next index run writes the rest from the embedding cache")
         p = self.probe()
         if p.get("cosine") is not None and p["cosine"] < 0.99:
             holder = self.writer_holder()

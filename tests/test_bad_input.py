@@ -94,7 +94,8 @@ def test_file_deleted_mid_index(workspace: Path, tmp_path: Path, monkeypatch):
         assert eng.meta.chunks_of("shipyard/retry.py")
 
 
-def test_file_turning_binary_leaves_the_index(engine: Engine, workspace: Path):
+def test_file_turning_binary_leaves_the_index(chroma_engine: Engine, workspace: Path):
+    engine = chroma_engine
     (workspace / "web" / "src" / "policy.ts").write_bytes(b"\x00\x01\x02 now binary")
     engine.index()
     assert engine.meta.chunks_of("web/src/policy.ts") == []

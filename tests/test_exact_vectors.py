@@ -61,6 +61,12 @@ def test_exact_and_hnsw_agree_on_the_top_files(indexed):
     answers = {}
     for mode in ("exact", "hnsw"):
         with Engine(ws, index_dir=str(idx), reranker="off", vector_search=mode) as eng:
+            if mode == "hnsw":
+                # Indexed while the exact search answered: Chroma was not written (issue 18), and says so
+                # until a run writes it from the embedding cache.
+                assert eng.context(QUESTION)["branchesReady"]["vector"].startswith("not ready: Chroma holds 0/")
+                rep = eng.index(reembed=False)
+                assert rep.chunks_embedded == 0 and eng.vectors.count() == eng.counts()["vectors"]
             res = eng.context(QUESTION)
             assert res["branchesReady"]["vector"] == "ready"
             answers[mode] = [r["path"] for r in res["results"][:3]]
@@ -80,6 +86,11 @@ def test_the_bound_switches_to_hnsw(indexed, monkeypatch):
     monkeypatch.setattr(exact, "EXACT_MAX_BYTES", 4 * 256 * (n - 1))
     with Engine(ws, index_dir=str(idx), reranker="off") as eng:
         assert eng.vector_search().startswith("Chroma HNSW") and "above the exact bound" in eng.vector_search()
+        # Indexed below the bound, Chroma was owed every vector: not ready (and said) until a run, which
+        # writes them from the embedding cache, embedding nothing.
+        assert eng.vector_status()[1].startswith(f"not ready: Chroma holds 0/{n} vectors")
+        rep = eng.index()
+        assert rep.chunks_embedded == 0 and eng.vectors.count() == n and eng.vector_status() == (True, "ready")
         res = eng.context(QUESTION)
         assert "vector" in {b for r in res["results"] for b in r["branches"]}
         assert eng._vectors is not None and eng._exact is None  # Chroma answered
@@ -119,11 +130,13 @@ def test_a_warm_context_does_not_import_chroma_and_indexing_new_text_does(indexe
     out = _cli(ws, idx, "context", str(ws), QUESTION, "--index-dir", str(idx))
     assert "shipyard/retry.py" in out and "CHROMADB_IMPORTED=False RC=0" in out, out
     assert "CHROMADB_IMPORTED=False" in _cli(ws, idx, "symbols", str(ws), "RetryPolicy", "--index-dir", str(idx))
-    # A new file: the catch-up before the query has something to embed, so it opens Chroma.
+    # A new file: the catch-up before the query embeds it, and owes Chroma its vectors without opening it
+    # (nothing reads Chroma below the exact bound, issue 18); a run where HNSW answers writes them all.
     (ws / "shipyard" / "anchors.py").write_text("def drop_anchor(depth):\n    return depth * 2\n", encoding="utf-8")
     out = _cli(ws, idx, "context", str(ws), "drop the anchor", "--index-dir", str(idx))
-    assert "CHROMADB_IMPORTED=True RC=0" in out, out
+    assert "CHROMADB_IMPORTED=False RC=0" in out and "shipyard/anchors.py" in out, out
     with Engine(ws, index_dir=str(idx), reranker="off", vector_search="hnsw") as eng:
+        eng.index()
         assert eng.vectors.count() == eng.meta.counts()["vectors"] == eng.meta.counts()["chunks"]
     # Health checks Chroma even when nothing else needed it.
     assert "CHROMADB_IMPORTED=True" in _cli(ws, idx, "health", str(ws), "--index-dir", str(idx))

@@ -326,7 +326,8 @@ def test_kill_9_with_workers_leaves_no_orphan_and_resumes_to_a_clean_runs_counts
         d.mkdir(parents=True, exist_ok=True)
         (d / f"mod{i}.py").write_text(f'"""module {i}"""\n' + "".join(
             f"def f{i}_{j}(x):\n    return x * {j} + {i}\n\n" for j in range(12)))
-    env = {**os.environ, "DELPHI_INDEX_WORKERS": "2"}
+    # HNSW answers, so Chroma holds every vector (below the exact bound its writes are owed, issue 18).
+    env = {**os.environ, "DELPHI_INDEX_WORKERS": "2", "DELPHI_VECTOR_SEARCH": "hnsw"}
     killed = tmp_path / "killed"
     cmd = [sys.executable, "-m", "delphi_ls.cli", "index", str(ws), "--index-dir", str(killed), "--quiet"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

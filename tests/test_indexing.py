@@ -9,7 +9,8 @@ from delphi_ls import Engine
 from tests.lexical_pin import whoosh_store_only  # noqa: F401  (these tests read Whoosh's own files)
 
 
-def test_counts_and_skips(engine: Engine):
+def test_counts_and_skips(chroma_engine: Engine):
+    engine = chroma_engine
     c = engine.meta.counts()
     assert c["files"] >= 18 and c["chunks"] >= c["files"] and c["vectors"] == c["chunks"]
     assert engine.vectors is not None and engine.vectors.count() == c["vectors"]
@@ -42,7 +43,8 @@ def test_touch_without_change_is_not_reindexed(engine: Engine, workspace: Path):
     assert rep.files_indexed == 0 and rep.files_unchanged >= 1
 
 
-def test_delete_and_rename_leave_both_stores(engine: Engine, workspace: Path):
+def test_delete_and_rename_leave_both_stores(chroma_engine: Engine, workspace: Path):
+    engine = chroma_engine
     ids = engine.meta.chunk_ids_of("shipyard/scheduler.py")
     (workspace / "shipyard" / "scheduler.py").rename(workspace / "shipyard" / "planner.py")
     (workspace / "docs" / "retry.md").unlink()
@@ -74,7 +76,7 @@ def test_identical_chunks_embedded_once(workspace: Path, tmp_path: Path):
 
 
 def _counts(index_dir: Path, ws: Path) -> dict:
-    eng = Engine(ws, index_dir=str(index_dir))
+    eng = Engine(ws, index_dir=str(index_dir), vector_search="hnsw")
     c = eng.meta.counts()
     c["chroma"] = eng.vectors.count()
     c["whoosh"] = eng.lexical.doc_count()
@@ -93,7 +95,8 @@ def test_killed_mid_run_resumes_to_the_same_counts(tmp_path: Path):
         (d / f"mod{i}.py").write_text(f'"""module {i}"""\n' + body)
     killed = tmp_path / "killed"
     cmd = [sys.executable, "-m", "delphi_ls.cli", "index", str(ws), "--index-dir", str(killed), "--quiet"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {**os.environ, "DELPHI_VECTOR_SEARCH": "hnsw"}  # Chroma answers, so it holds every vector
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     # Wait until the manifest shows progress, then kill hard (no cleanup handlers run).
     deadline = time.time() + 120
     while time.time() < deadline and proc.poll() is None:
@@ -104,9 +107,9 @@ def test_killed_mid_run_resumes_to_the_same_counts(tmp_path: Path):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     partial = _counts(killed, ws)
-    subprocess.run(cmd, check=True, timeout=600)
+    subprocess.run(cmd, check=True, timeout=600, env=env)
     clean = tmp_path / "clean"
-    subprocess.run([*cmd[:-3], "--index-dir", str(clean), "--quiet"], check=True, timeout=600)
+    subprocess.run([*cmd[:-3], "--index-dir", str(clean), "--quiet"], check=True, timeout=600, env=env)
     resumed, full = _counts(killed, ws), _counts(clean, ws)
     assert resumed == full, (partial, resumed, full)
     assert full["files"] > 400 and full["chroma"] == full["vectors"] == full["chunks"]

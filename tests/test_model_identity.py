@@ -43,7 +43,8 @@ def test_mismatched_model_disables_vector_branch(workspace: Path, tmp_path: Path
         assert rep.reembedded_all and eng.vector_status() == (True, "ready")
 
 
-def test_probe_catches_stored_vectors_that_drifted(engine: Engine):
+def test_probe_catches_stored_vectors_that_drifted(chroma_engine: Engine):
+    engine = chroma_engine  # Chroma answers, so the probe compares Chroma's vector
     assert engine.probe()["status"] == "ok" and engine.probe()["cosine"] > 0.999
     rows = engine.meta.db.execute("SELECT id, path, kind FROM chunks").fetchall()
     rng = np.random.default_rng(1)

@@ -93,18 +93,26 @@ def test_round_trip_into_another_folder_answers_the_same_and_redoes_nothing(buil
         assert eng.vector_status()[0] and eng._vectors is None  # noqa: SLF001 (Chroma not needed for that)
         rep = eng.index()
         # Every mtime differs here, every content matches: all kept, nothing parsed or embedded again;
-        # Chroma (no files of it travel) is filled from the embedding cache.
+        # Chroma (no files of it travel) is not filled either: below the exact bound nothing reads it.
         assert (rep.files_indexed, rep.files_deleted) == (0, 0)
         assert rep.files_unchanged == eng.counts()["files"] > 10
-        assert rep.chunks_embedded == rep.vectors_from_cache == eng.counts()["chunks"]
-        assert rep.repaired == ["vector store filled from the embedding cache (a snapshot was loaded)"]
-        assert eng.index().chunks_embedded == 0  # once
+        assert rep.chunks_embedded == 0 and rep.repaired == [] and eng._vectors is None  # noqa: SLF001
         assert eng.check_stores() == {}
         assert {q: top(eng, q) for q in QUESTIONS} == answers
         h = eng.health()
         assert h["ok"] and h["branches"]["vector"] == "ready", h["problems"]
         assert h["model"]["match"] and h["model"]["probe"]["cosine"] > 0.99
         assert h["snapshot"]["file"] == snap.name  # health names where the index came from
+    # Where Chroma answers (above the bound, or by setting), a run fills it from the embedding cache.
+    with Engine(other, index_dir=tmp_path / "index-b", vector_search="hnsw") as eng:
+        rep = eng.index()
+        assert rep.chunks_embedded == rep.vectors_from_cache == eng.counts()["chunks"]
+        assert rep.repaired == ["vector store filled from the embedding cache (a snapshot was loaded)"]
+        assert eng.index().chunks_embedded == 0  # once
+        assert eng.check_stores() == {} and eng.vectors.count() == eng.counts()["vectors"]
+        assert {q: top(eng, q) for q in QUESTIONS} == answers
+        h = eng.health()
+        assert h["ok"] and h["branches"]["vector"] == "ready", h["problems"]
     with Engine(ws, index_dir=tmp_path / "index-fresh") as fresh:
         assert fresh.health(check_staleness=False)["snapshot"] is None
 

@@ -51,7 +51,7 @@ def template(tmp_path_factory, store: str) -> tuple[Path, Path, dict]:
     for rel, text in FILES.items():
         (ws / rel).parent.mkdir(parents=True, exist_ok=True)
         (ws / rel).write_text(text)
-    with Engine(ws, index_dir=str(base / "idx"), reranker="off") as eng:
+    with Engine(ws, index_dir=str(base / "idx"), reranker="off", vector_search="hnsw") as eng:
         assert eng.lexical.name == store
         eng.index()
         facts = {"counts": eng.meta.counts(), "docs": eng.lexical.doc_count()}
@@ -66,7 +66,9 @@ def copy(template, tmp_path: Path) -> tuple[Path, Path, dict]:
 
 
 def _open(ws: Path, idx: Path) -> Engine:
-    return Engine(ws, index_dir=str(idx), reranker="off")
+    # HNSW answers, so Chroma holds every vector and its damage matters (below the exact bound its writes
+    # are otherwise owed, issue 18).
+    return Engine(ws, index_dir=str(idx), reranker="off", vector_search="hnsw")
 
 
 def _problem(h: dict, code: str) -> dict:
@@ -191,8 +193,9 @@ def test_damaged_vector_store_is_refilled_from_the_cache(copy, damage: str):
     assert _health_exit(ws, idx) == 0
 
 
-def test_rebuild_flag_rebuilds_every_store_without_embedding(copy, capsys):
+def test_rebuild_flag_rebuilds_every_store_without_embedding(copy, capsys, monkeypatch):
     ws, idx, facts = copy
+    monkeypatch.setenv("DELPHI_VECTOR_SEARCH", "hnsw")  # as _open: Chroma answers, so it is rebuilt too
     assert main(["index", str(ws), "--index-dir", str(idx), "--reranker", "off", "--rebuild", "--json",
                  "--quiet"]) == 0
     out = capsys.readouterr().out

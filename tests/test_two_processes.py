@@ -170,10 +170,11 @@ def test_writer_lock_between_two_holders(tmp_path: Path):
     b.release()
 
 
-def test_an_open_engine_writes_after_another_process_wrote(tmp_path: Path):
+def test_an_open_engine_writes_after_another_process_wrote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """A server keeps its engine open while `delphi index` writes the same index; its next run must
     reopen Chroma first. Writing from its older in-memory picture broke the collection ("Error finding
     id" on every read; seen with 2,400 vectors, so this test needs that many)."""
+    monkeypatch.setenv("DELPHI_VECTOR_SEARCH", "hnsw")  # here and in the other process: Chroma answers
     ws = tmp_path / "ws"
 
     def write(prefix: str) -> None:
@@ -197,9 +198,10 @@ def test_an_open_engine_writes_after_another_process_wrote(tmp_path: Path):
         assert eng.health(check_staleness=False)["ok"]
 
 
-def test_an_open_reader_sees_what_another_process_wrote(tmp_path: Path):
+def test_an_open_reader_sees_what_another_process_wrote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """A server answering from an open engine while `delphi index` adds files: its next answer and its
     health see the new vectors (Chroma's in-memory view is reopened), not a false 'probe failed'."""
+    monkeypatch.setenv("DELPHI_VECTOR_SEARCH", "hnsw")  # here and in the other process: Chroma answers
     ws = _ws(tmp_path / "ws", 40)
     idx = tmp_path / "idx"
     with Engine(ws, index_dir=str(idx), reranker="off") as eng:
@@ -218,9 +220,10 @@ def test_an_open_reader_sees_what_another_process_wrote(tmp_path: Path):
             assert eng.health(check_staleness=False)["ok"]
 
 
-def test_health_of_an_open_reader_while_another_process_embeds(tmp_path: Path):
+def test_health_of_an_open_reader_while_another_process_embeds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """While another process adds vectors, a reader's Chroma view holds fewer than the manifest counts:
     that is not damage (no error, nothing wiped), and once the writer is done the reader sees them all."""
+    monkeypatch.setenv("DELPHI_VECTOR_SEARCH", "hnsw")  # here and in the other process: Chroma answers
     ws = _ws(tmp_path / "ws", 60)
     idx = tmp_path / "idx"
     with Engine(ws, index_dir=str(idx), reranker="off") as reader:
