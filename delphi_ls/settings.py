@@ -72,7 +72,7 @@ class Settings:
     # Vectors off means lexical branches only (health says so).
     vectors: bool = True
     # Which search answers the vector branch: "exact" (the embedding cache in memory), "hnsw" (Chroma),
-    # "auto": exact up to stores/exact.py's bound (200 MiB of vectors), HNSW above it.
+    # "auto": exact up to stores/exact.py's bound (512 MiB of vectors), HNSW above it.
     vector_search: str = "auto"
     # What holds the BM25 index: "tantivy" (Rust, its own threads) or "whoosh" (pure Python). Switching
     # rebuilds the lexical index from the manifest. tantivy by default since session 7: on spring-boot

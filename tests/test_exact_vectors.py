@@ -140,3 +140,26 @@ def test_a_warm_context_does_not_import_chroma_and_indexing_new_text_does(indexe
         assert eng.vectors.count() == eng.meta.counts()["vectors"] == eng.meta.counts()["chunks"]
     # Health checks Chroma even when nothing else needed it.
     assert "CHROMADB_IMPORTED=True" in _cli(ws, idx, "health", str(ws), "--index-dir", str(idx))
+
+
+def test_equal_chunks_share_a_row_and_both_loaders_agree(indexed):
+    """Equal chunks (vendored copies) embed equally and share one row (the 100k workspace: 439,715 chunks,
+    232,521 rows); the load by one table pass plus the cache's stream answers as the SQL join's rows do."""
+    ws, idx = indexed
+    for i in range(3):
+        (ws / f"copy{i}.py").write_text((ws / "shipyard" / "retry.py").read_text())
+    with Engine(ws, index_dir=str(idx), reranker="off") as eng:
+        eng.index()
+        sha, dim = eng.embedder.identity.weights_sha256, eng.embedder.identity.dim
+        loaded = exact.ExactVectors.load(eng.meta, sha, dim)
+        joined = exact.ExactVectors.from_rows(eng.meta.embedded_vectors(sha), dim)
+        n = eng.meta.counts()["vectors"]
+        distinct = eng.meta.db.execute("SELECT COUNT(DISTINCT content_hash) FROM chunks WHERE embedded=1").fetchone()[0]
+        assert len(loaded) == len(joined) == n and loaded.rows == distinct < n
+        for text in (QUESTION, "class BuildScheduler"):
+            v = eng.embedder.embed([text])[0]
+            got, want = loaded.query(v, 40), joined.query(v, 40)
+            assert [g[:2] for g in got] == [w[:2] for w in want]
+            assert np.allclose([g[2] for g in got], [w[2] for w in want], atol=1e-6)
+        copies = {c for c, p, _s in loaded.query(eng.embedder.embed([QUESTION])[0], n) if p.startswith("copy")}
+        assert len(copies) == 3 * len(eng.meta.chunks_of("copy0.py"))  # every copy is still answered

@@ -13,12 +13,15 @@ import numpy as np
 
 from .meta import MetaStore
 
-# Memory the matrix may take: 200 MiB holds 204,800 vectors of potion-base-8M (256 dims) or 136,533
-# of MiniLM (384 dims). Measured on this project's shared 2-core box (bench/RESULTS.md, "One-shot
-# speed"), CPU: loading 6 ms at 1,035 vectors, 0.15 s at 20,000, 1.9 s at 204,800 (SQLite's join is
-# 1.1 s of it); a query 0.4 ms, 8 ms, 26 ms. Past that a one-shot process pays more loading the
-# matrix than importing and opening Chroma, and a long-lived one holds too much memory twice.
-EXACT_MAX_BYTES = 200 * 2**20
+# The most chunks the exact search answers, in bytes of their vectors as if none were equal: 512 MiB is
+# 524,288 chunks of potion-base-8M (256 dims), 349,525 of MiniLM (384). Above it Chroma's HNSW answers,
+# and only then is Chroma written (Engine._chroma_wanted). The trade, measured on the 100,000-file workspace
+# (439,715 chunks, 232,521 distinct vectors, bench/RESULTS.md session 9): loading 2.8-3.7 s (a server
+# does it in the background at start, Engine.warm) and 15.5 ms a query, against Chroma's adds in every
+# cold index (235 s of its 821 s), importing and loading Chroma (2-3 s) and its HNSW in memory, which
+# holds every chunk's vector, equal or not, plus its graph. The earlier bound (200 MiB, issue 13) was set by the
+# load time of the SQL join it used then (1.9 s at 204,800; 13.8 s at 439,715 through the index).
+EXACT_MAX_BYTES = 512 * 2**20
 
 
 def exact_bound(dim: int) -> int:
@@ -27,59 +30,90 @@ def exact_bound(dim: int) -> int:
 
 
 class ExactVectors:
-    """The embedded chunks' vectors as row-normalised float32 rows (in the manifest's order when loaded).
+    """The embedded chunks' vectors as row-normalised float32 rows, one row per distinct vector: identical
+    chunks (vendored copies, old releases side by side, licence headers) embed identically, and on the
+    100,000-file workspace 439,715 chunks had 232,520 distinct texts. Each chunk points at its row.
 
-    After an update of a few files (:meth:`replaced`) the rows of those files are marked dead and their
+    After an update of a few files (:meth:`replaced`) the chunks of those files are marked dead and their
     new rows appended as a small block, so an update costs its files, not a copy of the whole matrix
-    (37 MB on spring-boot: 0.06-0.15 s a save, issue 18); the blocks are joined again once dead rows or
+    (37 MB on spring-boot: 0.06-0.15 s a save, issue 18); the blocks are joined again once dead chunks or
     blocks pile up."""
 
-    def __init__(self, ids: list[str], paths: list[str], matrix: np.ndarray,
-                 blocks: list[np.ndarray] | None = None, alive: np.ndarray | None = None) -> None:
-        self._ids = ids  # every row's, dead ones included (rows of all blocks, in order)
+    def __init__(self, ids: list[str], paths: list[str], rowix: np.ndarray, blocks: list[np.ndarray],
+                 alive: np.ndarray | None = None) -> None:
+        self._ids = ids  # every chunk's, dead ones included (in order)
         self._paths = paths
-        self._blocks = blocks if blocks is not None else [matrix]
-        self._alive = alive  # None: every row is alive
+        self._rowix = rowix  # each chunk's row in the blocks stacked
+        self._blocks = blocks
+        self._alive = alive  # None: every chunk is alive
 
     @classmethod
     def load(cls, meta: MetaStore, model: str, dim: int) -> ExactVectors:
         """``model``: the embedder's weights sha (the cache's key); vectors of another width are left
         out (a cache written by a model of the same sha cannot have them, but a damaged blob could)."""
-        return cls.from_rows(meta.embedded_vectors(model), dim)
+        chunks = meta.embedded_chunk_hashes()
+        want: dict[str, int] = {}
+        for _c, _p, h in chunks:
+            want.setdefault(h, len(want))
+        mat = np.zeros((len(want), dim), dtype=np.float32)
+        got = np.zeros(len(want), dtype=bool)
+        width = 4 * dim
+        for h, blob in meta.cached_vector_rows(model):  # a stream: only the matrix is held, not the rows
+            i = want.get(h)
+            if i is not None and len(blob) == width:
+                mat[i] = np.frombuffer(blob, dtype=np.float32)
+                got[i] = True
+        if not got.all():  # a chunk whose vector is not in the cache (damaged): left out, as the join did
+            keep = [k for k, (_c, _p, h) in enumerate(chunks) if got[want[h]]]
+            chunks = [chunks[k] for k in keep]
+        rowix = np.fromiter((want[h] for _c, _p, h in chunks), dtype=np.int64, count=len(chunks))
+        norms = np.linalg.norm(mat, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        mat /= norms
+        return cls([c for c, _p, _h in chunks], [p for _c, p, _h in chunks], rowix, [mat])
 
     @classmethod
     def from_rows(cls, rows: list[tuple[str, str, bytes]], dim: int) -> ExactVectors:
-        """From (chunk id, path, float32 blob) rows; blobs of another width are left out."""
+        """From (chunk id, path, float32 blob) rows; blobs of another width are left out. Equal blobs
+        share one row."""
         width = 4 * dim
         rows = [r for r in rows if len(r[2]) == width]
-        mat = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(len(rows), dim)
+        seen: dict[bytes, int] = {}
+        rowix = np.fromiter((seen.setdefault(r[2], len(seen)) for r in rows), dtype=np.int64, count=len(rows))
+        mat = np.frombuffer(b"".join(seen), dtype=np.float32).reshape(len(seen), dim)
         norms = np.linalg.norm(mat, axis=1, keepdims=True)
         norms[norms == 0] = 1.0
         mat = mat / norms  # a new, writable array; Chroma's cosine space compares normalised vectors too
-        return cls([r[0] for r in rows], [r[1] for r in rows], mat)
+        return cls([r[0] for r in rows], [r[1] for r in rows], rowix, [mat])
 
     def replaced(self, paths: set[str], rows: list[tuple[str, str, bytes]], dim: int) -> ExactVectors:
-        """A copy with the rows of ``paths`` replaced by ``rows`` (what :meth:`MetaStore.embedded_vectors`
+        """A copy with the chunks of ``paths`` replaced by ``rows`` (what :meth:`MetaStore.embedded_vectors`
         gives for those paths now), for an update of a few files instead of reading every vector again
-        (0.33-0.41 s of CPU on spring-boot's 36,567). Row order does not matter: the search breaks ties
-        by chunk id. This object is not modified (a query may be reading it)."""
+        (0.33-0.41 s of CPU on spring-boot's 36,567). Order does not matter: the search breaks ties by
+        chunk id. This object is not modified (a query may be reading it)."""
         alive = np.ones(len(self._ids), dtype=bool) if self._alive is None else self._alive.copy()
         for i, p in enumerate(self._paths):
             if p in paths:
                 alive[i] = False
         fresh = ExactVectors.from_rows(rows, dim)
-        out = ExactVectors(self._ids + fresh._ids, self._paths + fresh._paths, fresh._blocks[0],
-                           [*self._blocks, fresh._blocks[0]], np.concatenate([alive, np.ones(len(fresh._ids), bool)]))
+        base = sum(len(b) for b in self._blocks)
+        out = ExactVectors(self._ids + fresh._ids, self._paths + fresh._paths,
+                           np.concatenate([self._rowix, fresh._rowix + base]), [*self._blocks, fresh._blocks[0]],
+                           np.concatenate([alive, np.ones(len(fresh._ids), bool)]))
         dead = len(out._ids) - int(out._alive.sum())  # type: ignore[union-attr]
         if len(out._blocks) > 16 or dead > len(out._ids) // 8:
             out = out.compacted()
         return out
 
+    def _stacked(self) -> np.ndarray:
+        return self._blocks[0] if len(self._blocks) == 1 else np.concatenate(self._blocks)
+
     def compacted(self) -> ExactVectors:
-        """One block of the live rows."""
+        """One block of the rows the live chunks use."""
         keep = np.flatnonzero(self._alive) if self._alive is not None else np.arange(len(self._ids))
-        mat = self._blocks[0] if len(self._blocks) == 1 else np.concatenate(self._blocks)
-        return ExactVectors([self._ids[i] for i in keep], [self._paths[i] for i in keep], mat[keep])
+        used, rowix = np.unique(self._rowix[keep], return_inverse=True)
+        return ExactVectors([self._ids[i] for i in keep], [self._paths[i] for i in keep],
+                            rowix.astype(np.int64), [self._stacked()[used]])
 
     @property
     def ids(self) -> list[str]:
@@ -92,8 +126,14 @@ class ExactVectors:
 
     @property
     def matrix(self) -> np.ndarray:
-        """The live rows, in the order of :attr:`ids`."""
-        return self.compacted()._blocks[0] if self._alive is not None or len(self._blocks) > 1 else self._blocks[0]
+        """The live chunks' vectors, one row each, in the order of :attr:`ids`."""
+        keep = np.flatnonzero(self._alive) if self._alive is not None else np.arange(len(self._ids))
+        return self._stacked()[self._rowix[keep]]
+
+    @property
+    def rows(self) -> int:
+        """Rows held (distinct vectors, and those of dead chunks until compaction): the memory it takes."""
+        return sum(len(b) for b in self._blocks)
 
     def __len__(self) -> int:
         return len(self._ids) if self._alive is None else int(self._alive.sum())
@@ -105,7 +145,8 @@ class ExactVectors:
             return []
         v = np.asarray(vector, dtype=np.float32)
         v = v / (np.linalg.norm(v) or 1.0)
-        scores = self._blocks[0] @ v if len(self._blocks) == 1 else np.concatenate([b @ v for b in self._blocks])
+        per_row = self._blocks[0] @ v if len(self._blocks) == 1 else np.concatenate([b @ v for b in self._blocks])
+        scores = per_row[self._rowix]
         if self._alive is not None:
             scores[~self._alive] = -np.inf  # dead rows: never among the k best while k <= live rows
         k = min(k, n)
@@ -125,8 +166,9 @@ class ExactVectors:
     def get_vector(self, chunk_id: str) -> np.ndarray | None:
         for i, c in enumerate(self._ids):
             if c == chunk_id and (self._alive is None or self._alive[i]):
+                r = int(self._rowix[i])
                 for b in self._blocks:
-                    if i < len(b):
-                        return b[i]
-                    i -= len(b)
+                    if r < len(b):
+                        return b[r]
+                    r -= len(b)
         return None

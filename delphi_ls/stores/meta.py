@@ -510,6 +510,25 @@ class MetaStore:
             return self.db.execute(sql.replace("c.embedded", "+c.embedded") + f" AND c.path IN "
                                    f"({','.join('?' * len(paths))})", (model, *paths)).fetchall()
 
+    def embedded_chunk_hashes(self) -> list[tuple[str, str, str]]:
+        """(chunk id, path, content hash) of every embedded chunk, by one pass over the table (`+embedded`:
+        through the index on it, each row was a random lookup: 13.8 s for 439,715 chunks on the 100k
+        workspace, with their vectors joined in)."""
+        with self._lock:
+            return self.db.execute("SELECT id, path, content_hash FROM chunks WHERE +embedded = 1").fetchall()
+
+    def cached_vector_rows(self, model: str) -> Iterator[tuple[str, bytes]]:
+        """(content hash, float32 blob) of every vector ``model`` cached, in key order, as a stream of
+        batches read under the lock (the whole cache at once was 240 MB on the 100k workspace)."""
+        with self._lock:
+            cur = self.db.execute("SELECT content_hash, vec FROM embed_cache WHERE model = ?", (model,))
+        while True:
+            with self._lock:
+                part = cur.fetchmany(4096)
+            if not part:
+                return
+            yield from part
+
     def data_version(self) -> int:
         """Changes whenever another connection (process) commits to the file; not for our own writes."""
         with self._lock:
