@@ -900,6 +900,10 @@ class Engine:
             self.view_source += f", saved to {self._view_cache.path.name}"
         return view, key
 
+    def view_unsaved(self) -> bool:
+        """Whether the view in memory is one save_view() would write (cheap: no manifest read)."""
+        return self._view is not None and self._view_key != self._view_saved_key and self._view_build_s >= VIEW_SAVE_MIN_S
+
     def save_view(self) -> bool:
         """Save the view in memory for the next process, when it is for the manifest's current state, was
         slow to build, is not saved already and no index run writes. For idle callers: the end of a full

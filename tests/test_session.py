@@ -172,3 +172,39 @@ def test_warms_at_start_and_saves_the_view_after_a_quiet_spell(tmp_path: Path, m
         s.shutdown()
     with Engine(ws, index_dir=idx, vectors=False) as later:
         assert "rebuild_graph_twice" in later.view().symbols and later.view_source.startswith("loaded")
+
+
+def test_a_view_built_during_the_catch_up_at_start_is_saved_after_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The server's catch-up run at start changes nothing but holds the writer while the first question (or
+    the warm start) builds the view, which is therefore not saved then: it is saved once the run is over
+    (the 100k workspace's second server start built its view again, 20 s, before this)."""
+    import time
+
+    from delphi_ls import engine as engine_mod
+    from delphi_ls import session as session_mod
+    from delphi_ls.engine import Engine
+
+    monkeypatch.setattr(engine_mod, "VIEW_SAVE_MIN_S", 0.0)
+    monkeypatch.setattr(session_mod, "MAINTAIN_AFTER_S", 0.2)
+    ws = build_workspace(tmp_path / "ws")
+    idx = str(tmp_path / "index")
+    with Engine(ws, index_dir=idx, vectors=False) as eng:
+        eng.index(vectors=False)
+    real = Engine._writing
+    monkeypatch.setattr(Engine, "_writing", lambda self: True)  # every build lands inside the catch-up run
+    s = Session(Recorder(), {"indexDir": idx, "vectors": False})
+    s.start([ws])
+    try:
+        eng = s.engines[ws.resolve()]
+        assert s.wait_idle(120)
+        deadline = time.monotonic() + 30
+        while not eng.view_source and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert eng.view_source.startswith("built") and "saved" not in eng.view_source
+        monkeypatch.setattr(Engine, "_writing", real)  # the run is over
+        deadline = time.monotonic() + 30
+        while "saved" not in eng.view_source and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "saved" in eng.view_source
+    finally:
+        s.shutdown()
