@@ -1093,7 +1093,7 @@ class Engine:
         the stores' state (counts, view, searcher, status lines) is read once for this query and handed
         to the retriever with the live manifest and lexical store."""
         anchors = anchors or []
-        q = analyse(query)
+        q = analyse(query, self.settings.clean_description)
         self._catch_up()
         indexing = self.indexing  # one read: the indexing thread sets it to None when it ends
         counts = self.meta.counts()

@@ -40,6 +40,7 @@ LEXICAL_STORES = ("whoosh", "tantivy")
 MAX_INDEX_WORKERS = 32  # index_workers' bound: a repository's file may set it, and each worker is a process
 BM25_SCORINGS = ("whoosh", "tantivy")
 PRF_MODES = ("off", "bm25", "vector", "both")
+CLEANINGS = ("squash", "basic", "off")  # retrieval/description.py's, repeated so settings imports no retrieval code
 log = logging.getLogger("delphi_ls.settings")
 
 # Keys only the user's own configuration may set: each reaches outside the workspace or the machine
@@ -88,6 +89,15 @@ class Settings:
     # fusion's top files fed back (their shared words; the question's vector moved toward their chunks),
     # the second list replacing the first; "off" by default (session 8, bench/RESULTS.md).
     prf: str = "off"
+    # How a change description is cleaned before it is searched (retrieval/description.py): "basic" (links,
+    # trailers, template checklists and headings, issue numbers, bot lines; session 5), "squash" (also a
+    # checklist item's wrapped lines, a squash-merge's housekeeping bullets, revert lines, commit hashes),
+    # "off" (the text as written). Traces are never cleaned.
+    clean_description: str = "basic"
+    # For a question that asks for source code, a declaration file (a C/C++ header, a `.pyi` stub, a `.d.ts`,
+    # a PHP `FooInterface`, a C# `IFoo`) in the top 20 goes just below its implementation twin when the twin
+    # ranks below it and the question does not name the declaration (retrieval/rerank.py).
+    implementation_first: bool = False
     max_file_bytes: int = 1_000_000
     chunk_chars: int = 1500
     extra_ignores: list[str] = field(default_factory=list)
@@ -213,6 +223,8 @@ class Settings:
             raise SettingsError("lexical_store", f"{self.lexical_store!r} is not one of {', '.join(LEXICAL_STORES)}")
         if self.bm25_scoring not in BM25_SCORINGS:
             raise SettingsError("bm25_scoring", f"{self.bm25_scoring!r} is not one of {', '.join(BM25_SCORINGS)}")
+        if self.clean_description not in CLEANINGS:
+            raise SettingsError("clean_description", f"{self.clean_description!r} is not one of {', '.join(CLEANINGS)}")
         if self.prf not in PRF_MODES:
             raise SettingsError("prf", f"{self.prf!r} is not one of {', '.join(PRF_MODES)}")
         if not 0.0 <= self.reranker_weight <= 1.0:

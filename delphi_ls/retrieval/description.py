@@ -39,17 +39,58 @@ _SPACES = re.compile(r"(?<=\S)[ \t]{2,}(?=\S)")
 _CODEISH = re.compile(r"`|[A-Za-z]\w*(?:_\w+|\.\w+|[a-z][A-Z]\w*)|\w+\(\)|\w/\w")
 
 
+# Cleanings (setting ``clean_description``): "basic" is the above (session 5); "squash" also drops what a
+# squash-merge and a wrapped template leave behind (below); "off" searches the text as written.
+CLEANINGS = ("squash", "basic", "off")
+# A checklist item with the lines a template wraps it onto: they run until a blank line, the next list
+# item or a heading ("- [x] I have ensured my pull request is not behind the main or master\nbranch of the
+# original repository." left "branch", "request", "context" behind, words that name koa's request.js).
+_CHECKLIST_WRAPPED = re.compile(r"^[ \t]*[-*+][ \t]*\[[ xX]\][ \t]*(.*(?:\n(?![ \t]*(?:[-*+][ \t]|\d+[.)][ \t]|#|\n|$))"
+                                r"[^\n]*)*)$", re.M)
+# A squash-merge's housekeeping commits, one per bullet: the change log, review suggestions, merges of the
+# base branch, formatting runs, reverts. Their words (changelog, news, fragment, suggestion, branch, lint)
+# name no code; a bullet that says anything else stays.
+_HOUSEKEEPING = re.compile(
+    r"^[ \t]*[-*+][ \t]+(?:"
+    r"(?:add(?:ed|s)?|update[sd]?|fix(?:e[sd])?|amend(?:ed)?|tweak(?:ed)?)[ \t]+(?:the[ \t]+|an?[ \t]+)?"
+    r"(?:changelog|change[ \t]+log|changes|news|history|release[ \t]+notes?|whats?[ \t]*new)"
+    r"(?:\.(?:md|rst|txt))?(?:[ \t]+(?:entry|entries|fragment|file|item|note))?"
+    r"|add(?:ed|s)?[ \t]+(?:a[ \t]+)?(?:news|changelog)[ \t]+(?:fragment|entry)"
+    r"|apply(?:ing)?[ \t]+suggestions?[ \t]+from[^\n]*"
+    r"|merge[ \t]+(?:remote-tracking[ \t]+)?branch[^\n]*"
+    r"|(?:run[ \t]+|apply[ \t]+|fix(?:ed)?[ \t]+)?(?:lint(?:ing)?|format(?:ting)?|style|typos?|formatter)(?:[ \t]+fix(?:es)?)?"
+    r"|revert[ \t]+\"[^\n]*\"[^\n]*"
+    r")[ \t.!]*$", re.I | re.M)
+# `This reverts commit 5b41...`, and a commit hash anywhere: hex of 12+ characters with a digit and a letter.
+_REVERTS = re.compile(r"^[ \t]*this reverts commit [0-9a-f]{7,40}\.?[ \t]*$", re.I | re.M)
+_HASH = re.compile(r"(?<![\w.])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{12,40}(?![\w.])")
+# Rules that a squash-merge leaves: `---------` before the trailers.
+_RULE = re.compile(r"^[ \t]*-{3,}[ \t]*$", re.M)
+
+
 def _checklist_item(m: re.Match[str]) -> str:
     """A PR template's checklist item goes ("I have added tests"); a task that names code stays."""
     return m.group(0) if _CODEISH.search(m.group(1)) else ""
 
 
-def clean_request(text: str) -> str:
+def clean_request(text: str, cleaning: str = "squash") -> str:
     """``text`` without links (a file link keeps its path), e-mail addresses, trailers, template
-    checklists and headings, issue numbers and bot lines; the rest (title, prose, code, names) as written."""
+    checklists and headings, issue numbers and bot lines; the rest (title, prose, code, names) as written.
+    ``cleaning`` (``CLEANINGS``): "squash" also drops a checklist item's wrapped lines, a squash-merge's
+    housekeeping bullets, revert lines and commit hashes; "basic" does not; "off" returns the text."""
+    if cleaning == "off":
+        return text
     out = _FILE_LINK.sub(lambda m: " " + m.group(1) + " ", text)
     out = _LINES.sub("", out)
+    if cleaning == "squash":
+        out = _CHECKLIST_WRAPPED.sub(_checklist_item, out)
+        out = _HOUSEKEEPING.sub("", out)
+        out = _REVERTS.sub("", out)
+        out = _RULE.sub("", out)
     out = _CHECKLIST.sub(_checklist_item, out)
-    out = _SPACES.sub(" ", _INLINE.sub(" ", out))
+    out = _INLINE.sub(" ", out)
+    if cleaning == "squash":
+        out = _HASH.sub(" ", out)  # after the links, whose hashes go with them
+    out = _SPACES.sub(" ", out)
     out = _BLANKS.sub("\n", out).strip()
     return out or text.strip()

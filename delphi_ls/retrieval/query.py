@@ -75,7 +75,9 @@ def _question_part(text: str) -> str:
     return first
 
 
-def analyse(text: str) -> QueryInfo:
+def analyse(text: str, cleaning: str = "basic") -> QueryInfo:
+    """``cleaning``: how a change description is cleaned before search (setting ``clean_description``,
+    ``description.CLEANINGS``); a trace is never cleaned."""
     raw = text
     frames: list[tuple[str, int]] = []
     for pat in _FRAME_PATTERNS:
@@ -85,7 +87,7 @@ def analyse(text: str) -> QueryInfo:
     if not is_trace:
         # A change description is searched without its links, trailers, checklists and bot lines
         # (retrieval/description.py); a trace keeps every line, its log is the question.
-        text = clean_request(raw)
+        text = clean_request(raw, cleaning)
     terms = query_terms(text)
     words = re.findall(r"[A-Za-z_][\w.]*(?:\(\))?", text)
     identifiers = list(dict.fromkeys(w.rstrip(".") for w in words if is_identifier_like(w.rstrip("."))))

@@ -6,6 +6,10 @@ from the tail (docs/DESIGN.md, lesson 4); only its top ``window`` move, and only
 
 from __future__ import annotations
 
+import posixpath
+import re
+from collections.abc import Callable, Sequence
+
 import numpy as np
 
 from ..models.cross_encoder import CrossEncoder
@@ -90,3 +94,75 @@ def _keep_depth(order: list[int], movable: list[int], keep: int) -> list[int]:
             others -= 1
     chosen = set(top)
     return top + [i for i in order if i not in chosen]
+
+
+# Declarations and the files that implement them, by name (issue 19): a change "implements" behaviour,
+# and its body lives in the implementation; the declaration shares its name and its words, so it ranks
+# first by name (spdlog's `registry.h` above `registry-inl.h`, attrs' `__init__.pyi` above `_make.py`).
+_HEADERS = (".h", ".hpp", ".hh", ".hxx")
+_HEADER_IMPLS = ("-inl.h", "_inl.h", ".inl", "-inl.hpp", "_inl.hpp", ".c", ".cc", ".cpp", ".cxx", ".m", ".mm")
+_INLINE_HEADER = re.compile(r"[-_]inl\.h(?:pp)?$")
+_CSHARP_INTERFACE = re.compile(r"I[A-Z]\w*\.cs$")
+TWIN_DEPTH = 20  # how deep the rule looks: the answer's first page
+
+
+def implementation_twins(path: str, listed: Sequence[str]) -> list[str]:
+    """The files of ``listed`` that implement the declaration ``path``: a `.pyi` stub's `.py`, a `.d.ts`'s
+    `.js`/`.ts`, a C/C++ header's `-inl.h`/`.c`/`.cc`/`.cpp` of the same name (in its folder, or anywhere
+    when the header sits under an `include/` folder), a PHP `FooInterface.php`'s `Foo.php`, a C# `IFoo.cs`'s
+    `Foo.cs`. Empty for anything else."""
+    folder, base = posixpath.split(path)
+    by_name: dict[str, list[str]] = {}
+    for p in listed:
+        by_name.setdefault(posixpath.basename(p), []).append(p)
+
+    def here(*names: str) -> list[str]:
+        return [p for n in names for p in by_name.get(n, ()) if posixpath.dirname(p) == folder]
+
+    if base.endswith(".pyi"):
+        return here(base[:-4] + ".py")
+    if base.endswith(".d.ts"):
+        return here(*(base[:-5] + e for e in (".js", ".mjs", ".cjs", ".ts")))
+    if base.endswith(_HEADERS) and not _INLINE_HEADER.search(base):
+        stem = base.rsplit(".", 1)[0]
+        names = [stem + e for e in _HEADER_IMPLS]
+        if "/include/" in f"/{folder}/":
+            return [p for n in names for p in by_name.get(n, ())]
+        return here(*names)
+    if base.endswith("Interface.php") and len(base) > len("Interface.php"):
+        return [p for p in by_name.get(base[: -len("Interface.php")] + ".php", ())]
+    if _CSHARP_INTERFACE.match(base):
+        return list(by_name.get(base[1:], ()))
+    return []
+
+
+def implementation_first(fused: list[Fused], named: Callable[[str], bool],
+                         pinned: set[str] = frozenset()) -> list[Fused]:
+    """Each declaration in the top ``TWIN_DEPTH`` that ranks above one of its implementation twins moves
+    to just below the highest such twin; the files between move up one place. A declaration the question
+    names (``named``) or the caller handed over (``pinned``) stays. Scores stay monotone (the places'
+    scores are kept, the files move)."""
+    head = list(fused[:TWIN_DEPTH])
+    paths = [f.path for f in head]
+    moved: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for i, path in enumerate(paths):
+            if path in moved or path in pinned or named(path):
+                continue
+            below = [paths.index(t) for t in implementation_twins(path, paths) if paths.index(t) > i]
+            if below:
+                j = min(below)
+                paths.insert(j, paths.pop(i))  # after the pop the twin is at j - 1: the declaration lands below it
+                moved.add(path)
+                changed = True
+                break
+    if not moved:
+        return fused
+    by_path = {f.path: f for f in head}
+    scores = [f.score for f in head]
+    new_head = [by_path[p] for p in paths]
+    for f, s in zip(new_head, scores, strict=True):
+        f.score = s
+    return new_head + fused[TWIN_DEPTH:]

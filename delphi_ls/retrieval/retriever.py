@@ -37,7 +37,7 @@ from .features import candidate_features
 from .fusion import Fused, rrf
 from .packing import legacy_pack, pack
 from .query import QueryInfo
-from .rerank import learned_rerank, rerank
+from .rerank import implementation_first, learned_rerank, rerank
 from .router import SEED_ANCHOR_WEIGHT, SEED_TOP, SEED_TOP_WEIGHT, weights_for
 
 
@@ -185,6 +185,8 @@ class Retriever:
             scores = self.ltr.score(candidate_features(head, q, ctx, names), names)
             fused = learned_rerank(fused, scores, set(anchors), keep=self.settings.ltr_keep_top)
             r.timings["ltr"] = _ms(t0)
+        if self.settings.implementation_first and asks_for_code(q):
+            fused = implementation_first(fused, lambda p: names_file(q, p), set(anchors))
         if self.cross_encoder is not None and fused:
             t0 = time.perf_counter()
             passages = {f.path: passage(ctx.meta, f) for f in fused[: self.settings.reranker_window]}
@@ -241,6 +243,17 @@ class Retriever:
                pack(answered.rows, meta, budget_tokens, root, answered.span_query, answered.scored))
         r.timings["packing"] = _ms(t0)
         return out
+
+
+def asks_for_code(q: QueryInfo) -> bool:
+    """A question for source code written as prose or names (not a trace, not a test question)."""
+    return q.shape in ("english", "identifier") and "code" in q.prefer and "test" not in q.prefer
+
+
+def names_file(q: QueryInfo, path: str) -> bool:
+    """The question names ``path``: its file name appears in the text, or a path it mentions ends with it."""
+    base = path.rsplit("/", 1)[-1].lower()
+    return base in q.text.lower() or any(path.endswith(p.lstrip("./")) for p in q.paths)
 
 
 @dataclass
