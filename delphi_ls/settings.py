@@ -96,7 +96,8 @@ class Settings:
     clean_description: str = "basic"
     # For a question that asks for source code, a declaration file (a C/C++ header, a `.pyi` stub, a `.d.ts`,
     # a PHP `FooInterface`, a C# `IFoo`) in the top 20 goes just below its implementation twin when the twin
-    # ranks below it and the question does not name the declaration (retrieval/rerank.py).
+    # ranks below it, the question does not name the declaration and does not speak of types, stubs, headers,
+    # signatures or overloads (retrieval/rerank.py, retriever.py).
     implementation_first: bool = False
     max_file_bytes: int = 1_000_000
     chunk_chars: int = 1500

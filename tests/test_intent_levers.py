@@ -167,3 +167,13 @@ def test_engine_puts_the_implementation_above_its_header_only_when_set(c_workspa
         assert named.index("src/registry.h") < named.index("src/registry.c")  # the question names the header
         tests = [r["path"] for r in eng.context("Which tests cover the registry lookup by name?")["results"]]
     assert tests == plain_tests  # a question for tests is not reordered
+
+
+def test_a_question_about_types_stubs_or_headers_keeps_the_declaration_first(c_workspace: Path, tmp_path: Path) -> None:
+    question = "Which source files implement this change?\nfix(types): the signature of the named logger lookup in the registry"
+    with Engine(c_workspace, index_dir=str(tmp_path / "idx"), vectors=False) as eng:
+        eng.index()
+        plain = [r["path"] for r in eng.context(question, limit=5)["results"]]
+    with Engine(c_workspace, index_dir=str(tmp_path / "idx"), vectors=False, implementation_first=True) as eng:
+        assert [r["path"] for r in eng.context(question, limit=5)["results"]] == plain
+    assert plain.index("src/registry.h") < plain.index("src/registry.c")
