@@ -62,11 +62,11 @@ def test_a_wrapped_template_item_goes_with_its_lines_and_a_task_that_names_code_
 def test_squash_housekeeping_reverts_and_hashes_go_and_the_request_stays() -> None:
     out = clean_request(SQUASH)
     for gone in ("changelog", "news fragment", "CHANGES.md", "suggestions", "Merge branch", "Revert", "reverts commit",
-                 "5b4138", "fix lint", "-----"):
+                 "5b4138", "fix lint", "-----"):  # the hash went with its revert line
         assert gone not in out, gone
     assert out.count("Fix `optional` validator to accept tuples of len > 1") == 2
-    # not a commit hash: a hex literal, a short word, a number
     assert "* Handle the empty tuple, seen in 0xdeadbeefcafe and cafe12 and 3.1415926535897" in out
+    assert "Related: 8aaf704f5679 (fix)" in clean_request("Retry uploads\nRelated: 8aaf704f5679 (fix)")  # hashes stay
     assert clean_request(SQUASH, "basic").count("* Add changelog") == 1
     assert clean_request(SQUASH, "off") == SQUASH
 
@@ -78,7 +78,7 @@ def test_prose_bullets_that_mention_the_change_log_in_passing_stay() -> None:
 
 def test_cleaning_setting_is_validated_and_names_the_same_choices() -> None:
     assert CLEANINGS == description.CLEANINGS
-    assert Settings().clean_description in CLEANINGS
+    assert Settings().clean_description == "squash" and Settings().implementation_first
     with pytest.raises(SettingsError, match="clean_description"):
         Settings.from_dict({"clean_description": "all"})
 
@@ -155,7 +155,7 @@ def c_workspace(tmp_path: Path) -> Path:
 
 def test_engine_puts_the_implementation_above_its_header_only_when_set(c_workspace: Path, tmp_path: Path) -> None:
     question = "Which source files implement this change?\nFind a named logger in the registry faster"
-    with Engine(c_workspace, index_dir=str(tmp_path / "idx"), vectors=False) as eng:
+    with Engine(c_workspace, index_dir=str(tmp_path / "idx"), vectors=False, implementation_first=False) as eng:
         eng.index()
         plain = [r["path"] for r in eng.context(question, limit=5)["results"]]
         plain_tests = [r["path"] for r in eng.context("Which tests cover the registry lookup by name?")["results"]]
@@ -171,7 +171,7 @@ def test_engine_puts_the_implementation_above_its_header_only_when_set(c_workspa
 
 def test_a_question_about_types_stubs_or_headers_keeps_the_declaration_first(c_workspace: Path, tmp_path: Path) -> None:
     question = "Which source files implement this change?\nfix(types): the signature of the named logger lookup in the registry"
-    with Engine(c_workspace, index_dir=str(tmp_path / "idx"), vectors=False) as eng:
+    with Engine(c_workspace, index_dir=str(tmp_path / "idx"), vectors=False, implementation_first=False) as eng:
         eng.index()
         plain = [r["path"] for r in eng.context(question, limit=5)["results"]]
     with Engine(c_workspace, index_dir=str(tmp_path / "idx"), vectors=False, implementation_first=True) as eng:

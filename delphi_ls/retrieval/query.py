@@ -75,7 +75,7 @@ def _question_part(text: str) -> str:
     return first
 
 
-def analyse(text: str, cleaning: str = "basic") -> QueryInfo:
+def analyse(text: str, cleaning: str = "squash") -> QueryInfo:
     """``cleaning``: how a change description is cleaned before search (setting ``clean_description``,
     ``description.CLEANINGS``); a trace is never cleaned."""
     raw = text

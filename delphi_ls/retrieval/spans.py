@@ -97,7 +97,7 @@ class SpanQuery:
         # name no place in the code; they matched licence headers and URLs in comments. The question's
         # own cleaner (a trace's text is kept whole by analysis, so it is cleaned here); spans had a
         # looser copy of it whose `\S+@\S+` took 0.6 s per answer on a 20 KB pasted token.
-        plain = set(query_terms(clean_request(q.text)))
+        plain = set(query_terms(clean_request(q.text, "basic")))  # as before "squash" (issue 19): spans unchanged
         for t in q.terms:
             if (len(t) < 3 and t not in idents) or t not in plain or t in NOISE_WORDS:
                 continue
