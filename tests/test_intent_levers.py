@@ -111,6 +111,8 @@ def test_a_declaration_moves_just_below_its_highest_twin() -> None:
     assert [f.path for f in out] == ["src/attr/_make.py", "src/attr/__init__.py", "src/attr/__init__.pyi",
                                      "src/attr/_funcs.py"]
     assert [f.score for f in out] == sorted((f.score for f in out), reverse=True)  # the places keep their scores
+    assert out[2].branches == {"twin": 3} and "src/attr/__init__.py ranks above it" in out[2].notes[0][1]
+    assert not out[0].branches  # only the declaration that moved says so
 
 
 def test_a_named_or_pinned_declaration_or_one_below_its_twin_stays() -> None:
@@ -161,8 +163,11 @@ def test_engine_puts_the_implementation_above_its_header_only_when_set(c_workspa
         plain_tests = [r["path"] for r in eng.context("Which tests cover the registry lookup by name?")["results"]]
     assert plain.index("src/registry.h") < plain.index("src/registry.c")  # the header's words put it first
     with Engine(c_workspace, index_dir=str(tmp_path / "idx"), vectors=False, implementation_first=True) as eng:
-        moved = [r["path"] for r in eng.context(question, limit=5)["results"]]
+        rows = eng.context(question, limit=5)["results"]
+        moved = [r["path"] for r in rows]
         assert moved.index("src/registry.c") + 1 == moved.index("src/registry.h")
+        header = rows[moved.index("src/registry.h")]
+        assert header["branches"]["twin"] == header["rank"]  # the answer shows why it sits there
         named = [r["path"] for r in eng.context(question + " in registry.h", limit=5)["results"]]
         assert named.index("src/registry.h") < named.index("src/registry.c")  # the question names the header
         tests = [r["path"] for r in eng.context("Which tests cover the registry lookup by name?")["results"]]

@@ -144,7 +144,7 @@ def implementation_first(fused: list[Fused], named: Callable[[str], bool],
     scores are kept, the files move)."""
     head = list(fused[:TWIN_DEPTH])
     paths = [f.path for f in head]
-    moved: set[str] = set()
+    moved: dict[str, str] = {}  # declaration -> the twin it now sits below
     changed = True
     while changed:
         changed = False
@@ -154,8 +154,8 @@ def implementation_first(fused: list[Fused], named: Callable[[str], bool],
             below = [paths.index(t) for t in implementation_twins(path, paths) if paths.index(t) > i]
             if below:
                 j = min(below)
+                moved[path] = paths[j]
                 paths.insert(j, paths.pop(i))  # after the pop the twin is at j - 1: the declaration lands below it
-                moved.add(path)
                 changed = True
                 break
     if not moved:
@@ -163,6 +163,9 @@ def implementation_first(fused: list[Fused], named: Callable[[str], bool],
     by_path = {f.path: f for f in head}
     scores = [f.score for f in head]
     new_head = [by_path[p] for p in paths]
-    for f, s in zip(new_head, scores, strict=True):
+    for rank, (f, s) in enumerate(zip(new_head, scores, strict=True), start=1):
         f.score = s
+        if f.path in moved:  # the answer says why a declaration sits below where its branches put it
+            f.branches["twin"] = rank
+            f.notes.append(("twin", f"a declaration; its implementation {moved[f.path]} ranks above it"))
     return new_head + fused[TWIN_DEPTH:]
