@@ -306,13 +306,15 @@ class Session:
             self.queued.discard(root)
             try:
                 rep = self._index(eng, paths)
-                if rep.files_indexed or rep.files_deleted or (eng.settings.warm_start and eng.view_unsaved()):
+                wrote = bool(rep.files_indexed or rep.files_deleted)
+                if wrote or (eng.settings.warm_start and eng.view_unsaved()):
                     # A run wrote: a small update's merges (and Chroma's writes) wait for a quiet spell. And
                     # the view is made again and saved for the next process then (warm), also one built while
                     # a run that changed nothing went on (the catch-up at start): not saved during runs. Not
                     # put off by later updates: a poll every few seconds would put it off for ever.
+                    # A run that wrote nothing left nothing to merge: its view is saved at once.
                     with self._cv:
-                        self._maintain_due.setdefault(root, time.monotonic() + MAINTAIN_AFTER_S)
+                        self._maintain_due.setdefault(root, time.monotonic() + (MAINTAIN_AFTER_S if wrote else 0.0))
             except Exception as e:  # an indexing failure must show, and not kill the worker
                 log.exception("indexing %s failed", root)
                 self.events.message("error", f"Delphi: indexing {root} failed: {type(e).__name__}: {e}")

@@ -30,10 +30,11 @@ import platformdirs
 log = logging.getLogger(__name__)
 
 FILE = "view.pickle"
+EXACT_FILE = "exact.pickle"  # the exact vector search's matrix, kept the same way (Engine._exact_vectors)
 _PACKAGE = Path(__file__).resolve().parent.parent
 # The modules whose code decides what the view holds (its tables, the graph, import resolution, kinds).
 _SOURCES = ("retrieval/context.py", "indexing/graph.py", "indexing/imports.py", "workspace/kinds.py",
-            "core/tokens.py", "core/__init__.py", "languages", "stores/meta.py")
+            "core/tokens.py", "core/__init__.py", "languages", "stores/meta.py", "stores/exact.py")
 _code_digest: str | None = None
 
 
@@ -86,8 +87,8 @@ class ViewCache:
     index folder can be one a cloned repository ships (``index_dir`` inside a workspace): a file this user's
     key did not sign is never unpickled."""
 
-    def __init__(self, folder: Path) -> None:
-        self.path = folder / FILE
+    def __init__(self, folder: Path, name: str = FILE) -> None:
+        self.path = folder / name
 
     def load(self, key: Any) -> Any | None:
         """The view saved under ``key``, or None (none saved, saved under another key, unsigned, unreadable)."""
