@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -190,21 +191,30 @@ def test_a_view_built_during_the_catch_up_at_start_is_saved_after_it(tmp_path: P
     idx = str(tmp_path / "index")
     with Engine(ws, index_dir=idx, vectors=False) as eng:
         eng.index(vectors=False)
-    real = Engine._writing
-    monkeypatch.setattr(Engine, "_writing", lambda self: True)  # every build lands inside the catch-up run
-    s = Session(Recorder(), {"indexDir": idx, "vectors": False})
+    in_run = threading.Event()
+    monkeypatch.setattr(Engine, "_writing", lambda self: in_run.is_set())
+    built_in_run: list[str] = []
+    real_index = Session._index
+
+    def catch_up(self, eng, paths):  # the view is built while the run writes, as the first question's was
+        try:
+            eng.view()
+            built_in_run.append(eng.view_source)
+            return real_index(self, eng, paths)
+        finally:
+            in_run.clear()
+
+    monkeypatch.setattr(Session, "_index", catch_up)
+    s = Session(Recorder(), {"indexDir": idx, "vectors": False, "warmStart": True})
+    in_run.set()  # from the start: the warm start's build too lands inside the catch-up run
     s.start([ws])
     try:
         eng = s.engines[ws.resolve()]
         assert s.wait_idle(120)
         deadline = time.monotonic() + 30
-        while not eng.view_source and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert eng.view_source.startswith("built") and "saved" not in eng.view_source
-        monkeypatch.setattr(Engine, "_writing", real)  # the run is over
-        deadline = time.monotonic() + 30
         while "saved" not in eng.view_source and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert "saved" in eng.view_source
+        assert built_in_run and "saved" not in built_in_run[0]  # not saved while the run went on
+        assert "saved" in eng.view_source  # saved once it was over
     finally:
         s.shutdown()
