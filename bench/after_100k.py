@@ -20,12 +20,14 @@ from delphi_ls import Engine
 work = Path(sys.argv[1])
 corpus, index = work / "corpus", work / "index"
 out = {}
-# Twice: without a saved view (the server builds it, and saves it: the index is big), then with the view
-# that first start saved (stores/view_cache.py).
+# Twice: without a saved view or exact matrix (the server builds them, and saves them: the index is big), then
+# with what that first start saved (stores/view_cache.py).
 (index / "view.pickle").unlink(missing_ok=True)
+(index / "exact.pickle").unlink(missing_ok=True)  # the exact search's matrix, saved the same way (session 9)
 out["server_first_answer_existing_index"] = server_cold_start(corpus, index, "potion-base-8M")
 out["server_first_answer_existing_index_saved_view"] = server_cold_start(corpus, index, "potion-base-8M")
 out["saved_view_mb"] = round((index / "view.pickle").stat().st_size / 2**20, 1) if (index / "view.pickle").exists() else None
+out["saved_exact_mb"] = round((index / "exact.pickle").stat().st_size / 2**20, 1) if (index / "exact.pickle").exists() else None
 
 # Where the first answer's time goes, in this process (the server's own start adds its initialize):
 # opening the engine, the in-memory view (built, or loaded when the server above saved it), then the

@@ -218,3 +218,35 @@ def test_a_view_built_during_the_catch_up_at_start_is_saved_after_it(tmp_path: P
         assert "saved" in eng.view_source  # saved once it was over
     finally:
         s.shutdown()
+
+
+def test_an_unsaved_view_is_saved_at_shutdown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A server closed right after its catch-up (a quick open and close, an editor restarted) saves the view
+    it built during the run, so the next start loads it instead of building it again."""
+    from delphi_ls import engine as engine_mod
+    from delphi_ls import session as session_mod
+    from delphi_ls.engine import Engine
+
+    monkeypatch.setattr(engine_mod, "VIEW_SAVE_MIN_S", 0.0)
+    monkeypatch.setattr(session_mod, "MAINTAIN_AFTER_S", 3600.0)
+    ws = build_workspace(tmp_path / "ws")
+    idx = str(tmp_path / "index")
+    with Engine(ws, index_dir=idx, vectors=False) as eng:
+        eng.index(vectors=False)
+    in_run = threading.Event()
+    in_run.set()  # every build lands "inside a run" until shutdown
+    monkeypatch.setattr(Engine, "_writing", lambda self: in_run.is_set())
+    real_maintain = Session._maintain
+    monkeypatch.setattr(Session, "_maintain", lambda self, roots: None)  # no quiet spell before the close
+    s = Session(Recorder(), {"indexDir": idx, "vectors": False})
+    s.start([ws])
+    assert s.wait_idle(120)
+    s.context(ContextRequest(query="BuildGraph"))
+    eng = s.engines[ws.resolve()]
+    assert "saved" not in eng.view_source and eng.view_unsaved()
+    in_run.clear()
+    s.shutdown()
+    monkeypatch.setattr(Session, "_maintain", real_maintain)
+    with Engine(ws, index_dir=idx, vectors=False) as later:
+        later.view()
+        assert later.view_source.startswith("loaded")
