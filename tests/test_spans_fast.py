@@ -319,3 +319,68 @@ def test_scores_do_not_depend_on_the_hash_seed(tmp_path: Path) -> None:
                              check=True, cwd=tmp_path)
         outs.add(got.stdout)
     assert len(outs) == 1
+
+
+def _many_files(root: Path, n: int = 45) -> None:
+    """``n`` modules that all name the question's words (so an answer lists every one), of 1 to 4 chunks,
+    beside an empty file (no chunks)."""
+    for i in range(n):
+        funcs = [f"def retry_backoff_{i}_{k}(attempt):\n    \"\"\"Retry with backoff, attempt {k}.\"\"\"\n"
+                 f"    return min(2 ** attempt, {10 + k})\n" for k in range(1 + i % 4)]
+        (root / f"mod{i:02d}.py").write_text("import time\n\n\n" + "\n\n".join(funcs))
+    (root / "empty.py").write_text("")
+
+
+@pytest.fixture(scope="module")
+def many(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("many")
+    _many_files(root)
+    e = Engine(root, index_dir=str(tmp_path_factory.mktemp("many-index")))
+    e.index(vectors=False)
+    yield e
+    e.close()
+
+
+def test_chunks_of_many_paths_are_each_files_chunks(many: Engine) -> None:
+    paths = [f"mod{i:02d}.py" for i in range(45)] + ["empty.py", "not/indexed.py", "mod03.py"]
+    got = many.meta.chunks_of_paths(paths)
+    assert got == {p: many.meta.chunks_of(p) for p in paths if many.meta.chunks_of(p)}
+    assert sum(len(v) > 1 for v in got.values()) >= 20  # files of several chunks, in their order
+    assert many.meta.first_chunks(paths) == {p: many.meta.chunks_of(p)[0] for p in paths if many.meta.chunks_of(p)}
+    assert many.meta.chunks_of_paths([]) == {} and many.meta.first_chunks([]) == {}
+
+
+def test_evidence_spans_are_the_legacy_spans(many: Engine) -> None:
+    """The results below SCORED_FILES: one batched read gives each file's legacy spans, for evidence that
+    is real, reordered, longer than three, unknown (a chunk since replaced) or absent."""
+    rng = random.Random(7)
+    files = []
+    for i in range(45):
+        p = f"mod{i:02d}.py"
+        ids = [c.id for c in many.meta.chunks_of(p)]
+        rng.shuffle(ids)
+        shape = i % 5
+        ev = ([] if shape == 0 else ["gone-" + p] if shape == 1 else ids + ["gone-" + p] if shape == 2 else
+              ["gone-" + p] + ids if shape == 3 else ids[:1] + [f"mod{(i + 1) % 45:02d}.py-other"])
+        files.append((p, ev))
+    files += [("empty.py", []), ("not/indexed.py", ["x"])]
+    asked = {"retry", "backoff", "retry_backoff_3_0"}
+    want = [S.legacy_spans(many.meta, p, ev, asked) for p, ev in files]
+    assert S.evidence_spans(many.meta, files, asked) == want
+    assert sum(1 for w in want if w) == 45 and want[-1] == [] and want[-2] == []
+
+
+def test_an_answer_reads_its_spans_in_a_few_queries(many: Engine) -> None:
+    """Every chunk read of a 100-result answer (branches, spans, packing) stays a handful of queries, not
+    one or two per listed file: the spans of ranks 21+ and the top 20's chunks are read in batches."""
+    q = "retry backoff attempt"
+    many.context(q, limit=100, budget_tokens=2000)  # warm: the view's chunk lines are read once
+    seen: list[str] = []
+    many.meta.db.set_trace_callback(seen.append)
+    try:
+        ans = many.context(q, limit=100, budget_tokens=2000)
+    finally:
+        many.meta.db.set_trace_callback(None)
+    assert len(ans["results"]) >= 40
+    reads = [s for s in seen if "FROM chunks" in s]
+    assert len(reads) <= 4, reads

@@ -215,14 +215,22 @@ class Retriever:
         sq = None if legacy_spans else spans_mod.SpanQuery.build(r.q, r.lists, anchors, meta)
         scored: dict[str, list[spans_mod.ScoredChunk]] = {}
         t0 = time.perf_counter()
-        rows = []
-        for rank, f in enumerate(fused[:limit], start=1):
-            if sq is None or rank > spans_mod.SCORED_FILES:
-                spans = spans_mod.legacy_spans(meta, f.path, f.evidence, asked)
-            else:
-                sc = spans_mod.score_chunks(f.path, meta.chunks_of(f.path), sq)
+        top = fused[:limit]
+        if sq is None:  # the spans before issue 17, as they were read: one file at a time
+            listed = [spans_mod.legacy_spans(meta, f.path, f.evidence, asked) for f in top]
+        else:
+            # The top files' chunks in one query, and the rest's evidence spans in two: a query per file
+            # was 3-5 ms of a 23 ms answer (bench/RESULTS.md, "Spans (issue 17)", session 9).
+            head = top[: spans_mod.SCORED_FILES]
+            chunks = meta.chunks_of_paths([f.path for f in head])
+            listed = []
+            for f in head:
+                sc = spans_mod.score_chunks(f.path, chunks.get(f.path, []), sq)
                 scored[f.path] = sc  # the packer reuses them
-                spans = spans_mod.listed_spans(sc, asked)
+                listed.append(spans_mod.listed_spans(sc, asked))
+            listed += spans_mod.evidence_spans(meta, [(f.path, f.evidence) for f in top[len(head):]], asked)
+        rows = []
+        for rank, (f, spans) in enumerate(zip(top, listed, strict=True), start=1):
             rows.append({
                 "path": f.path,
                 "uri": (root / f.path).as_uri(),

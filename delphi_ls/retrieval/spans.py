@@ -516,11 +516,31 @@ def ranked(scored: list[ScoredChunk]) -> list[ScoredChunk]:
 
 
 def legacy_spans(meta: MetaStore, path: str, evidence: list[str], asked: set[str]) -> list[dict[str, Any]]:
-    """The spans before issue 17: the fused evidence chunks in branch order, first three."""
+    """The spans before issue 17: the fused evidence chunks in branch order, first three. Kept as it was,
+    one file and its queries at a time, for the benchmark's ``engine-legacy`` (the latency reference)."""
     ids = evidence[:3]
     rows = meta.chunks_by_ids(ids) if ids else {}
     chunks = [rows[i] for i in ids if i in rows]
     if not chunks:
         chunks = meta.chunks_of(path)[:1]
-    return [{"startLine": c.start_line, "endLine": c.end_line, "symbol": _symbol(c, asked),
-             "preview": _preview(c)} for c in chunks]
+    return [_evidence_span(c, asked) for c in chunks]
+
+
+def evidence_spans(meta: MetaStore, files: list[tuple[str, list[str]]], asked: set[str]) -> list[list[dict[str, Any]]]:
+    """:func:`legacy_spans` of every ``(path, evidence)`` in ``files``, the same lists, read in two queries
+    for all of them (the evidence chunks, then the first chunk of each file without any) instead of one
+    or two per file: the results below SCORED_FILES list their spans this way."""
+    ids = [i for _p, ev in files for i in ev[:3]]
+    rows = meta.chunks_by_ids(ids) if ids else {}
+    per = [[rows[i] for i in ev[:3] if i in rows] for _p, ev in files]
+    bare = [p for (p, _ev), chunks in zip(files, per, strict=True) if not chunks]
+    if bare:
+        first = meta.first_chunks(bare)
+        for (p, _ev), chunks in zip(files, per, strict=True):
+            if not chunks and p in first:
+                chunks.append(first[p])
+    return [[_evidence_span(c, asked) for c in chunks] for chunks in per]
+
+
+def _evidence_span(c: ChunkRow, asked: set[str]) -> dict[str, Any]:
+    return {"startLine": c.start_line, "endLine": c.end_line, "symbol": _symbol(c, asked), "preview": _preview(c)}

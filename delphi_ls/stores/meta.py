@@ -309,6 +309,39 @@ class MetaStore:
             rows = self.db.execute(f"SELECT {_CHUNK_COLS} FROM chunks WHERE path=? ORDER BY ord", (path,)).fetchall()
         return [_chunk(r) for r in rows]
 
+    def chunks_of_paths(self, paths: list[str]) -> dict[str, list[ChunkRow]]:
+        """:meth:`chunks_of` for many files in one query per 500 paths: each path with chunks -> its chunks
+        in ``ord`` order (a path without chunks is absent). An answer reads its top files' chunks at once."""
+        want = list(dict.fromkeys(paths))
+        out: dict[str, list[ChunkRow]] = {}
+        with self._lock:
+            rows = []
+            for i in range(0, len(want), 500):
+                part = want[i: i + 500]
+                rows += self.db.execute(f"SELECT {_CHUNK_COLS} FROM chunks WHERE path IN ({','.join('?' * len(part))}) "
+                                        "ORDER BY path, ord", part).fetchall()
+        for r in rows:
+            got = out.get(r[1])
+            if got is None:
+                got = out[r[1]] = []
+            got.append(_chunk(r))
+        return out
+
+    def first_chunks(self, paths: list[str]) -> dict[str, ChunkRow]:
+        """Each path's first chunk (lowest ``ord``, ``chunks_of(path)[0]``), one query per 500 paths; a path
+        without chunks is absent. SQLite takes a bare column's value from the row holding ``MIN(ord)``."""
+        want = list(dict.fromkeys(paths))
+        out: dict[str, ChunkRow] = {}
+        with self._lock:
+            rows = []
+            for i in range(0, len(want), 500):
+                part = want[i: i + 500]
+                rows += self.db.execute(f"SELECT {_CHUNK_COLS}, MIN(ord) FROM chunks WHERE path IN "
+                                        f"({','.join('?' * len(part))}) GROUP BY path", part).fetchall()
+        for r in rows:
+            out[r[1]] = _chunk(r)
+        return out
+
     def unembedded(self, limit: int) -> list[ChunkRow]:
         with self._lock:
             rows = self.db.execute(f"SELECT {_CHUNK_COLS} FROM chunks WHERE embedded=0 LIMIT ?", (limit,)).fetchall()
