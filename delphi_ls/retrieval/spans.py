@@ -74,12 +74,22 @@ class SpanQuery:
     anchors: list[str] = field(default_factory=list)
     _heavy: set[str] | None = field(default=None, repr=False, compare=False)
     _order: dict[str, int] | None = field(default=None, repr=False, compare=False)
+    _kinds: tuple[list[str], set[str]] | None = field(default=None, repr=False, compare=False)
 
     def order(self) -> dict[str, int]:
         """Each word's place in ``words`` (taken once per question)."""
         if self._order is None:
             self._order = {w: i for i, w in enumerate(self.words)}
         return self._order
+
+    def counted(self) -> tuple[list[str], set[str]]:
+        """The words counted as substrings (four letters or more, not an anchor's symbol), in ``words``'
+        order, and those counted as whole words: split once per question, not once per file (an anchor
+        brings hundreds of symbol names, and an answer scores 20 files)."""
+        if self._kinds is None:
+            self._kinds = ([w for w in self.words if len(w) >= SHORT and w not in self.exact],
+                           {w for w in self.words if len(w) < SHORT or w in self.exact})
+        return self._kinds
 
     def heavy(self) -> set[str]:
         """The identifier- and literal-weight words (a learned feature counts them per chunk), taken once
@@ -183,8 +193,8 @@ def _counts(chunks: list[ChunkRow], sq: SpanQuery) -> list[dict[str, int]]:
     per-chunk word count cached by chunk id."""
     lows = [_lower(c) for c in chunks]
     whole = "\n".join(lows)
-    long_ = [w for w in sq.words if len(w) >= SHORT and w not in sq.exact and w in whole]
-    short = {w for w in sq.words if len(w) < SHORT or w in sq.exact}
+    long_, short = sq.counted()
+    long_ = [w for w in long_ if w in whole]
     out = [{w: n for w in long_ if (n := t.count(w))} for t in lows]
     if short:
         at = sq.order()
