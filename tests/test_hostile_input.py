@@ -287,3 +287,30 @@ def test_a_parse_that_runs_too_long_falls_back_to_windows(monkeypatch):
     assert cf.parse_error and "line windows" in cf.parse_error and cf.chunks
     ok = chunker.chunk_file("ok.kt", "package a\nclass A { fun f() = 1 }\n")  # the parser is usable after
     assert ok.parse_error is None and [s.name for s in ok.symbols] == ["A", "f"]
+
+
+def test_read_no_follow_allocates_the_file_not_the_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A small file read under a large limit costs its own size (the packer reads ~15 files an answer
+    with a 4 MB limit); a file that grew after its fstat is still read on to the limit, and refused past it."""
+    import tracemalloc
+
+    root = _ws(tmp_path / "r", {"small.py": "x = 1\n", "grown.py": "z" * 30})
+    tracemalloc.start()
+    try:
+        assert read_no_follow(root, "small.py", 64_000_000) == b"x = 1\n"
+        _cur, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1_000_000, peak
+    real_fstat = os.fstat
+
+    def fstat_before_growth(fd: int) -> os.stat_result:  # the size the file had when it was stat'ed
+        st = real_fstat(fd)
+        return os.stat_result((st.st_mode, st.st_ino, st.st_dev, st.st_nlink, st.st_uid, st.st_gid, 6,
+                               st.st_atime, st.st_mtime, st.st_ctime))
+
+    monkeypatch.setattr(os, "fstat", fstat_before_growth)
+    assert read_no_follow(root, "grown.py", 1000) == b"z" * 30
+    assert read_no_follow(root, "grown.py", 30) == b"z" * 30
+    with pytest.raises(SkipFile, match="too large"):
+        read_no_follow(root, "grown.py", 29)

@@ -303,7 +303,13 @@ def read_no_follow(root: Path, rel: str, max_bytes: int) -> bytes:
         if st.st_size > max_bytes:
             raise SkipFile(f"too large ({st.st_size} bytes > max_file_bytes {max_bytes})")
         with os.fdopen(ffd, "rb", closefd=False) as f:
-            data = f.read(max_bytes + 1)  # a file still growing is cut off here, not read without end
+            # Asked for its size (+1), not the limit: ``read(n)`` allocates n bytes first, and the packer's
+            # 4 MB limit cost ~0.1 ms a file. A file grown since fstat is read on as far as the limit (+1),
+            # so it is cut off there, not read without end, as one read of the limit would have it.
+            want = min(st.st_size, max_bytes) + 1
+            data = f.read(want)
+            if len(data) == want and want <= max_bytes:
+                data += f.read(max_bytes + 1 - want)
     finally:
         os.close(ffd)
     if len(data) > max_bytes:
