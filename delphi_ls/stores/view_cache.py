@@ -102,7 +102,9 @@ class ViewCache:
                 if json.loads(head) != list(key):  # a stale view is not read further
                     return None
                 body = f.read()
-            if not hmac.compare_digest(mac, hmac.new(secret, head + body, "sha256").hexdigest().encode()):
+            want = hmac.new(secret, head, "sha256")
+            want.update(body)  # not head + body: a copy of the whole file (300 MB for the 100k exact matrix)
+            if not hmac.compare_digest(mac, want.hexdigest().encode()):
                 log.warning("the saved view %s is not signed by this user's key; building it", self.path)
                 return None
             return pickle.loads(body)
@@ -114,21 +116,25 @@ class ViewCache:
 
     def save(self, key: Any, view: Any) -> bool:
         """Write ``view`` under ``key`` (a temporary file renamed into place: a reader sees the old file or
-        the new one). A failure (disk full) costs the next process a build, nothing else."""
+        the new one). A failure (disk full) costs the next process a build, nothing else. The pickle is
+        streamed to the file with its MAC computed on the way (the MAC line written last, in place): made
+        in memory, then joined to its head for the MAC, it cost twice its size again (600 MB for the 100k
+        workspace's exact matrix, at a server's shutdown)."""
         secret = _secret()
         if not key[-1] or secret is None:
             return False  # no code digest (other code could load it later), or no key to sign with
         tmp: Path | None = None
         try:
             head = (json.dumps(list(key)) + "\n").encode()
-            body = pickle.dumps(view, protocol=pickle.HIGHEST_PROTOCOL)
-            mac = hmac.new(secret, head + body, "sha256").hexdigest().encode()
-            fd, name = tempfile.mkstemp(prefix=f"{FILE}.", suffix=".tmp", dir=self.path.parent)
+            mac = hmac.new(secret, head, "sha256")
+            fd, name = tempfile.mkstemp(prefix=f"{self.path.name}.", suffix=".tmp", dir=self.path.parent)
             tmp = Path(name)
             with os.fdopen(fd, "wb") as f:
-                f.write(mac + b"\n")
+                f.write(b"0" * mac.digest_size * 2 + b"\n")  # the MAC's place, filled in below
                 f.write(head)
-                f.write(body)
+                pickle.dump(view, _Signing(f, mac), protocol=pickle.HIGHEST_PROTOCOL)
+                f.seek(0)
+                f.write(mac.hexdigest().encode())
             os.replace(tmp, self.path)
             return True
         except Exception as e:
@@ -136,3 +142,14 @@ class ViewCache:
             if tmp is not None:
                 tmp.unlink(missing_ok=True)
             return False
+
+
+class _Signing:
+    """A file for pickle.dump that feeds what it writes to a MAC."""
+
+    def __init__(self, f: Any, mac: Any) -> None:
+        self._f, self._mac = f, mac
+
+    def write(self, b: Any) -> int:
+        self._mac.update(b)
+        return self._f.write(b)
