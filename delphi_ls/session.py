@@ -27,6 +27,8 @@ DEBOUNCE_S = 0.3
 # A small update (a save) leaves its index segment unmerged; this long after it, when no update is waiting,
 # the worker merges what piled up (Engine.maintain), so no save pays for a merge (issue 18).
 MAINTAIN_AFTER_S = 5.0
+# The most a folder's first (catch-up) run waits for its warm start (Engine.warm) before it walks the tree.
+WARM_WAIT_S = 120.0
 MAX_FILE_PROBLEMS = 500
 STALENESS_EVERY_S = 10.0
 # With file events, a full incremental pass this often anyway: events cannot see `.git/info/exclude`
@@ -91,6 +93,7 @@ class Session:
         self._watch_lock = threading.Lock()
         self._watch_interval = 5.0
         self._engines_lock = threading.Lock()
+        self._warming: dict[Path, threading.Event] = {}  # root -> set when its warm start is done
         if options:
             self.configure(options)
 
@@ -134,11 +137,13 @@ class Session:
         eng = self.engines[root]
         if eng.settings.warm_start and eng.is_indexed():
             # The first question would otherwise open what it reads itself (issue 18: 3.8 s on the 100,000-file
-            # workspace with a saved view); the catch-up run scheduled above goes on beside it.
-            threading.Thread(target=self._warm, args=(eng,), name="delphi-warm", daemon=True).start()
+            # workspace with a saved view). The catch-up run scheduled above waits for it: its walk took the
+            # interpreter from the loads a question waits for.
+            done = self._warming[root] = threading.Event()
+            threading.Thread(target=self._warm, args=(eng, done), name="delphi-warm", daemon=True).start()
         return eng
 
-    def _warm(self, eng: Engine) -> None:
+    def _warm(self, eng: Engine, done: threading.Event | None = None) -> None:
         try:
             took = eng.warm()
             if took:
@@ -146,6 +151,9 @@ class Session:
         except Exception:  # closed under it (the folder was removed, the server stops), or a store failed:
             if not self._stopping and eng.root in self.engines:  # the first question meets the same and says so
                 log.exception("warming %s failed", eng.root)
+        finally:
+            if done is not None:
+                done.set()
 
     def remove_folder(self, folder: Path | str) -> Engine | None:
         """Stop serving a folder; returns its (closed) engine, or None if it was not open."""
@@ -312,6 +320,9 @@ class Session:
             if eng is None:
                 continue
             self.queued.discard(root)
+            warming = self._warming.pop(root, None)
+            if warming is not None:
+                warming.wait(timeout=WARM_WAIT_S)
             try:
                 rep = self._index(eng, paths)
                 wrote = bool(rep.files_indexed or rep.files_deleted)

@@ -250,3 +250,39 @@ def test_an_unsaved_view_is_saved_at_shutdown(tmp_path: Path, monkeypatch: pytes
     with Engine(ws, index_dir=idx, vectors=False) as later:
         later.view()
         assert later.view_source.startswith("loaded")
+
+
+def test_the_catch_up_at_start_waits_for_the_warm_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The first run's walk competed with the loads the first question waits for (the 100k workspace): it
+    starts once the warm start is done."""
+    import time
+
+    from delphi_ls.engine import Engine
+
+    ws = build_workspace(tmp_path / "ws")
+    idx = str(tmp_path / "index")
+    with Engine(ws, index_dir=idx, vectors=False) as eng:
+        eng.index(vectors=False)
+    events: list[tuple[str, float]] = []
+    real_warm, real_index = Engine.warm, Session._index
+
+    def slow_warm(self):
+        time.sleep(0.5)
+        out = real_warm(self)
+        events.append(("warm done", time.monotonic()))
+        return out
+
+    def index(self, eng, paths):
+        events.append(("run", time.monotonic()))
+        return real_index(self, eng, paths)
+
+    monkeypatch.setattr(Engine, "warm", slow_warm)
+    monkeypatch.setattr(Session, "_index", index)
+    s = Session(Recorder(), {"indexDir": idx, "vectors": False})
+    s.start([ws])
+    try:
+        assert s.wait_idle(120)
+        names = [e[0] for e in events]
+        assert names.index("warm done") < names.index("run"), events
+    finally:
+        s.shutdown()
