@@ -314,7 +314,8 @@ class Engine:
         key, exact = pending
         if key != self._exact_cache_key(self.meta.counts()["vectors"]) or not self._exact_cache.save(key, exact):
             return False
-        self._exact_unsaved = None
+        if self._exact_unsaved is pending:  # not a newer patch that came meanwhile
+            self._exact_unsaved = None
         return True
 
     def vector_search(self, counts: dict[str, int] | None = None) -> str:
@@ -820,6 +821,7 @@ class Engine:
             self._view = None
             self._view_gen += 1
             self._exact = None
+            self._exact_unsaved = None  # for a state gone; held on, it doubled the matrix's memory at a reload
 
     def _patch_view(self, paths: list[str]) -> bool:
         """After an update of a few files, the in-memory view takes those paths' rows from the manifest
@@ -845,6 +847,11 @@ class Engine:
                 saved_key = self._exact_cache_key(self.meta.counts()["vectors"])  # before the rows it is for
                 rows = self.meta.embedded_vectors(ident.weights_sha256, paths)
                 self._exact = self._exact.replaced(set(paths), rows, ident.dim)
+                if len(self._exact) != self.meta.counts()["vectors"]:
+                    # The run embedded chunks of files it did not change (a catch-up finishing a killed run's
+                    # embedding): only a reload holds them (review 9, H1: they were missing, and saved so).
+                    self._exact, self._exact_unsaved = None, None
+                    return
                 if self._exact_slow:  # a big matrix: saved again at the next idle moment (save_view)
                     self._exact_unsaved = (saved_key, self._exact)
                 self._exact_key = (self.meta.data_version(), self._generation, self.meta.counts()["vectors"],
@@ -930,6 +937,8 @@ class Engine:
         if view is not None:
             view.bind(self.meta)
             self._view_saved_key = key
+            # Only a slow build was saved: a patch of this view is saved again (review 9, M2).
+            self._view_build_s = max(self._view_build_s, VIEW_SAVE_MIN_S)
             self.view_source = f"loaded from {self._view_cache.path.name} in {time.perf_counter() - t0:.2f} s"
             return view, key
         with _collector_paused():

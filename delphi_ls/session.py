@@ -323,6 +323,8 @@ class Session:
             warming = self._warming.pop(root, None)
             if warming is not None:
                 warming.wait(timeout=WARM_WAIT_S)
+                if self._stopping:  # shut down meanwhile: start no run (review 9)
+                    return
             try:
                 rep = self._index(eng, paths)
                 wrote = bool(rep.files_indexed or rep.files_deleted)

@@ -329,3 +329,54 @@ def test_the_exact_matrix_is_saved_and_loaded_like_the_view(tmp_path: Path) -> N
         saved.unlink()
         eng._exact = None
         assert _answer(eng, q) == patched and sorted(eng._exact.ids) == sorted(ex.ids) and len(ex) > 0
+
+
+def test_a_run_embedding_chunks_of_unchanged_files_reloads_the_exact_matrix(tmp_path: Path) -> None:
+    """Review 9 H1: a catch-up finishing a killed run's embedding embeds chunks of files it does not change;
+    patching only the changed files left those out of the matrix (and saved it so)."""
+    ws, idx = _workspace(tmp_path)
+    with Engine(ws, index_dir=idx, embedder="potion-base-8M") as eng:
+        eng.index()
+        eng.meta.db.execute("UPDATE chunks SET embedded = 0 WHERE path = 'src/client.py'")  # as a kill leaves it
+        eng.meta.db.commit()
+    with Engine(ws, index_dir=idx, embedder="potion-base-8M") as eng:
+        eng.warm()
+        assert len(eng._exact) == eng.meta.counts()["vectors"]
+        rep = eng.index()
+        assert rep.chunks_embedded > 0 and rep.files_indexed == 0
+        n = eng.meta.counts()["vectors"]
+        assert len(eng._exact_vectors(n)) == n == eng.meta.counts()["chunks"]
+        eng.save_for_next()
+    with Engine(ws, index_dir=idx, embedder="potion-base-8M") as eng:
+        n = eng.meta.counts()["vectors"]
+        assert len(eng._exact_vectors(n)) == n
+
+
+def test_a_loaded_view_patched_by_a_save_is_saved_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review 9 M2: a view loaded from the file counted as quick to build, so its patch was never saved and
+    every other start built it again."""
+    ws, idx = _workspace(tmp_path)
+    with Engine(ws, index_dir=idx, vectors=False) as eng:
+        eng.view()  # built and saved (the threshold is 0 here)
+    monkeypatch.setattr(engine_mod, "VIEW_SAVE_MIN_S", 1000.0)  # no build here is slow: only a loaded view counts
+    with Engine(ws, index_dir=idx, vectors=False) as eng:
+        eng.view()
+        assert eng.view_source.startswith("loaded")
+        (ws / "src/retry.py").write_text("def backoff(attempt):\n    return 5 ** attempt\n\n\ndef pause():\n    pass\n")
+        eng.index(vectors=False, only=["src/retry.py"])
+        assert eng.view_unsaved() and "view_saved" in eng.save_for_next()
+    with Engine(ws, index_dir=idx, vectors=False) as eng:
+        assert "pause" in eng.view().symbols and eng.view_source.startswith("loaded")
+
+
+def test_a_short_key_file_signs_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review 9: a key file left empty (a kill between creating and writing it) made b"" the key, so a file
+    anyone can sign was unpickled. A key under 32 bytes is unusable: nothing is loaded or saved."""
+    import platformdirs
+
+    monkeypatch.setattr(platformdirs, "user_cache_dir", lambda *_a, **_k: str(tmp_path / "cache"))
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "view-cache.key").write_bytes(b"")
+    assert view_cache._secret() is None
+    cache = view_cache.ViewCache(tmp_path)
+    assert not cache.save(("m", "v", "digest"), {"x": 1}) and cache.load(("m", "v", "digest")) is None

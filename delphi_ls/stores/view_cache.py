@@ -61,24 +61,34 @@ def _secret() -> bytes | None:
     which may sit inside a workspace a repository controls): made once, mode 0600. None: unusable."""
     path = Path(platformdirs.user_cache_dir("delphi")) / "view-cache.key"
     try:
-        return path.read_bytes()
+        return _usable(path.read_bytes())
     except FileNotFoundError:
         pass
     except OSError:
         return None
     try:
+        # Written whole to a temporary file, then linked into place only if none is there: a kill or a full
+        # disk midway cannot leave a short key behind (an empty one signed what anyone could; review 9).
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(secrets.token_bytes(32))
+        fd, tmp = tempfile.mkstemp(prefix="view-cache.key.", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(secrets.token_bytes(32))
+            os.link(tmp, path)
+        finally:
+            os.unlink(tmp)
     except FileExistsError:
         pass  # another process made it first
     except OSError:
         return None
     try:
-        return path.read_bytes()
+        return _usable(path.read_bytes())
     except OSError:
         return None
+
+
+def _usable(key: bytes) -> bytes | None:
+    return key if len(key) >= 32 else None  # a damaged key file: nothing is saved or loaded
 
 
 class ViewCache:
