@@ -221,6 +221,7 @@ def cmd_context(args: argparse.Namespace) -> int:
                           budget_tokens=args.budget_tokens, kinds=args.kind or None, trace_file=args.trace)
         if args.json:
             _dump(ans)
+            eng.save_for_next()  # the exact matrix or view a big workspace took seconds to read, for the next
             return 0
         q = ans["query"]
         print(f"query shape: {q['shape']}" + (f" (prefers {', '.join(q['prefer'])})" if q["prefer"] else ""))
@@ -243,6 +244,8 @@ def cmd_context(args: argparse.Namespace) -> int:
                 print(f"\n--- {p['path']} L{p['startLine']}-{p['endLine']}{' (whole file)' if p['whole'] else ''}{why}")
                 print(p["text"].rstrip("\n"))
         print(f"({ans['timingsMs']['total']:.0f} ms)")
+        sys.stdout.flush()
+        eng.save_for_next()  # after the answer is out: the next command loads what this one read slowly
     return 0
 
 

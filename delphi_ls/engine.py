@@ -288,8 +288,8 @@ class Engine:
         return (*self.meta.content_version(), n_vectors, ident.weights_sha256, code_digest())
 
     def _saved_or_loaded_exact(self, n_vectors: int) -> ExactVectors:
-        """The matrix saved for this very state, else read from the manifest (and saved when that was slow
-        and no run writes; else left for save_view at an idle moment)."""
+        """The matrix saved for this very state, else read from the manifest (and left for save_for_next
+        when that was slow: a server's idle moment or shutdown, the end of a one-shot command)."""
         ident = self.embedder.identity  # type: ignore[union-attr]
         key = self._exact_cache_key(n_vectors)
         t0 = time.perf_counter()
@@ -301,9 +301,8 @@ class Engine:
         exact = ExactVectors.load(self.meta, ident.weights_sha256, ident.dim)
         self._exact_unsaved = None
         self._exact_slow = time.perf_counter() - t0 >= VIEW_SAVE_MIN_S
-        if self._exact_slow:
-            if self._writing() or not self._exact_cache.save(key, exact):
-                self._exact_unsaved = (key, exact)
+        if self._exact_slow:  # saved by save_for_next, outside the lock a query holds here (review 9)
+            self._exact_unsaved = (key, exact)
         return exact
 
     def _save_exact(self) -> bool:

@@ -310,7 +310,8 @@ def test_the_exact_matrix_is_saved_and_loaded_like_the_view(tmp_path: Path) -> N
     q = "which tests cover retry.py"
     with Engine(ws, index_dir=idx, embedder="potion-base-8M") as eng:
         answer = _answer(eng, q)
-        assert saved.exists() and eng._exact_unsaved is None
+        assert not saved.exists() and eng._exact_unsaved is not None  # not on the query's path
+        assert "exact_saved" in eng.save_for_next() and saved.exists() and eng._exact_unsaved is None
     with Engine(ws, index_dir=idx, embedder="potion-base-8M") as eng:
         calls = []
         real = engine_mod.ExactVectors.load
