@@ -228,6 +228,8 @@ class PhaseTimer:
             self._wrap(tantivy_store.TantivyWriter, "delete_path", "tantivy delete")
             self._wrap(tantivy_store.TantivyWriter, "commit", "tantivy commit (+ its threads, merges)")
         self._wrap(meta.MetaStore, "replace_file", "sqlite manifest")
+        # The trigram index added in bulk after each batch (issue 18); before, inside replace_file's triggers.
+        self._wrap(meta.MetaStore, "build_grams", "sqlite trigram (bulk)")
         for name in ("unembedded", "cached_vectors", "cache_vectors", "mark_embedded"):
             self._wrap(meta.MetaStore, name, "sqlite vectors")
         self._wrap(vectors.VectorStore, "upsert", "chroma add")

@@ -97,12 +97,27 @@ def staleness(engine: EngineState) -> dict[str, Any]:
             "examples": (changed + new + deleted)[:10], "stale": bool(changed or new or deleted)}
 
 
-def branch_readiness(engine: EngineState, lexical_ready: bool, vec_status: str) -> dict[str, str]:
+def grams_status(engine: EngineState) -> str | None:
+    """What the trigram branch lacks while its index (stores/meta.py, ``build_grams``) is behind the
+    manifest, in words; None when it holds every chunk."""
+    behind = engine.meta.grams_behind()
+    if not behind:
+        return None
+    if engine.indexing is not None or engine.writer_holder() is not None:
+        return f"partial: {behind} chunks written by the run under way are not in the trigram index yet"
+    return (f"partial: {behind} chunks are not in the trigram index (a run stopped before adding them); "
+            "literals in them are not found until the next `delphi index`, which adds them first")
+
+
+def branch_readiness(engine: EngineState, lexical_ready: bool, vec_status: str,
+                     grams: str | None = None) -> dict[str, str]:
     """Every registered branch's readiness, from what it needs (then the rerankers')."""
     lex_damage = engine.problems.get("lexical_store")
     out: dict[str, str] = {}
     for spec in registered():
-        if Need.VECTORS in spec.needs:
+        if spec.name == "trigram" and grams and lexical_ready:
+            out[spec.name] = grams
+        elif Need.VECTORS in spec.needs:
             out[spec.name] = vec_status
         elif Need.HISTORY in spec.needs:
             out[spec.name] = engine.cochange_status
@@ -169,8 +184,11 @@ def report(engine: EngineState, check_staleness: bool = True) -> dict[str, Any]:
         problems.append({"severity": "warning", "code": "stale_index",
                          "message": f"index is stale: {stale['changed']} changed, {stale['new']} new, "
                                     f"{stale['deleted']} deleted files since the last index"})
+    grams = grams_status(engine)
+    if grams and engine.indexing is None and engine.writer_holder() is None:
+        problems.append({"severity": "warning", "code": "trigram_behind", "message": "trigram branch " + grams})
     indexed_at = engine.meta.get_state("indexed_at")
-    branches = branch_readiness(engine, lexical_ready, vec_status)
+    branches = branch_readiness(engine, lexical_ready, vec_status, grams)
     return {
         "ok": not any(p["severity"] == "error" for p in problems),
         "root": str(engine.root),

@@ -1,0 +1,198 @@
+"""The trigram index (``chunk_grams``, FTS5) built in bulk by index runs (issue 18): a run's chunks wait
+above a watermark and are added after each batch; a run killed in between leaves an index that is complete
+up to the watermark, health says what is missing, and the next run adds it first. Saves, removals and
+rebuilds keep it exactly in step with the chunks (FTS5's own integrity check, against the chunk texts)."""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from delphi_ls import Engine
+from delphi_ls.stores.meta import ChunkRow, MetaStore
+
+N_FILES = 120  # batches of 25, 50, then the rest: the kill lands after the second batch's manifest rows
+
+
+def _workspace(root: Path) -> Path:
+    for i in range(N_FILES):
+        d = root / f"pkg{i % 6}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"mod{i}.py").write_text(
+            f'"""Module {i}."""\n\n\ndef check_{i}(x):\n    if x < 0:\n'
+            f'        raise ValueError("quota exceeded for tenant {i:03d}")\n    return x + {i}\n')
+    return root
+
+
+def _literal(i: int) -> str:
+    return f"quota exceeded for tenant {i:03d}"
+
+
+def _intact(meta_path: Path) -> None:
+    """FTS5's integrity check with rank 1: the index against the chunk texts it was made from. Run on a
+    copy in which the chunks above the watermark (not added yet) are removed first, so it checks that the
+    index holds exactly the chunks at or below it."""
+    src = sqlite3.connect(str(meta_path))
+    db = sqlite3.connect(":memory:")
+    try:
+        src.backup(db)
+        db.execute("DELETE FROM chunks WHERE rowid > COALESCE((SELECT CAST(value AS INTEGER) FROM state "
+                   "WHERE key='grams_upto'), 9223372036854775807)")  # the trigger leaves the index alone
+        db.execute("INSERT INTO chunk_grams(chunk_grams, rank) VALUES ('integrity-check', 1)")
+    finally:
+        db.close()
+        src.close()
+
+
+def _found(meta: MetaStore) -> dict[int, list[tuple[str, str]]]:
+    return {i: meta.find_literal(_literal(i), 500) for i in range(N_FILES)}
+
+
+SETTINGS = {"vectors": False, "index_workers": 0}
+
+
+def test_a_run_killed_before_its_trigram_batch_is_reported_and_the_next_run_finds_every_literal(tmp_path: Path):
+    ws = _workspace(tmp_path / "ws")
+    killed = tmp_path / "killed"
+    Engine(ws, index_dir=str(killed), **SETTINGS).index(vectors=False)
+    for f in ws.rglob("*.py"):  # every file changed: the next run rewrites all of them
+        f.write_text(f.read_text() + "\n# touched\n")
+    # A real kill -9 at the worst point: the second batch's manifest rows are committed, its chunks
+    # not yet in the trigram index.
+    script = textwrap.dedent(f"""
+        import os, signal
+        from delphi_ls import Engine
+        from delphi_ls.stores.meta import MetaStore
+        real = MetaStore.build_grams
+        calls = []
+        def build(self, *a, **k):
+            calls.append(1)
+            if len(calls) == 2:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return real(self, *a, **k)
+        MetaStore.build_grams = build
+        Engine({str(ws)!r}, index_dir={str(killed)!r}, **{SETTINGS!r}).index(vectors=False)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], timeout=300)
+    assert proc.returncode == -signal.SIGKILL
+
+    eng = Engine(ws, index_dir=str(killed), **SETTINGS)
+    behind = eng.meta.grams_behind()
+    assert eng.meta.counts()["files"] == N_FILES and 0 < behind < eng.meta.counts()["chunks"]
+    found = _found(eng.meta)
+    # The second batch's files: old chunks removed (with their trigram rows), new ones not added yet.
+    assert 0 < sum(bool(v) for v in found.values()) < N_FILES
+    h = eng.health(check_staleness=False, full=False)
+    assert any(p["code"] == "trigram_behind" and f"{behind} chunks" in p["message"] for p in h["problems"])
+    assert h["branches"]["trigram"].startswith("partial:")
+    _intact(killed / "meta.sqlite")  # complete up to the watermark, nothing more, nothing less
+
+    rep = eng.index(vectors=False)
+    assert not rep.errors
+    assert eng.meta.grams_behind() == 0 and eng.meta.get_state("grams_upto") is None
+    h = eng.health(check_staleness=False, full=False)
+    assert not any(p["code"] == "trigram_behind" for p in h["problems"]) and h["branches"]["trigram"] == "ready"
+    resumed = _found(eng.meta)
+    eng.close()
+    _intact(killed / "meta.sqlite")
+
+    clean = Engine(ws, index_dir=str(tmp_path / "clean"), **SETTINGS)
+    clean.index(vectors=False)
+    assert resumed == _found(clean.meta)  # the same chunks, every literal found in its one file
+    assert all(len(v) == 1 and v[0][1].endswith(f"/mod{i}.py") for i, v in resumed.items())
+    clean.close()
+
+
+def test_a_save_keeps_the_trigram_index_in_step(tmp_path: Path):
+    ws = _workspace(tmp_path / "ws")
+    eng = Engine(ws, index_dir=str(tmp_path / "idx"), **SETTINGS)
+    eng.index(vectors=False)
+    p = ws / "pkg1" / "mod7.py"
+    p.write_text(p.read_text().replace(_literal(7), "disk quota gone for tenant seven"))
+    rep = eng.index(vectors=False, only=["pkg1/mod7.py"])
+    assert rep.files_indexed == 1
+    assert eng.meta.find_literal(_literal(7), 500) == []
+    assert [path for _c, path in eng.meta.find_literal("quota gone for tenant seven", 500)] == ["pkg1/mod7.py"]
+    p.unlink()
+    eng.index(vectors=False, only=["pkg1/mod7.py"])
+    assert eng.meta.find_literal("quota gone for tenant seven", 500) == []
+    assert eng.meta.grams_behind() == 0
+    eng.close()
+    _intact(tmp_path / "idx" / "meta.sqlite")
+
+
+def test_rebuild_empties_the_trigram_index_at_once_and_refills_it(tmp_path: Path):
+    ws = _workspace(tmp_path / "ws")
+    eng = Engine(ws, index_dir=str(tmp_path / "idx"), **SETTINGS)
+    eng.index(vectors=False)
+    before = _found(eng.meta)
+    eng.meta.clear_index()
+    assert eng.meta.get_state("grams_upto") == 0 and eng.meta.find_literal(_literal(3), 500) == []
+    _intact(tmp_path / "idx" / "meta.sqlite")
+    eng.index(vectors=False)
+    assert {i: [p for _c, p in v] for i, v in _found(eng.meta).items()} == {i: [p for _c, p in v] for i, v in before.items()}
+    eng.close()
+    _intact(tmp_path / "idx" / "meta.sqlite")
+
+
+def _row(path: str, i: int, text: str) -> ChunkRow:
+    return ChunkRow(f"{path}#{i}", path, i, 1, 3, [], "source", f"h{path}{i}", text)
+
+
+def test_removals_while_deferred_leave_the_index_exact(tmp_path: Path):
+    """The watermark's rule, row by row: a chunk at or below it is removed from the trigram index with its
+    row; one above it (written since the deferral) was never added and is not removed."""
+    meta = MetaStore(tmp_path / "meta.sqlite")
+    for n in range(3):
+        meta.replace_file(f"a{n}.py", "h", 1, 1, "source", "python", [_row(f"a{n}.py", 0, f"old text number {n}")],
+                          [], False, set())
+    meta.defer_grams()
+    for n in range(3):
+        meta.replace_file(f"b{n}.py", "h", 1, 1, "source", "python", [_row(f"b{n}.py", 0, f"new text number {n}")],
+                          [], False, set())
+    assert meta.grams_behind() == 3 and meta.find_literal("new text number 1", 10) == []
+    meta.remove_files(["a1.py", "b1.py"])  # one below the watermark, one above
+    meta.replace_file("a2.py", "h2", 1, 1, "source", "python", [_row("a2.py", 0, "replaced text")], [], False, set())
+    _intact(tmp_path / "meta.sqlite")
+    assert meta.build_grams() == 3  # b0, b2 and the new a2
+    assert meta.grams_behind() == 0
+    _intact(tmp_path / "meta.sqlite")
+    assert [p for _c, p in meta.find_literal("text number", 10)] == ["a0.py", "b0.py", "b2.py"]
+    assert meta.find_literal("old text number 2", 10) == [] and len(meta.find_literal("replaced text", 10)) == 1
+    meta.close()
+
+
+OLD_TRIGGERS = """
+CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN
+  INSERT INTO chunk_grams(rowid, text) VALUES (new.rowid, new.text);
+END;
+CREATE TRIGGER chunks_ad AFTER DELETE ON chunks BEGIN
+  INSERT INTO chunk_grams(chunk_grams, rowid, text) VALUES ('delete', old.rowid, old.text);
+END;
+"""
+
+
+def test_an_index_from_before_the_watermark_is_upgraded_in_place(tmp_path: Path):
+    """The triggers of session 8's manifests (every chunk added row by row) are replaced at open; their
+    trigram index holds every chunk, so it is kept, not rebuilt, and bulk runs work on it from then on."""
+    path = tmp_path / "meta.sqlite"
+    meta = MetaStore(path)
+    meta.db.executescript("DROP TRIGGER chunks_ai; DROP TRIGGER chunks_ad;" + OLD_TRIGGERS)
+    meta.replace_file("old.py", "h", 1, 1, "source", "python", [_row("old.py", 0, "written by old code")], [], False, set())
+    meta.close()
+
+    meta = MetaStore(path)
+    sql = dict(meta.db.execute("SELECT name, sql FROM sqlite_master WHERE type='trigger' AND name LIKE 'chunks_a_'"))
+    assert "grams_upto" in sql["chunks_ai"] and "grams_upto" in sql["chunks_ad"]
+    assert meta.grams_behind() == 0 and len(meta.find_literal("written by old code", 10)) == 1
+    meta.defer_grams()
+    meta.replace_file("new.py", "h", 1, 1, "source", "python", [_row("new.py", 0, "written by new code")], [], False, set())
+    meta.remove_files(["old.py"])
+    meta.build_grams()
+    assert meta.find_literal("written by old code", 10) == [] and len(meta.find_literal("written by new code", 10)) == 1
+    meta.close()
+    _intact(path)
