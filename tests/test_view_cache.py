@@ -381,3 +381,16 @@ def test_a_short_key_file_signs_nothing(tmp_path: Path, monkeypatch: pytest.Monk
     assert view_cache._secret() is None
     cache = view_cache.ViewCache(tmp_path)
     assert not cache.save(("m", "v", "digest"), {"x": 1}) and cache.load(("m", "v", "digest")) is None
+
+
+def test_a_killed_save_leaves_no_temporary_file_for_long(tmp_path: Path) -> None:
+    import os
+    import time
+
+    old, young = tmp_path / f"{view_cache.FILE}.abc.tmp", tmp_path / f"{view_cache.EXACT_FILE}.def.tmp"
+    old.write_bytes(b"x" * 10)
+    young.write_bytes(b"y")
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    view_cache.ViewCache(tmp_path)
+    view_cache.ViewCache(tmp_path, view_cache.EXACT_FILE)
+    assert not old.exists() and young.exists()  # a young one may be another process's save under way

@@ -20,7 +20,8 @@ from .meta import MetaStore
 # does it in the background at start, Engine.warm) and 15.5 ms a query, against Chroma's adds in every
 # cold index (235 s of its 821 s), importing and loading Chroma (2-3 s) and its HNSW in memory, which
 # holds every chunk's vector, equal or not, plus its graph. The earlier bound (200 MiB, issue 13) was set by the
-# load time of the SQL join it used then (1.9 s at 204,800; 13.8 s at 439,715 through the index).
+# load time of the SQL join it used then (1.9 s at 204,800; 13.8 s at 439,715 through the index). Not
+# measured: a workspace at the bound with no equal chunks (524,288 rows, about twice the load and query).
 EXACT_MAX_BYTES = 512 * 2**20
 
 

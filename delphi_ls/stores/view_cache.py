@@ -22,6 +22,7 @@ import os
 import pickle
 import secrets
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,14 @@ class ViewCache:
 
     def __init__(self, folder: Path, name: str = FILE) -> None:
         self.path = folder / name
+        # A process killed while saving leaves its temporary file (up to 300 MB on the 100k workspace; review
+        # 9): removed once it is an hour old (a younger one may be another process's save under way).
+        try:
+            for tmp in folder.glob(f"{name}.*.tmp"):
+                if time.time() - tmp.stat().st_mtime > 3600:
+                    tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
 
     def load(self, key: Any) -> Any | None:
         """The view saved under ``key``, or None (none saved, saved under another key, unsigned, unreadable)."""
