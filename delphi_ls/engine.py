@@ -1038,8 +1038,13 @@ class Engine:
             # Chroma's too whenever it is open (health opens it), as HNSW would answer from it.
             # Chroma is probed only for what it holds: not while it is owed writes (it answers nothing then).
             # Nor while a loaded snapshot's vectors are still to be refilled into it (the exact search answers).
-            owed = self.meta.chroma_owed() or bool(self.meta.get_state("vectors_refill"))
-            chroma = self.vectors if not exact else None if owed else self._vectors
+            if not exact:
+                chroma = self.vectors
+            elif self._vectors is None:
+                chroma = None  # not open: nothing to count (what Chroma is owed takes a join over the owed rows)
+            else:
+                owed = self.meta.chroma_owed() or bool(self.meta.get_state("vectors_refill"))
+                chroma = None if owed else self._vectors
             self._probe = health_mod.probe(self.meta, chroma, self.embedder,
                                            self.embedder.identity.weights_sha256 if exact and self.embedder else None)
         return self._probe
