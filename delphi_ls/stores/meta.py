@@ -163,9 +163,15 @@ class MetaStore:
             row = self.db.execute("SELECT sql FROM sqlite_master WHERE type='trigger' AND name='chunks_ai'").fetchone()
             return row is not None and "grams_upto" not in row[0]
 
+        self.bulk_grams = True
         if not old():
             return
-        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as e:  # read-only, or held by a writer for 30 s: kept as it is
+            self.bulk_grams = False  # (its triggers add every chunk: deferring would add chunks twice)
+            log.warning("%s: trigram index triggers not upgraded (%s); chunks are added row by row", self.path, e)
+            return
         try:
             if old():  # another process may have upgraded it meanwhile
                 self.db.execute("DROP TRIGGER chunks_ai")
@@ -496,7 +502,10 @@ class MetaStore:
     def defer_grams(self) -> None:
         """From now on, chunks written are not added to the trigram index one by one (a transaction per
         file made FTS5 write and merge a segment per file): ``build_grams`` adds them in bulk. Removals
-        of chunks already in it still happen row by row. A no-op when already deferred."""
+        of chunks already in it still happen row by row. A no-op when already deferred, or when the
+        manifest's triggers could not be upgraded at open (they add every chunk themselves)."""
+        if not self.bulk_grams:
+            return
         with self._lock:
             self.db.execute("BEGIN IMMEDIATE")
             try:
