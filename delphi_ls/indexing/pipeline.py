@@ -159,9 +159,10 @@ class Indexer:
         # editor buffer's bytes), prepared in this order in-process or by worker processes (workers.py).
         items = [(e.path, None if reparse or e.path not in stored else stored[e.path][0], buffers.get(e.path))
                  for e in todo]
-        if todo:
+        if len(todo) > 1:
             # The trigram index takes this run's chunks in bulk after each batch (build_grams), not row by
             # row in each file's transaction: 15 of the 17 s of spring-boot's manifest writes (issue 18).
+            # One file (a save) gains nothing by it: its chunks go in with its row, as before.
             self.meta.defer_grams()
         pool = self._pool(len(todo))
         stream = pool.stream(items) if pool is not None else prepare_in_process(self.root, self._options(), items)
