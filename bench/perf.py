@@ -302,7 +302,6 @@ def run(folder: Path, embedder: str, keep: bool = False, quick: bool = False,
         t_first = time.perf_counter() - t0
         if wanted is not None and indexer.defer_chroma and wanted():
             indexer.defer_chroma = False  # the lexical pass took the index past the bound: Chroma answers
-            indexer.vectors = eng.vectors
         indexer.index_vectors(progress, rep)
         finish = getattr(indexer, "finish_lexical", None)
         if finish is not None:
