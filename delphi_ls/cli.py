@@ -183,8 +183,7 @@ def cmd_index(args: argparse.Namespace) -> int:
             if bar:
                 bar.close()
         el = time.perf_counter() - t0
-        if rep.files_indexed or rep.files_deleted or not (eng.index_dir / "view.pickle").exists():
-            eng.prepare_view()  # for the next process (an editor's server), on a large workspace
+        eng.prepare_view()  # for the next process (an editor's server), on a large workspace
         counts = eng.counts()
         summary = {"seconds": round(el, 2), **rep.__dict__, "counts": counts, "indexDir": str(eng.index_dir)}
         if args.json:

@@ -281,6 +281,11 @@ class Engine:
                 self._exact_key = key
             return self._exact
 
+    def _pay_chroma(self, indexer: Indexer) -> None:
+        """Make the Chroma writes owed (from the embedding cache), if any and Chroma opens."""
+        if self.meta.chroma_behind() and self.vectors is not None:
+            indexer.flush_chroma(self.vectors)
+
     def _exact_cache_key(self, n_vectors: int) -> tuple[Any, ...]:
         # The manifest's content version moves with every write of files; embedding moves the count; a
         # new model its sha.
@@ -709,8 +714,8 @@ class Engine:
                 # a save's 0.04 s of CPU and 0.1 s of I/O on spring-boot, 0.3 s for the first write after
                 # opening, and a cold index's every add. Paid by the run (or maintain()) once Chroma answers.
                 indexer.defer_chroma = not wanted
-                if wanted and self.meta.chroma_behind() and self.vectors is not None:
-                    indexer.flush_chroma(self.vectors)
+                if wanted:
+                    self._pay_chroma(indexer)
                 # What queries hold in memory is patched for the few files a run changed, not dropped (a
                 # rebuild from the whole manifest cost the next answer 1.5-2 s of CPU on spring-boot, issue 18).
                 view_patched = [0]  # how many of indexer.changed the view has taken in
@@ -725,8 +730,7 @@ class Engine:
                                             on_batch=on_batch)
                 if not wanted and self._chroma_wanted():  # this run's chunks took the index past the bound
                     wanted, indexer.defer_chroma = True, False
-                    if self.vectors is not None and self.meta.chroma_behind():
-                        indexer.flush_chroma(self.vectors)
+                    self._pay_chroma(indexer)
                 if full and wanted and not self._vectors_opened:
                     _ = self.vectors
                     later = self._repair(indexer, False, vectors)
@@ -785,8 +789,8 @@ class Engine:
                 merged = self.lexical.merge_tiers(max_docs=max_docs)
                 if merged:
                     self.lexical.refresh()
-                if self.meta.chroma_behind() and self._chroma_wanted() and self.vectors is not None:
-                    self._indexer().flush_chroma(self.vectors)  # what saves owed, once Chroma answers
+                if self._chroma_wanted():
+                    self._pay_chroma(self._indexer())  # what saves owed, once Chroma answers
                 return merged
             finally:
                 self.writer.release()
@@ -944,13 +948,19 @@ class Engine:
             view = IndexView.build(self.meta)
         took = self._view_build_s = time.perf_counter() - t0
         self.view_source = f"built in {took:.2f} s"
-        # Not saved while an index run writes (review M2: a cold index of the 100k workspace pickled a
-        # 120 MB view for a query in every batch, each stale at the next): the end of a full run or an
-        # idle spell saves the view then (save_view).
-        if took >= VIEW_SAVE_MIN_S and not self._writing() and self._view_cache.save(key, view):
-            self._view_saved_key = key
-            self.view_source += f", saved to {self._view_cache.path.name}"
+        self._store_view(view, key)
         return view, key
+
+    def _store_view(self, view: IndexView, key: tuple[Any, ...]) -> bool:
+        """Save ``view`` (for the state ``key``) when it was slow to build, is not saved already and no index
+        run writes (review 8, M2: a cold index of the 100k workspace pickled a 120 MB view for a query in every
+        batch, each stale at the next; the end of a run or an idle spell saves it then, save_view)."""
+        if self._view_build_s < VIEW_SAVE_MIN_S or key == self._view_saved_key or self._writing() \
+                or not self._view_cache.save(key, view):
+            return False
+        self._view_saved_key = key
+        self.view_source = self.view_source.split(", saved")[0] + f", saved to {self._view_cache.path.name}"
+        return True
 
     def view_unsaved(self) -> bool:
         """Whether the view in memory (or the exact matrix) is one save_view() would write (cheap: no
@@ -964,22 +974,18 @@ class Engine:
         run, the language server's quiet spell after updates (a patched view is saved again then)."""
         with self._lock:
             view, key = self._view, self._view_key
-        if view is None or key is None or key == self._view_saved_key or self._view_build_s < VIEW_SAVE_MIN_S \
-                or self._writing() or key != self._current_view_key():
+        if view is None or key is None or key != self._current_view_key():
             return False
-        if not self._view_cache.save(key, view):
-            return False
-        self._view_saved_key = key
-        self.view_source = self.view_source.split(", saved")[0] + f", saved to {self._view_cache.path.name}"
-        return True
+        return self._store_view(view, key)
 
     def prepare_view(self) -> bool:
         """At the end of ``delphi index`` on a large workspace: the view built (or found saved) and saved for
         the next process, an editor's server, whose first answer on the 100,000-file workspace took 21.8 s
         building it and 3.8 s loading it (issue 18). Below VIEW_PREBUILD_FILES files a build takes less than
         VIEW_SAVE_MIN_S and nothing would be saved."""
-        if not self.is_indexed() or self.meta.counts()["files"] < VIEW_PREBUILD_FILES:
-            return False
+        if not self.is_indexed() or self.meta.counts()["files"] < VIEW_PREBUILD_FILES \
+                or self._view_cache.holds(self._current_view_key()):
+            return False  # small, or saved for this very state already (not loaded just to find that out)
         self.view()
         return self.save_view()
 

@@ -138,6 +138,17 @@ def test_fronts_do_not_reach_into_the_stores():
     assert not offenders, "fronts reading stores directly:\n" + "\n".join(offenders)
 
 
+def _indexed_workspace(tmp_path: Path) -> tuple[Path, str]:
+    """The fixture workspace, indexed (no vectors) by an earlier process: what a server starts on."""
+    from delphi_ls.engine import Engine
+
+    ws = build_workspace(tmp_path / "ws")
+    idx = str(tmp_path / "index")
+    with Engine(ws, index_dir=idx, vectors=False) as eng:
+        eng.index(vectors=False)
+    return ws, idx
+
+
 def test_warms_at_start_and_saves_the_view_after_a_quiet_spell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """Issue 18: a session opening an indexed workspace opens the view before any question, and after an
     update the patched view is saved in the quiet spell that follows (the next process loads it)."""
@@ -149,10 +160,7 @@ def test_warms_at_start_and_saves_the_view_after_a_quiet_spell(tmp_path: Path, m
 
     monkeypatch.setattr(engine_mod, "VIEW_SAVE_MIN_S", 0.0)
     monkeypatch.setattr(session_mod, "MAINTAIN_AFTER_S", 0.2)
-    ws = build_workspace(tmp_path / "ws")
-    idx = str(tmp_path / "index")
-    with Engine(ws, index_dir=idx, vectors=False) as eng:
-        eng.index(vectors=False)
+    ws, idx = _indexed_workspace(tmp_path)
     s = Session(Recorder(), {"indexDir": idx, "vectors": False})
     s.start([ws])
     try:
@@ -187,10 +195,7 @@ def test_a_view_built_during_the_catch_up_at_start_is_saved_after_it(tmp_path: P
 
     monkeypatch.setattr(engine_mod, "VIEW_SAVE_MIN_S", 0.0)
     monkeypatch.setattr(session_mod, "MAINTAIN_AFTER_S", 0.2)
-    ws = build_workspace(tmp_path / "ws")
-    idx = str(tmp_path / "index")
-    with Engine(ws, index_dir=idx, vectors=False) as eng:
-        eng.index(vectors=False)
+    ws, idx = _indexed_workspace(tmp_path)
     in_run = threading.Event()
     monkeypatch.setattr(Engine, "_writing", lambda self: in_run.is_set())
     built_in_run: list[str] = []
@@ -229,10 +234,7 @@ def test_an_unsaved_view_is_saved_at_shutdown(tmp_path: Path, monkeypatch: pytes
 
     monkeypatch.setattr(engine_mod, "VIEW_SAVE_MIN_S", 0.0)
     monkeypatch.setattr(session_mod, "MAINTAIN_AFTER_S", 3600.0)
-    ws = build_workspace(tmp_path / "ws")
-    idx = str(tmp_path / "index")
-    with Engine(ws, index_dir=idx, vectors=False) as eng:
-        eng.index(vectors=False)
+    ws, idx = _indexed_workspace(tmp_path)
     in_run = threading.Event()
     in_run.set()  # every build lands "inside a run" until shutdown
     monkeypatch.setattr(Engine, "_writing", lambda self: in_run.is_set())
@@ -259,10 +261,7 @@ def test_the_catch_up_at_start_waits_for_the_warm_start(tmp_path: Path, monkeypa
 
     from delphi_ls.engine import Engine
 
-    ws = build_workspace(tmp_path / "ws")
-    idx = str(tmp_path / "index")
-    with Engine(ws, index_dir=idx, vectors=False) as eng:
-        eng.index(vectors=False)
+    ws, idx = _indexed_workspace(tmp_path)
     events: list[tuple[str, float]] = []
     real_warm, real_index = Engine.warm, Session._index
 

@@ -109,6 +109,15 @@ class ViewCache:
         except OSError:
             pass
 
+    def holds(self, key: Any) -> bool:
+        """Whether the file is saved under ``key`` (its head only; the body is neither read nor trusted)."""
+        try:
+            with open(self.path, "rb") as f:
+                f.readline()  # the MAC
+                return bool(json.loads(f.readline()) == list(key))
+        except (OSError, ValueError):
+            return False
+
     def load(self, key: Any) -> Any | None:
         """The view saved under ``key``, or None (none saved, saved under another key, unsigned, unreadable)."""
         secret = _secret()
