@@ -294,6 +294,9 @@ def run(folder: Path, embedder: str, keep: bool = False, quick: bool = False,
         # drives the indexer itself to time its phases, so it decides the same here (older code: no such call).
         wanted = getattr(eng, "_chroma_wanted", None)
         indexer.defer_chroma = wanted is not None and not wanted()
+        # And as it does for a run with a vector pass after it: new chunks embedded beside the lexical pass
+        # (session 10; an attribute older code lacks, and ignores).
+        indexer.embed_ahead = True
         eng._index_lock.acquire()  # held as Engine.index holds it: a view built meanwhile is not saved
         rep = indexer.index_lexical(progress)
         t_lex = time.perf_counter() - t0
@@ -321,6 +324,7 @@ def run(folder: Path, embedder: str, keep: bool = False, quick: bool = False,
             "lexical_s": round(t_lex, 2), "first_answer_s": round(t_first, 2), "vectors_complete_s": round(t_all, 2),
             "files_per_s": round(counts["files"] / t_all, 1), "chunks_per_s": round(counts["chunks"] / t_all, 1),
             "embed_s": round(rep.seconds_vectors, 2), "unique_embedded": rep.chunks_embedded - rep.vectors_from_cache,
+            "embedded_ahead": getattr(rep, "vectors_ahead", 0),
             "first_answer_branches": {b: s for b, s in first["branchesReady"].items()},
         }
         # The file graph (built from the imports recorded while chunking) as a share of cold indexing.

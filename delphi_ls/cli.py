@@ -191,12 +191,15 @@ def cmd_index(args: argparse.Namespace) -> int:
         else:
             print(f"indexed {rep.files_indexed} files ({rep.files_unchanged} unchanged, {rep.files_deleted} removed, "
                   f"{rep.files_skipped} skipped) in {el:.1f}s: {counts['files']} files, {counts['chunks']} chunks, "
-                  f"{counts['vectors']} vectors; embedded {rep.chunks_embedded} ({rep.vectors_from_cache} from cache)")
+                  f"{counts['vectors']} vectors; embedded {rep.chunks_embedded} ({rep.vectors_from_cache} from cache"
+                  + (f", {rep.vectors_ahead} of them embedded beside the lexical pass)" if rep.vectors_ahead else ")"))
             print(f"index: {eng.index_dir}")
             for what in rep.repaired:  # damaged stores found and rebuilt before this run
                 print(f"repaired: {what}")
         for err in rep.errors:
             print(f"delphi: {err}", file=sys.stderr)
+        for note in rep.notes:
+            print(f"delphi: note: {note}", file=sys.stderr)
         if rep.errors and not rep.files_seen:  # nothing indexed (e.g. the lexical store is unavailable,
             return 1  # review 7 M4): an error, not a traceback or a 0
     return 0

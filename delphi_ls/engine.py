@@ -691,6 +691,7 @@ class Engine:
             changed = True  # until shown otherwise: a run that fails midway may have written
             patch: list[str] | None = None  # the named paths whose rows the in-memory views take in
             cochange_before = self.meta.get_state("cochange")
+            indexer: Indexer | None = None
             try:
                 if self.meta.get_state("generation", 0) != self._generation:
                     self.invalidate()  # another process wrote since the views were made: patch nothing old
@@ -726,6 +727,9 @@ class Engine:
                     else:
                         self.invalidate()
 
+                # A vector pass will follow: a large run's new chunks are embedded beside the lexical pass.
+                indexer.embed_ahead = bool(vectors and self.settings.vectors and self.embedder is not None
+                                           and (reembed or self.model_matches()))
                 rep = indexer.index_lexical(track, only=only, buffers=buffers, should_stop=self._stop.is_set,
                                             on_batch=on_batch)
                 if not wanted and self._chroma_wanted():  # this run's chunks took the index past the bound
@@ -761,6 +765,8 @@ class Engine:
                 return rep
             finally:
                 self.indexing = None
+                if indexer is not None:
+                    indexer.close_ahead()  # a run that skipped its vector pass (or failed in it) ends the process
                 try:
                     if changed:
                         with self._lock:
@@ -1182,7 +1188,8 @@ class Engine:
                            vec_status, lexical_ready=indexed or bool(view.files),
                            partial=not indexed or (indexing is not None and indexing["phase"] == "lexical"),
                            cochange_status=self.cochange_status,
-                           lexical_behind=self.problems.get("lexical_store") if self.lexical_switched_from else None)
+                           lexical_behind=self.problems.get("lexical_store") if self.lexical_switched_from else None,
+                           grams_behind=health_mod.grams_status(self))
         return self.retriever.retrieve(q, state, anchors, draft)
 
     def candidates(self, query: str, anchors: list[str] | None = None, depth: int = 50,

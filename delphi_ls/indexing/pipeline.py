@@ -8,6 +8,7 @@ resumes where it stopped and ends with the same counts as an uninterrupted one.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from ..stores.meta import ChunkRow, MetaStore
 from ..stores.vectors import VectorStore
 from ..workspace.kinds import file_kind
 from ..workspace.scan import FileEntry, ScanResult, scan, skip_reason
+from .embed_ahead import EmbedAhead
 from .graph import FileGraph
 from .named import WalkNeeded, scan_named
 from .workers import (
@@ -36,6 +38,7 @@ from .workers import (
     prepare_in_process,
 )
 
+log = logging.getLogger(__name__)
 Progress = Callable[[str, int, int, int], None]  # phase, done, total, chunks so far
 BATCH_FILES = 1000  # files per lexical commit once the first small batches are in (issue 18: fewer, larger segments)
 # Bumped when chunking, symbols or import extraction change what they produce for the same bytes.
@@ -55,10 +58,14 @@ class IndexReport:
     chunks_written: int = 0
     chunks_embedded: int = 0
     vectors_from_cache: int = 0
+    # Of the chunks embedded, those embedded during the lexical pass by the low-priority embedding process
+    # (indexing/embed_ahead.py); counted in vectors_from_cache too (the vector pass reads them from the cache).
+    vectors_ahead: int = 0
     seconds_lexical: float = 0.0
     seconds_vectors: float = 0.0
     reembedded_all: bool = False
     errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what went otherwise than planned without failing the run
     # Editor buffers not indexed, with the reason (ignored by the rules, too large, ...). Kept in
     # memory only: the path of an ignored file is not written to the index either.
     buffers_dropped: dict[str, str] = field(default_factory=dict)
@@ -90,6 +97,10 @@ class Indexer:
         # One document per file beside the manifest (stores/filedocs.py), kept only while the filedoc branch
         # can run (``file_docs``, from the engine): off, they cost ~7% of a cold lexical pass for nothing.
         self.filedocs = FileDocs(meta) if file_docs else None
+        # Embed a large run's new chunks beside its lexical pass (embed_ahead.py), set by the engine when the
+        # run goes on to its vector pass; the process lives from the lexical pass to the vector pass.
+        self.embed_ahead = False
+        self._ahead: EmbedAhead | None = None
 
     # ------------------------------------------------------------------ lexical
     def index_lexical(self, progress: Progress | None = None, only: list[str] | None = None,
@@ -166,6 +177,10 @@ class Indexer:
             self.meta.defer_grams()
         pool = self._pool(len(todo))
         stream = pool.stream(items) if pool is not None else prepare_in_process(self.root, self._options(), items)
+        if pool is not None and self.embed_ahead and self.embedder is not None:
+            self._ahead = EmbedAhead(self.settings.embedder, self.embedder.identity.weights_sha256, embed_text,
+                                     processes=pool.workers)
+        stopped = True
         try:
             while i < len(todo):
                 if should_stop and should_stop():
@@ -203,14 +218,18 @@ class Indexer:
                     self.changed.append(entry.path)
                 if prepared:
                     self.meta.build_grams(finish=False)  # queries find this batch's literals with its files
+                    self._send_ahead([r for _e, p in prepared for r in p.rows])
                 done += len(batch)
                 if on_batch and prepared:  # only a batch that wrote something changes what queries see
                     on_batch()
                 if progress:
                     progress("lexical", done, len(todo), rep.chunks_written)
+            stopped = bool(rep.errors)
         finally:
             if pool is not None:
                 pool.close()
+            if stopped:  # stopped or failed: no vector pass follows this run
+                self.close_ahead()
         # Whatever a stopped batch wrote, or a killed run left above the watermark: added now, before the
         # run says the lexical index is ready; then chunks are added row by row again (a no-op when the
         # trigram index holds every chunk and no run deferred it).
@@ -394,6 +413,35 @@ class Indexer:
         self.meta.remove_files(paths)
 
     # ------------------------------------------------------------------ vectors
+    def _send_ahead(self, rows: list[ChunkRow]) -> None:
+        """Hand a written batch's chunks to the embedding process, and cache what it has sent back."""
+        if self._ahead is None or self.embedder is None:
+            return
+        model = self.embedder.identity.weights_sha256
+        self._ahead.submit(rows, lambda hashes: self.meta.cached_hashes(model, hashes))
+        self._cache_ahead(wait=False)
+
+    def _cache_ahead(self, wait: bool, until: set[str] | None = None) -> dict[str, np.ndarray]:
+        """Cache what the embedding process has sent back (``until``: waiting for these hashes)."""
+        got = self._ahead.collect(wait=wait, until=until) if self._ahead is not None else []
+        if got and self.embedder is not None:
+            self.meta.cache_vectors(self.embedder.identity.weights_sha256, got)
+        return dict(got)
+
+    def close_ahead(self, rep: IndexReport | None = None) -> None:
+        """End the embedding process (what it has not sent back is embedded by a vector pass, if any)."""
+        if self._ahead is None:
+            return
+        ahead, self._ahead = self._ahead, None
+        ahead.close()
+        if rep is not None:
+            rep.vectors_ahead += ahead.embedded
+        if ahead.error:
+            # Not a run's error: the vector pass embeds the rest in-process, the same vectors, later.
+            log.warning("embedding beside the lexical pass: %s", ahead.error)
+            if rep is not None:
+                rep.notes.append(f"embedding beside the lexical pass: {ahead.error}")
+
     def _delete_vectors(self, ids: list[str]) -> None:
         if self.defer_chroma:
             self.meta.defer_chroma(ids, "del")
@@ -439,6 +487,7 @@ class Indexer:
             self.meta.reset_embedded()
             rep.reembedded_all = True
         self.meta.set_state("embedder", ident.as_dict())
+        self._cache_ahead(wait=False)  # what the embedding processes sent back since the last batch
         total = self.meta.counts()["chunks"] - self.meta.counts()["vectors"]
         done = 0
         while not (should_stop and should_stop()):
@@ -451,6 +500,13 @@ class Indexer:
             for r in rows:
                 if r.content_hash not in cached:
                     need.setdefault(r.content_hash, r)
+            flying = {h for h in need if self._ahead is not None and self._ahead.flying(h)}
+            if flying:
+                # Still being embedded beside: waited for, not embedded twice. The chunks the lexical pass
+                # could not send (its window was full) come first in the table and are embedded here
+                # meanwhile, so the run's last vectors are made on every core.
+                cached.update(self._cache_ahead(wait=False, until=flying))
+                need = {h: r for h, r in need.items() if h not in cached}
             if need:
                 vecs = self.embedder.embed([embed_text(r) for r in need.values()])
                 fresh = list(zip(need.keys(), vecs, strict=True))
@@ -464,5 +520,6 @@ class Indexer:
             done += len(rows)
             if progress:
                 progress("vectors", done, max(total, done), done)
+        self.close_ahead(rep)
         rep.seconds_vectors += time.perf_counter() - t0
         return rep

@@ -182,7 +182,8 @@ def describe(index_workers: int) -> str:
     if n <= 1:
         return f"in-process (index_workers = {index_workers}, {os.cpu_count() or 1} core(s))"
     return (f"{n} worker processes for runs of {POOL_MIN_FILES}+ files (read, parse, chunk, tokenize; this process "
-            f"writes every store); they end with this process: {parent_death_guard()}")
+            f"writes every store), and {n} more at idle priority embedding their chunks beside them; they end with "
+            f"this process: {parent_death_guard()}")
 
 
 WORKER_NAME = "delphi-index-worker"

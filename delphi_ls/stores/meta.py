@@ -624,15 +624,20 @@ class MetaStore:
         return [SymbolRecord(*r) for r in rows]
 
     # --- embedding cache (content-addressed: identical chunks embed once) ---
-    def cached_vectors(self, model: str, hashes: list[str]) -> dict[str, np.ndarray]:
-        out: dict[str, np.ndarray] = {}
+    def _cache_rows(self, cols: str, model: str, hashes: list[str]) -> Iterator[tuple[Any, ...]]:
+        """``cols`` of the embedding cache's rows for ``model`` and ``hashes`` (500 a query)."""
         with self._lock:
             for i in range(0, len(hashes), 500):
                 part = hashes[i: i + 500]
-                q = f"SELECT content_hash, vec FROM embed_cache WHERE model=? AND content_hash IN ({','.join('?' * len(part))})"
-                for h, blob in self.db.execute(q, [model, *part]):
-                    out[h] = np.frombuffer(blob, dtype=np.float32)
-        return out
+                q = f"SELECT {cols} FROM embed_cache WHERE model=? AND content_hash IN ({','.join('?' * len(part))})"
+                yield from self.db.execute(q, [model, *part]).fetchall()
+
+    def cached_vectors(self, model: str, hashes: list[str]) -> dict[str, np.ndarray]:
+        return {h: np.frombuffer(blob, dtype=np.float32) for h, blob in self._cache_rows("content_hash, vec", model, hashes)}
+
+    def cached_hashes(self, model: str, hashes: list[str]) -> set[str]:
+        """Which of ``hashes`` the embedding cache holds a vector of for ``model`` (their blobs unread)."""
+        return {h for (h,) in self._cache_rows("content_hash", model, hashes)}
 
     def cache_vectors(self, model: str, items: Iterator[tuple[str, np.ndarray]] | list[tuple[str, np.ndarray]]) -> None:
         with self._lock:

@@ -1,0 +1,151 @@
+"""Embedding a run's new chunks while the lexical pass is still writing (issue 18).
+
+A large run used to embed in two steps: the lexical pass (this process writing every store, the worker
+processes parsing), then the vector pass, where this process embedded every new chunk alone while the
+workers sat idle. On spring-boot (2 cores) the lexical pass kept 1.55 cores busy and the vector pass
+one: the embedding's 10 s came after the 21 s lexical pass, not beside it.
+
+:class:`EmbedAhead` is a few more spawned processes (as many as the parse workers) at the lowest CPU
+priority (``SCHED_IDLE`` on Linux, else ``nice 19``) that embed the chunks of each batch the lexical pass
+wrote. They take the CPU the lexical pass leaves idle, so it keeps its pace; what they send back goes into
+the manifest's embedding cache (keyed by the model's weights and the chunk's content hash, like every
+cached vector). The vector pass then finds those vectors cached and only marks the chunks embedded; for
+chunks still in flight it waits, and it embeds in-process only what was never sent (the window was full)
+or did not come back. Nothing else changes: the cache is only a cache, so a run killed at any point leaves
+a consistent index (the next run embeds what is not marked embedded, from the cache where it can).
+
+spring-boot, 2 cores, ``bench.perf --quick`` (session 10): vectors complete 33.3-33.7 s -> 26.0-27.1 s,
+lexical ready 20.6-20.8 s -> 21.2-21.9 s, 1.55 -> 1.93 cores used.
+
+Each process loads the same embedder by the same setting and proves it is the same model: its weights'
+sha256 must equal this process's, or nothing it returns is used (the run's report says why, in ``notes``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+
+import numpy as np
+
+from ..stores.meta import ChunkRow
+from .workers import _die_with_parent, _WorkerContext
+
+# How the embedding processes yield to the lexical pass's writer and parse workers, so they take the CPU
+# those leave idle, not theirs: Linux's SCHED_IDLE where there is one (the scheduler's lowest weight), else
+# the lowest nice. Measured on spring-boot (2 cores): at nice 10 the lexical pass took 3 s (15%) longer.
+NICE = 19
+# Chunks sent and not yet back at most: bounds the texts and vectors in flight (~1.6 KB of text a chunk).
+# A batch that would go past it is left to the vector pass, which embeds it in-process as before.
+WINDOW_CHUNKS = 32768
+TASK_CHUNKS = 512  # chunks per task: one embedding call's worth, in the order they were written
+
+_embedder = None  # in the embedding process: the model, loaded once by the initializer
+
+
+def _init(parent_pid: int, spec: str, nice: int) -> None:
+    # First: every thread started from here on (the tokenizer's pool) inherits the policy and priority.
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # type: ignore[attr-defined]
+    except (AttributeError, OSError):
+        try:
+            os.nice(nice)
+        except OSError:
+            pass
+    _die_with_parent(parent_pid)
+    # One tokenizer thread per process: the processes are as many as the cores already (the tokenizer's own
+    # pool, one thread per core in each, only oversubscribed them). Read when the pool first starts.
+    os.environ["RAYON_NUM_THREADS"] = "1"
+    global _embedder
+    from ..models.embedders import load_embedder
+
+    _embedder = load_embedder(spec)
+
+
+def _embed(texts: list[str]) -> tuple[str, np.ndarray]:
+    assert _embedder is not None
+    return _embedder.identity.weights_sha256, _embedder.embed(texts)
+
+
+class EmbedAhead:
+    """Low-priority processes embedding chunks sent to them, results taken back in the order sent.
+
+    As many as the run's parse workers: they share the idle CPU during the lexical pass, and the chunks
+    still in flight when it ends are embedded on every core while the vector pass waits for them."""
+
+    def __init__(self, spec: str, weights_sha256: str, embed_text: Callable[[ChunkRow], str],
+                 processes: int = 1, nice: int = NICE) -> None:
+        self.sha = weights_sha256
+        self.embed_text = embed_text
+        self._pool = ProcessPoolExecutor(max_workers=processes, mp_context=_WorkerContext(), initializer=_init,
+                                         initargs=(os.getpid(), spec, nice))
+        self._pending: deque[tuple[Future[tuple[str, np.ndarray]], list[str]]] = deque()
+        # Content hashes sent and not taken back yet; with the cache, what makes equal chunks embedded once.
+        self._flying: set[str] = set()
+        self.embedded = 0  # vectors taken back and usable
+        self.left = 0  # chunks not sent (window full): the vector pass embeds them
+        self.error: str | None = None  # why results stopped being used, in words
+
+    def submit(self, rows: list[ChunkRow], cached: Callable[[list[str]], set[str]]) -> None:
+        """Send the chunks of ``rows`` whose vector is neither cached (``cached``: the hashes of those
+        given that the embedding cache holds) nor in flight."""
+        if self.error is not None:
+            return
+        fresh: dict[str, ChunkRow] = {}
+        for r in rows:
+            if r.content_hash not in self._flying:
+                fresh.setdefault(r.content_hash, r)
+        if not fresh:
+            return
+        have = cached(list(fresh))
+        todo = [r for h, r in fresh.items() if h not in have]
+        if len(self._flying) + len(todo) > WINDOW_CHUNKS:
+            self.left += len(todo)
+            return
+        for i in range(0, len(todo), TASK_CHUNKS):
+            part = todo[i: i + TASK_CHUNKS]
+            try:
+                fut = self._pool.submit(_embed, [self.embed_text(r) for r in part])
+            except BrokenProcessPool as e:  # died since the last batch: the vector pass embeds the rest
+                self._fail(f"the embedding process failed ({type(e).__name__}: {e}); the rest was embedded in-process")
+                return
+            self._pending.append((fut, [r.content_hash for r in part]))
+            self._flying.update(r.content_hash for r in part)
+
+    def flying(self, content_hash: str) -> bool:
+        """Whether that chunk was sent and is not back yet (the vector pass waits for it, not embeds it)."""
+        return content_hash in self._flying
+
+    def collect(self, wait: bool = False, until: set[str] | None = None) -> list[tuple[str, np.ndarray]]:
+        """(content hash, vector) of the tasks that are done, in the order sent; ``wait``: of all of them;
+        ``until``: waiting, until none of these hashes is in flight."""
+        out: list[tuple[str, np.ndarray]] = []
+        while self._pending and (wait or self._pending[0][0].done() or (until and until & self._flying)):
+            fut, hashes = self._pending.popleft()
+            self._flying.difference_update(hashes)
+            try:
+                sha, vecs = fut.result()
+            except Exception as e:  # the process died or the model failed: the vector pass embeds the rest
+                self._fail(f"the embedding process failed ({type(e).__name__}: {e}); the rest was embedded in-process")
+                continue
+            if sha != self.sha:
+                self._fail(f"the embedding process loaded other weights (sha256 {sha[:12]}, this process "
+                           f"{self.sha[:12]}); its vectors were not used")
+                continue
+            if self.error is None:
+                out.extend(zip(hashes, vecs, strict=True))
+        self.embedded += len(out)
+        return out
+
+    def _fail(self, why: str) -> None:
+        if self.error is None:
+            self.error = why
+
+    def close(self) -> None:
+        """Cancel what is not started and wait for the process to exit."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._pending.clear()
+        self._flying.clear()

@@ -1,0 +1,128 @@
+"""Issue 18: a large run's new chunks embedded beside its lexical pass (delphi_ls/indexing/embed_ahead.py).
+
+Real files, the real potion model in real spawned processes, real stores. What must hold: the vectors are
+the ones an in-process run makes (the same cache rows, byte for byte, every chunk marked embedded); a
+process that loaded other weights, or died, has none of its vectors used and the run still completes,
+saying so; an editor's save starts no such process; the processes are gone when the run ends.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from delphi_ls import Engine
+from delphi_ls.indexing import embed_ahead, pipeline, workers
+from tests.calls import Calls
+from tests.test_index_workers import _alive, _many_languages
+
+pytestmark = pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="worker processes need two cores")
+
+
+def _vectors(index_dir: Path) -> tuple[dict[str, bytes], list[tuple[str, int]]]:
+    db = sqlite3.connect(index_dir / "meta.sqlite")
+    try:
+        cache = dict(db.execute("SELECT content_hash, vec FROM embed_cache"))
+        marks = db.execute("SELECT id, embedded FROM chunks ORDER BY id").fetchall()
+        return cache, marks
+    finally:
+        db.close()
+
+
+@pytest.fixture
+def ws(tmp_path: Path, monkeypatch) -> Path:
+    monkeypatch.setattr(pipeline, "POOL_MIN_FILES", 1)  # this small workspace uses the pools too
+    return _many_languages(tmp_path / "ws", 60)
+
+
+def test_vectors_embedded_beside_equal_the_in_process_ones(ws: Path, tmp_path: Path, monkeypatch):
+    made = Calls(embed_ahead.EmbedAhead)
+    monkeypatch.setattr(pipeline, "EmbedAhead", made)
+    monkeypatch.setattr(embed_ahead, "TASK_CHUNKS", 16)  # several tasks, taken back in turn
+    reports = {}
+    for n in (1, 2):
+        with Engine(ws, index_dir=str(tmp_path / f"idx{n}"), index_workers=n) as eng:
+            reports[n] = eng.index()
+            assert eng.context("where is the retry backoff computed?")["results"]
+    assert made.n == 1  # the run with workers only
+    one, two = _vectors(tmp_path / "idx1"), _vectors(tmp_path / "idx2")
+    assert one == two and one[0] and all(e == 1 for _i, e in one[1])
+    assert reports[1].vectors_ahead == 0 and reports[2].vectors_ahead > 0 and not reports[2].notes
+    # Every distinct chunk was embedded once, beside the lexical pass or (none left here) in the vector pass.
+    assert reports[2].vectors_ahead == len(two[0])
+    assert reports[1].chunks_embedded == reports[2].chunks_embedded == len(one[1])
+
+
+def test_other_weights_are_refused_and_the_run_still_completes(ws: Path, tmp_path: Path, monkeypatch):
+    class Mistaken(embed_ahead.EmbedAhead):
+        def __init__(self, spec, sha, *a, **k):  # type: ignore[no-untyped-def]
+            super().__init__(spec, "f" * 64, *a, **k)  # as if the process had loaded another model
+
+    monkeypatch.setattr(pipeline, "EmbedAhead", Mistaken)
+    with Engine(ws, index_dir=str(tmp_path / "idx"), index_workers=2) as eng:
+        rep = eng.index()
+        counts = eng.meta.counts()
+    assert rep.vectors_ahead == 0 and not rep.errors
+    assert any("loaded other weights" in n and "not used" in n for n in rep.notes), rep.notes
+    assert counts["vectors"] == counts["chunks"] > 0
+    with Engine(ws, index_dir=str(tmp_path / "ref"), index_workers=1) as eng:
+        eng.index()
+    assert _vectors(tmp_path / "idx") == _vectors(tmp_path / "ref")
+
+
+def test_a_killed_embedding_process_leaves_the_vectors_to_the_vector_pass(ws: Path, tmp_path: Path, monkeypatch):
+    pids: list[int] = []
+
+    class Killed(embed_ahead.EmbedAhead):
+        def submit(self, rows, cached):  # type: ignore[no-untyped-def]
+            super().submit(rows, cached)
+            procs = list((self._pool._processes or {}).values())  # type: ignore[attr-defined]
+            if procs and not pids:
+                pids.extend(p.pid for p in procs)
+                for pid in pids:
+                    os.kill(pid, signal.SIGKILL)
+
+    monkeypatch.setattr(pipeline, "EmbedAhead", Killed)
+    with Engine(ws, index_dir=str(tmp_path / "idx"), index_workers=2) as eng:
+        rep = eng.index()
+        counts = eng.meta.counts()
+    assert pids and not any(_alive(p) for p in pids)
+    assert not rep.errors and any("embedding process failed" in n for n in rep.notes), rep.notes
+    assert counts["vectors"] == counts["chunks"] > 0
+    with Engine(ws, index_dir=str(tmp_path / "ref"), index_workers=1) as eng:
+        eng.index()
+    assert _vectors(tmp_path / "idx") == _vectors(tmp_path / "ref")
+
+
+def test_no_process_for_a_save_a_lexical_only_run_or_a_run_without_vectors(ws: Path, tmp_path: Path, monkeypatch):
+    made = Calls(embed_ahead.EmbedAhead)
+    monkeypatch.setattr(pipeline, "EmbedAhead", made)
+    with Engine(ws, index_dir=str(tmp_path / "idx"), index_workers=2) as eng:
+        eng.index(vectors=False)  # the lexical pass alone (a query's catch-up with vectors off)
+        assert made.n == 0
+        monkeypatch.setattr(pipeline, "POOL_MIN_FILES", workers.POOL_MIN_FILES)  # as shipped, for the save
+        (ws / "gen" / "p0" / "mod0.py").write_text("def saved():\n    return 'zebracrossing'\n")
+        rep = eng.index(only=["gen/p0/mod0.py"])  # a save: in-process, no pool
+        assert rep.files_indexed == 1 and made.n == 0
+    monkeypatch.setattr(pipeline, "POOL_MIN_FILES", 1)
+    with Engine(ws, index_dir=str(tmp_path / "novec"), index_workers=2, vectors=False) as eng:
+        eng.index()
+    assert made.n == 0
+
+
+def test_the_processes_end_with_the_run(ws: Path, tmp_path: Path, monkeypatch):
+    seen: list[int] = []
+
+    class Watched(embed_ahead.EmbedAhead):
+        def close(self) -> None:
+            seen.extend(p.pid for p in (self._pool._processes or {}).values())  # type: ignore[attr-defined]
+            super().close()
+
+    monkeypatch.setattr(pipeline, "EmbedAhead", Watched)
+    with Engine(ws, index_dir=str(tmp_path / "idx"), index_workers=2) as eng:
+        eng.index()
+        assert seen and not any(_alive(p) for p in seen)
