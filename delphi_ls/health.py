@@ -115,7 +115,7 @@ def branch_readiness(engine: EngineState, lexical_ready: bool, vec_status: str,
     lex_damage = engine.problems.get("lexical_store")
     out: dict[str, str] = {}
     for spec in registered():
-        if spec.name == "trigram" and grams and lexical_ready:
+        if Need.TRIGRAMS in spec.needs and grams and lexical_ready:
             out[spec.name] = grams
         elif Need.VECTORS in spec.needs:
             out[spec.name] = vec_status

@@ -89,6 +89,9 @@ def test_a_run_killed_before_its_trigram_batch_is_reported_and_the_next_run_find
     h = eng.health(check_staleness=False, full=False)
     assert any(p["code"] == "trigram_behind" and f"{behind} chunks" in p["message"] for p in h["problems"])
     assert h["branches"]["trigram"].startswith("partial:")
+    # And an answer says so beside its results, as health does (it said "ready" before).
+    asked = f'where is "{_literal(7)}" raised?'
+    assert eng.context(asked)["branchesReady"]["trigram"] == h["branches"]["trigram"]
     _intact(killed / "meta.sqlite")  # complete up to the watermark, nothing more, nothing less
 
     rep = eng.index(vectors=False)
@@ -96,6 +99,7 @@ def test_a_run_killed_before_its_trigram_batch_is_reported_and_the_next_run_find
     assert eng.meta.grams_behind() == 0 and eng.meta.get_state("grams_upto") is None
     h = eng.health(check_staleness=False, full=False)
     assert not any(p["code"] == "trigram_behind" for p in h["problems"]) and h["branches"]["trigram"] == "ready"
+    assert eng.context(asked)["branchesReady"]["trigram"] == "ready"
     resumed = _found(eng.meta)
     eng.close()
     _intact(killed / "meta.sqlite")
@@ -196,3 +200,24 @@ def test_an_index_from_before_the_watermark_is_upgraded_in_place(tmp_path: Path)
     assert meta.find_literal("written by old code", 10) == [] and len(meta.find_literal("written by new code", 10)) == 1
     meta.close()
     _intact(path)
+
+
+def test_a_literal_with_a_nul_character_is_found_and_fails_nothing(tmp_path: Path):
+    """FTS5's query parser ends a phrase at a NUL ("unterminated string"), so such a literal failed the
+    trigram branch for the whole question. A NUL past the first 8 KB does not make a file binary, so a
+    chunk can hold one; the literal is found there, and only there."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    filler = "".join(f"def pad_{i}(x):\n    return x + {i}\n\n" for i in range(400))  # > 8 KB of text first
+    (ws / "codec.py").write_text(filler + 'SEP = "frame\x00marker seen"\n')
+    (ws / "other.py").write_text('NOTE = "frame marker seen"\n')  # the same words without the NUL
+    with Engine(ws, index_dir=str(tmp_path / "idx"), **SETTINGS) as eng:
+        eng.index(vectors=False)
+        assert {p for _i, p in eng.meta.find_literal("frame\x00marker seen", 50)} == {"codec.py"}
+        assert {p for _i, p in eng.meta.find_literal("FRAME\x00MARKER", 50)} == {"codec.py"}  # case folded
+        assert eng.meta.find_literal("zz\x00marker seen", 50) == []  # fewer than 3 characters before the NUL
+        assert eng.meta.find_literal("frame\x00other", 50) == []  # the part found, the whole literal not
+        assert {p for _i, p in eng.meta.find_literal("frame marker seen", 50)} == {"other.py"}
+        answer = eng.context('why is "frame\x00marker seen" never matched?')
+        assert "trigram" not in eng.branch_errors, eng.branch_errors
+        assert answer["results"] and answer["results"][0]["path"] == "codec.py"

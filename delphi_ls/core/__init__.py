@@ -44,6 +44,7 @@ class Need(StrEnum):
     LEXICAL = "lexical"  # the Whoosh store (BM25F): a damaged one is an error for the branches that read it
     VECTORS = "vectors"  # embeddings from the model that answers queries
     HISTORY = "history"  # co-change computed from git history
+    TRIGRAMS = "trigrams"  # the manifest's trigram index: partial while chunks wait above its watermark
 
 
 class State(StrEnum):

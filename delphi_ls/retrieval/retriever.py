@@ -61,6 +61,8 @@ class IndexState:
     # Why the lexical store must not answer: another store indexed last, so this one is behind the
     # manifest (deleted files would come back as ghosts) until a run rebuilds it. None: it may answer.
     lexical_behind: str | None = None
+    # What the trigram index lacks (health's words: chunks above its watermark), None when it holds every chunk.
+    grams_behind: str | None = None
 
 
 @dataclass
@@ -159,6 +161,8 @@ class Retriever:
                     r.ready[b.name] = s.vec_status
                 elif Need.HISTORY in spec.needs and state_of(s.cochange_status) != State.READY:
                     r.ready[b.name] = s.cochange_status  # off outside git, or not computed: not "ready"
+                elif Need.TRIGRAMS in spec.needs and s.grams_behind:
+                    r.ready[b.name] = s.grams_behind  # literals in the chunks it lacks are not found
                 elif s.partial:
                     r.ready[b.name] = f"partial: indexing in progress ({len(ctx.files)} files so far)"
                 else:

@@ -123,6 +123,10 @@ def is_corruption(e: BaseException) -> bool:
     return isinstance(e, sqlite3.DatabaseError) and getattr(e, "sqlite_errorcode", None) in _CORRUPT_CODES
 
 
+def _phrase(text: str) -> str:
+    """``text`` as one FTS5 phrase (its double quotes doubled)."""
+    return '"' + text.replace('"', '""') + '"'
+
 class MetaStore:
     def _set_wal(self) -> None:
         """Switch to WAL. SQLite does not call the busy handler for this switch: two processes opening a
@@ -564,11 +568,29 @@ class MetaStore:
         """(chunk id, path) of chunks containing ``literal`` verbatim, case-insensitively."""
         if len(literal) < 3:
             return []
-        phrase = '"' + literal.replace('"', '""') + '"'
+        if "\0" in literal:
+            return self._find_with_nul(literal, limit)
         with self._lock:
             return self.db.execute(
                 "SELECT c.id, c.path FROM chunk_grams g JOIN chunks c ON c.rowid = g.rowid "
-                "WHERE chunk_grams MATCH ? LIMIT ?", (phrase, limit)).fetchall()
+                "WHERE chunk_grams MATCH ? LIMIT ?", (_phrase(literal), limit)).fetchall()
+
+    def _find_with_nul(self, literal: str, limit: int) -> list[tuple[str, str]]:
+        """FTS5's query parser ends a phrase at a NUL character ("unterminated string": the branch failed
+        for the question), and its tokenizer ends a chunk's text at its first NUL (what follows is not in
+        the index). So the part before the literal's first NUL is searched, the only part a chunk can hold
+        in its indexed text, and each candidate's text is checked for the whole literal (lower-cased, as
+        the trigram tokenizer folds case). A literal that starts with fewer than 3 characters before a NUL
+        finds nothing."""
+        part = literal.split("\0", 1)[0]
+        if len(part) < 3:
+            return []
+        want = literal.lower()
+        with self._lock:
+            rows = self.db.execute(
+                "SELECT c.id, c.path, c.text FROM chunk_grams g JOIN chunks c ON c.rowid = g.rowid "
+                "WHERE chunk_grams MATCH ? LIMIT ?", (_phrase(part), limit * 20)).fetchall()
+        return [(i, p) for i, p, text in rows if want in text.lower()][:limit]
 
     # --- structure ---------------------------------------------------------
     def all_imports(self) -> list[tuple[str, str]]:

@@ -94,7 +94,7 @@ register(BranchSpec("bm25", Bm25Branch, _w(1.0, 1.0, 0.7, 1.0), needs=frozenset(
 register(BranchSpec("vector", VectorBranch, _w(0.8, 0.5, 0.4, 0.6), needs=frozenset({Need.VECTORS})))
 register(BranchSpec("symbol", SymbolBranch, _w(0.6, 1.2, 1.0, 0.5)))
 register(BranchSpec("path", PathBranch, _w(0.6, 0.8, 1.5, 0.6)))
-register(BranchSpec("trigram", TrigramBranch, _w(0.5, 0.6, 1.0, 0.4)))
+register(BranchSpec("trigram", TrigramBranch, _w(0.5, 0.6, 1.0, 0.4), needs=frozenset({Need.INDEX, Need.TRIGRAMS})))
 register(BranchSpec("anchor", AnchorBranch, _w(2.0, 2.0, 2.0, 0.1)))
 register(BranchSpec("anchor_tests", AnchorTestsBranch, _w(0.2, 0.2, 0.0, 2.0)))
 register(BranchSpec("anchor_refs", AnchorRefsBranch, _w(0.0, 0.0, 0.0, 1.0)))
