@@ -30,3 +30,50 @@ def test_counts_follow_own_writes_and_other_connections(tmp_path: Path) -> None:
     got["files"] = 99  # a caller's copy: the cache is not shared with it
     assert meta.counts()["files"] == 2
     meta.close()
+
+
+def _recount(index_dir: Path) -> dict[str, int]:
+    db = sqlite3.connect(str(index_dir / "meta.sqlite"))
+    try:
+        q = {"files": "SELECT COUNT(*) FROM files", "chunks": "SELECT COUNT(*) FROM chunks",
+             "vectors": "SELECT COUNT(*) FROM chunks WHERE embedded=1", "symbols": "SELECT COUNT(*) FROM symbols"}
+        return {k: db.execute(sql).fetchone()[0] for k, sql in q.items()}
+    finally:
+        db.close()
+
+
+def test_writes_that_know_their_effect_keep_the_counts_without_counting(tmp_path: Path) -> None:
+    """Issue 18: a save, a removal and the vector pass adjust the counts they change instead of making the
+    next call count every table (0.09 s a save on the 100k workspace, and again for the next question).
+    After each, the counts equal a count from scratch, and no COUNT(*) over a whole table ran."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    for i in range(6):
+        (ws / f"m{i}.py").write_text("".join(f"def f{i}_{j}(x):\n    return x + {j}\n\n\n" for j in range(150)))
+    idx = tmp_path / "idx"
+    with Engine(ws, index_dir=str(idx), reranker="off") as eng:
+        eng.index()
+        assert eng.counts() == _recount(idx) and eng.counts()["vectors"] == eng.counts()["chunks"] > 6
+        statements: list[str] = []
+        eng.meta.db.set_trace_callback(statements.append)
+        steps = [
+            lambda: (ws / "m0.py").write_text("def only():\n    return 0\n"),  # fewer chunks and symbols
+            lambda: (ws / "m1.py").write_text((ws / "m1.py").read_text() + "def more(y):\n    return y\n"),
+            lambda: (ws / "new.py").write_text("class Fresh:\n    def go(self):\n        return 1\n"),  # a new file
+            lambda: (ws / "m2.py").unlink(),  # a removal
+        ]
+        for step, path in zip(steps, ["m0.py", "m1.py", "new.py", "m2.py"], strict=True):
+            step()
+            statements.clear()
+            eng.index(only=[path], reembed=False)  # a save: lexical rows, then this file's vectors
+            assert not [s for s in statements if "COUNT(*) FROM files" in s or "COUNT(*) FROM symbols" in s], path
+            assert eng.counts() == _recount(idx), path
+        eng.meta.db.set_trace_callback(None)
+        assert eng.counts()["files"] == 6 and eng.counts()["vectors"] == eng.counts()["chunks"]
+        other = sqlite3.connect(str(idx / "meta.sqlite"))  # another process's commit: counted anew
+        other.execute("DELETE FROM symbols WHERE name = 'only'")
+        other.commit()
+        other.close()
+        (ws / "m3.py").write_text("def changed():\n    return 3\n")
+        eng.index(only=["m3.py"], reembed=False)
+        assert eng.counts() == _recount(idx)

@@ -16,6 +16,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -146,6 +147,10 @@ class MetaStore:
         self.path = path
         self._lock = threading.RLock()
         self._counts: tuple[tuple[int, int], dict[str, int]] | None = None  # (state key, counts)
+        # Moved by every write of this connection that changes what counts() counts without adjusting it
+        # (the writes of files, chunks, symbols and the embedded flag are all in this class: each either
+        # adjusts the counts, :meth:`_counted`, or moves this). Other connections move data_version.
+        self._moved = 0
         # timeout: a reader waits for a writer's short transaction instead of failing at once.
         self.db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30)
         try:
@@ -252,6 +257,7 @@ class MetaStore:
                 self.db.execute(f"DELETE FROM {table}")
             self.db.execute("DELETE FROM state WHERE key IN ('lexical_ready', 'parser_version', 'cochange')")
             self.db.execute("COMMIT")
+            self._moved += 1
 
     # --- files -------------------------------------------------------------
     def file_hashes(self, paths: Iterable[str] | None = None) -> dict[str, tuple[str, int, int]]:
@@ -280,11 +286,14 @@ class MetaStore:
     def replace_file(self, path: str, hash_: str, size: int, mtime_ns: int, kind: str, language: str,
                      chunks: list[ChunkRow], symbols: list[tuple[str, str, int, int, str]], replaced: bool,
                      reuse_embedded: set[str], imports: list[str] | None = None) -> None:
-        with self._lock:
+        with self._lock, self._counted() as tally:
             self.db.execute("BEGIN")
             try:
+                old_chunks, old_embedded = self.db.execute(
+                    "SELECT COUNT(*), COALESCE(SUM(embedded), 0) FROM chunks WHERE path=?", (path,)).fetchone()
+                listed = self.db.execute("SELECT 1 FROM files WHERE path=?", (path,)).fetchone() is not None
                 self.db.execute("DELETE FROM chunks WHERE path=?", (path,))
-                self.db.execute("DELETE FROM symbols WHERE path=?", (path,))
+                old_symbols = self.db.execute("DELETE FROM symbols WHERE path=?", (path,)).rowcount
                 self.db.execute("DELETE FROM imports WHERE path=?", (path,))
                 self.db.executemany("INSERT INTO imports VALUES (?, ?)", [(path, i) for i in imports or []])
                 self.db.executemany(
@@ -303,20 +312,33 @@ class MetaStore:
             except BaseException:
                 self.db.execute("ROLLBACK")
                 raise
+            if tally is not None:
+                tally["files"] += 0 if listed else 1
+                tally["chunks"] += len(chunks) - old_chunks
+                tally["vectors"] += sum(1 for c in chunks if c.id in reuse_embedded) - old_embedded
+                tally["symbols"] += len(symbols) - old_symbols
 
     def touch_file(self, path: str, size: int, mtime_ns: int) -> None:
         with self._lock:
             self.db.execute("UPDATE files SET size=?, mtime_ns=? WHERE path=?", (size, mtime_ns, path))
 
     def remove_files(self, paths: Iterable[str]) -> None:
-        with self._lock:
+        with self._lock, self._counted() as tally:
+            gone = {"files": 0, "chunks": 0, "vectors": 0, "symbols": 0}
             self.db.execute("BEGIN")
             for p in paths:
-                self.db.execute("DELETE FROM files WHERE path=?", (p,))
+                n, emb = self.db.execute("SELECT COUNT(*), COALESCE(SUM(embedded), 0) FROM chunks WHERE path=?",
+                                         (p,)).fetchone()
+                gone["files"] += self.db.execute("DELETE FROM files WHERE path=?", (p,)).rowcount
                 self.db.execute("DELETE FROM chunks WHERE path=?", (p,))
-                self.db.execute("DELETE FROM symbols WHERE path=?", (p,))
+                gone["chunks"] += n
+                gone["vectors"] += emb
+                gone["symbols"] += self.db.execute("DELETE FROM symbols WHERE path=?", (p,)).rowcount
                 self.db.execute("DELETE FROM imports WHERE path=?", (p,))
             self.db.execute("COMMIT")
+            if tally is not None:
+                for k, v in gone.items():
+                    tally[k] -= v
 
     def chunk_ids_of(self, path: str) -> list[str]:
         with self._lock:
@@ -401,10 +423,13 @@ class MetaStore:
         return [_chunk(r) for r in rows]
 
     def mark_embedded(self, ids: list[str]) -> None:
-        with self._lock:
+        with self._lock, self._counted() as tally:
             self.db.execute("BEGIN")
-            self.db.executemany("UPDATE chunks SET embedded=1 WHERE id=?", [(i,) for i in ids])
+            marked = self.db.executemany("UPDATE chunks SET embedded=1 WHERE id=? AND embedded=0",
+                                         [(i,) for i in ids]).rowcount
             self.db.execute("COMMIT")
+            if tally is not None:
+                tally["vectors"] += marked
 
     def reset_embedded(self) -> None:
         with self._lock:
@@ -412,6 +437,7 @@ class MetaStore:
             self.db.execute("UPDATE chunks SET embedded=0")
             self.db.execute("DELETE FROM chroma_pending")  # Chroma is emptied and refilled: nothing is owed
             self.db.execute("COMMIT")
+            self._moved += 1
 
     # --- Chroma writes left for later ----------------------------------------
     def defer_chroma(self, ids: list[str], op: str) -> None:
@@ -483,10 +509,11 @@ class MetaStore:
 
     def counts(self) -> dict[str, int]:
         """Files, chunks, embedded chunks and symbols. Every query reads them, and counting grows with
-        the index (2-4 ms on spring-boot's 36,567 chunks), so they are counted again only when the file
-        changed: another connection committed (``data_version``) or this one wrote (``total_changes``)."""
+        the index (2-4 ms on spring-boot's 36,567 chunks, ~90 ms on the 100k workspace), so they are
+        counted again only when another connection committed (``data_version``) or this one wrote them
+        without adjusting them (``_moved``)."""
         with self._lock:
-            key = (self.data_version(), self.db.total_changes)
+            key = (self.data_version(), self._moved)
             if self._counts is not None and self._counts[0] == key:
                 return dict(self._counts[1])
             files = self.db.execute("SELECT COUNT(*) FROM files").fetchone()[0]
@@ -496,6 +523,26 @@ class MetaStore:
             out = {"files": files, "chunks": chunks, "vectors": emb, "symbols": syms}
             self._counts = (key, out)
             return dict(out)
+
+    @contextmanager
+    def _counted(self) -> Iterator[dict[str, int] | None]:
+        """Around a write that knows what it does to :meth:`counts` (the caller holds the lock): yields the
+        counts to adjust when they are current (None when not: the next call counts anew), and keys the
+        adjusted ones to the state after the write, unless another connection committed in between. A
+        save recounted every table (0.09 s on the 100k workspace's 439,715 chunks, and again for the
+        first question after it). A write that raises keys nothing, so the next call counts."""
+        key = (self.data_version(), self._moved)
+        tally = dict(self._counts[1]) if self._counts is not None and self._counts[0] == key else None
+        try:
+            yield tally
+        except BaseException:
+            self._moved += 1
+            raise
+        after = self.data_version()
+        self._moved += 1
+        # Another connection committed meanwhile (data_version moved): its rows are not in the tally.
+        if tally is not None and after == key[0]:
+            self._counts = ((after, self._moved), tally)
 
     def sample_embedded(self) -> ChunkRow | None:
         with self._lock:
