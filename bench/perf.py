@@ -323,7 +323,9 @@ def run(folder: Path, embedder: str, keep: bool = False, quick: bool = False,
             "skipped": len(eng.health(check_staleness=False, full=False)["skipped"]),
             "lexical_s": round(t_lex, 2), "first_answer_s": round(t_first, 2), "vectors_complete_s": round(t_all, 2),
             "files_per_s": round(counts["files"] / t_all, 1), "chunks_per_s": round(counts["chunks"] / t_all, 1),
-            "embed_s": round(rep.seconds_vectors, 2), "unique_embedded": rep.chunks_embedded - rep.vectors_from_cache,
+            "embed_s": round(rep.seconds_vectors, 2), # distinct texts embedded, in this process or (session 10) beside the lexical pass, whose
+            # vectors the vector pass then read from the cache
+            "unique_embedded": rep.chunks_embedded - rep.vectors_from_cache + getattr(rep, "vectors_ahead", 0),
             "embedded_ahead": getattr(rep, "vectors_ahead", 0),
             "first_answer_branches": {b: s for b, s in first["branchesReady"].items()},
         }

@@ -132,9 +132,10 @@ def identity(eng: Engine, root: Path, index_dir: str, embedder: str) -> dict[str
     with Engine(root, index_dir=index_dir, embedder=embedder) as other:
         fresh = other.view()
         theirs = [[r["path"] for r in other.context(q, limit=10)["results"]] for q in qs]
-    same_view = all(getattr(view, f) == getattr(fresh, f)
-                    for f in ("files", "symbols", "stripped_paths", "by_basename")) and \
-        all(view.chunk_lines.get(p) == fresh.chunk_lines.get(p) for p in fresh.files)
+        # Compared while the other engine is open: both read definitions and chunk lines from a manifest.
+        same_view = all(getattr(view, f) == getattr(fresh, f)
+                        for f in ("files", "symbols", "stripped_paths", "by_basename")) and \
+            all(view.chunk_lines.get(p) == fresh.chunk_lines.get(p) for p in fresh.files)
     return {"view_equal": same_view, "graph_equal": graph(view.graph) == graph(fresh.graph),
             "questions": len(qs), "answers_identical": sum(a == b for a, b in zip(mine, theirs, strict=True))}
 

@@ -182,7 +182,6 @@ class Engine:
         self._exact_unsaved: tuple[tuple[Any, ...], ExactVectors] | None = None
         self._exact_slow = False  # the matrix in memory took long enough to load that it is kept saved
         self.view_source = ""  # how the view in memory came: "built in N s" / "loaded ..." (health)
-        self._names_of: tuple[IndexView | None, dict[str, set[str]]] = (None, {})  # for _view_with
         stored_cc = self.meta.get_state("cochange")
         self.cochange_status = (f"ready: {stored_cc['commits']} commits up to {stored_cc['head'][:12]}, "
                                 f"{stored_cc['pairs']} file pairs (as of the last index)") if stored_cc else \
@@ -727,9 +726,10 @@ class Engine:
                     else:
                         self.invalidate()
 
-                # A vector pass will follow: a large run's new chunks are embedded beside the lexical pass.
-                indexer.embed_ahead = bool(vectors and self.settings.vectors and self.embedder is not None
-                                           and (reembed or self.model_matches()))
+                # Whether a vector pass follows: then a large run's new chunks are embedded beside the lexical pass.
+                embeds = bool(vectors and self.settings.vectors and self.embedder is not None
+                              and (reembed or self.model_matches()))
+                indexer.embed_ahead = embeds
                 rep = indexer.index_lexical(track, only=only, buffers=buffers, should_stop=self._stop.is_set,
                                             on_batch=on_batch)
                 if not wanted and self._chroma_wanted():  # this run's chunks took the index past the bound
@@ -743,7 +743,7 @@ class Engine:
                         repaired += later
                 rep.repaired = repaired
                 self.refresh_cochange()
-                if vectors and self.settings.vectors and self.embedder is not None and (reembed or self.model_matches()):
+                if embeds:
                     c = self.meta.counts()
                     to_embed = c["vectors"] < c["chunks"] or not self.model_matches()
                     if (to_embed or self._vectors is not None) and (indexer.defer_chroma or self.vectors is not None):
@@ -884,28 +884,10 @@ class Engine:
         if patched is None:
             return None
         kinds, graph = patched
-        named = set(kinds)
-        if self._names_of[0] is not view:  # which names each file defines: once per view built
-            by_path: dict[str, set[str]] = {}
-            for name, recs in view.symbols.items():
-                for r in recs:
-                    by_path.setdefault(r.path, set()).add(name)
-            self._names_of = (view, by_path)
-        names_of = dict(self._names_of[1])
-        symbols = dict(view.symbols)
-        for name in {n for p in named for n in names_of.pop(p, ())}:
-            rest = [r for r in symbols.get(name, ()) if r.path not in named]
-            if rest:
-                symbols[name] = rest
-            else:
-                symbols.pop(name, None)
-        for rec in self.meta.symbols_in(list(kinds)):  # row order: after every other file's, as in build
-            key = rec.name.lower()
-            symbols[key] = [*symbols.get(key, ()), rec]
-            names_of.setdefault(rec.path, set()).add(key)
-        new = dataclasses.replace(view, symbols=symbols, chunk_lines=view.chunk_lines.without(named), graph=graph)
-        self._names_of = (new, names_of)
-        return new
+        # The definitions are read from the manifest as queries ask for names (SymbolTable): the patched
+        # view reads every name again, so it holds these files' definitions as they are now.
+        return dataclasses.replace(view, symbols=view.symbols.fresh(view.files),
+                                   chunk_lines=view.chunk_lines.without(set(kinds)), graph=graph)
 
     def is_indexed(self) -> bool:
         return bool(self.meta.get_state("lexical_ready", False))
@@ -1239,12 +1221,12 @@ class Engine:
         if not isinstance(query, str):
             raise RequestError("query", "must be a string")
         ql = query.lower().strip()
+        table = self.view().symbols
+        scored = {name: score for name in table.names() if (score := _fuzzy(ql, name)) is not None}
+        table.fetch(scored)  # the matching names' definitions, a query per 500
         out: list[tuple[float, SymbolRecord]] = []
-        for name, defs in self.view().symbols.items():
-            score = _fuzzy(ql, name)
-            if score is None:
-                continue
-            for d in defs:
+        for name, score in scored.items():
+            for d in table.get(name, ()):
                 out.append((score + (0.1 if d.kind in ("class", "struct", "interface", "trait") else 0), d))
         out.sort(key=lambda x: (-x[0], len(x[1].name), x[1].path, x[1].line))
         return [{"name": d.name, "kind": d.kind, "path": d.path, "line": d.line, "endLine": d.end_line,

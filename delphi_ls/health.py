@@ -199,7 +199,7 @@ def report(engine: EngineState, check_staleness: bool = True) -> dict[str, Any]:
         # is an error in problems, never replaced by the other store.
         "lexicalStore": engine.lexical.describe(),
         # Worker processes of a large index run (setting index_workers) and how they end with this process.
-        "indexWorkers": workers.describe(engine.settings.index_workers),
+        "indexWorkers": workers.describe(engine.settings.index_workers, engine.embedder is not None),
         # How the in-memory view every query reads came to be: built (and saved, on a big index) or
         # loaded from what an earlier process saved for this very manifest state.
         "view": engine.view_source or "not built yet (built or loaded by the first query)",

@@ -34,3 +34,18 @@ def test_state_of_a_status_line(line: str, state: State | None) -> None:
 def test_symbol_record_reads_by_name_and_as_the_old_tuple() -> None:
     s = SymbolRecord("RetryPolicy", "class", "shipyard/retry.py", 5, 20, "")
     assert (s.name, s.path, s.line) == ("RetryPolicy", "shipyard/retry.py", 5) and s[2] == s.path
+
+
+def test_token_string_is_the_joined_code_tokens():
+    """The lexical stores' fields are made by token_string (each word's tokens cached); it must give what
+    joining code_tokens gives, on every shape of word, the real chunks of this repository included."""
+    from pathlib import Path
+
+    from delphi_ls.core.tokens import code_tokens, token_string
+
+    samples = ["getUserName grpc_proxy __init__ _private HTTPServerError x86_64 0x1F 12345",
+               "a" * 64 + " " + "b" * 65 + " mixed_CamelCase_snake URLParser ÄÖÜ café naïve", "", "   \n\t",
+               "def f(x):\n    return x + 1  # 42 things", "__ _ ___a___ A_B_C aBC ABc"]
+    samples += [p.read_text(encoding="utf-8") for p in sorted(Path(__file__).parent.parent.glob("delphi_ls/**/*.py"))]
+    for text in samples + samples:  # twice: the second time from the cache
+        assert token_string(text) == " ".join(t for t, _pos in code_tokens(text))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import sqlite3
+from concurrent.futures import wait
 from pathlib import Path
 
 import pytest
@@ -39,8 +40,17 @@ def ws(tmp_path: Path, monkeypatch) -> Path:
     return _many_languages(tmp_path / "ws", 60)
 
 
+class Patient(embed_ahead.EmbedAhead):
+    """As if the lexical pass had lasted until the processes were done (a real one on a workspace this small
+    ends before they have loaded the model, and the vector pass, which never waits, embeds everything)."""
+
+    def stop(self) -> None:
+        wait([fut for fut, _held in self._pending], timeout=120)
+        super().stop()
+
+
 def test_vectors_embedded_beside_equal_the_in_process_ones(ws: Path, tmp_path: Path, monkeypatch):
-    made = Calls(embed_ahead.EmbedAhead)
+    made = Calls(Patient)
     monkeypatch.setattr(pipeline, "EmbedAhead", made)
     monkeypatch.setattr(embed_ahead, "TASK_CHUNKS", 16)  # several tasks, taken back in turn
     reports = {}
@@ -58,7 +68,7 @@ def test_vectors_embedded_beside_equal_the_in_process_ones(ws: Path, tmp_path: P
 
 
 def test_other_weights_are_refused_and_the_run_still_completes(ws: Path, tmp_path: Path, monkeypatch):
-    class Mistaken(embed_ahead.EmbedAhead):
+    class Mistaken(Patient):
         def __init__(self, spec, sha, *a, **k):  # type: ignore[no-untyped-def]
             super().__init__(spec, "f" * 64, *a, **k)  # as if the process had loaded another model
 
@@ -77,7 +87,7 @@ def test_other_weights_are_refused_and_the_run_still_completes(ws: Path, tmp_pat
 def test_a_killed_embedding_process_leaves_the_vectors_to_the_vector_pass(ws: Path, tmp_path: Path, monkeypatch):
     pids: list[int] = []
 
-    class Killed(embed_ahead.EmbedAhead):
+    class Killed(Patient):
         def submit(self, rows, cached):  # type: ignore[no-untyped-def]
             super().submit(rows, cached)
             procs = list((self._pool._processes or {}).values())  # type: ignore[attr-defined]
@@ -126,3 +136,39 @@ def test_the_processes_end_with_the_run(ws: Path, tmp_path: Path, monkeypatch):
     with Engine(ws, index_dir=str(tmp_path / "idx"), index_workers=2) as eng:
         eng.index()
         assert seen and not any(_alive(p) for p in seen)
+
+
+def test_the_vector_pass_never_waits_for_a_process_that_does_not_run(ws: Path, tmp_path: Path, monkeypatch):
+    """Review 10: at idle priority a busy machine can starve these processes indefinitely, and the vector
+    pass holds the writer's lock. Here they are stopped outright (SIGSTOP) with work in hand: the run still
+    ends, with every vector made in-process, and the stopped processes are ended with it."""
+    import threading
+
+    stopped: list[int] = []
+
+    class Frozen(embed_ahead.EmbedAhead):
+        def submit(self, rows, cached):  # type: ignore[no-untyped-def]
+            super().submit(rows, cached)
+            for p in (self._pool._processes or {}).values():  # type: ignore[attr-defined]
+                if p.pid not in stopped:
+                    os.kill(p.pid, signal.SIGSTOP)
+                    stopped.append(p.pid)
+
+    monkeypatch.setattr(pipeline, "EmbedAhead", Frozen)
+    done: dict[str, object] = {}
+
+    def run() -> None:
+        with Engine(ws, index_dir=str(tmp_path / "idx"), index_workers=2) as eng:
+            done["rep"] = eng.index()
+            done["counts"] = eng.meta.counts()
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(120)
+    assert not t.is_alive(), "the run waited for stopped embedding processes"
+    assert stopped and not any(_alive(p) for p in stopped)
+    counts = done["counts"]
+    assert counts["vectors"] == counts["chunks"] > 0  # type: ignore[index]
+    with Engine(ws, index_dir=str(tmp_path / "ref"), index_workers=1) as eng:
+        eng.index()
+    assert _vectors(tmp_path / "idx") == _vectors(tmp_path / "ref")

@@ -66,8 +66,9 @@ def test_writes_that_know_their_effect_keep_the_counts_without_counting(tmp_path
             step()
             statements.clear()
             eng.index(only=[path], reembed=False)  # a save: lexical rows, then this file's vectors
+            got = eng.counts()  # what the next question reads
             assert not [s for s in statements if "COUNT(*) FROM files" in s or "COUNT(*) FROM symbols" in s], path
-            assert eng.counts() == _recount(idx), path
+            assert got == _recount(idx), path
         eng.meta.db.set_trace_callback(None)
         assert eng.counts()["files"] == 6 and eng.counts()["vectors"] == eng.counts()["chunks"]
         other = sqlite3.connect(str(idx / "meta.sqlite"))  # another process's commit: counted anew
@@ -77,3 +78,25 @@ def test_writes_that_know_their_effect_keep_the_counts_without_counting(tmp_path
         (ws / "m3.py").write_text("def changed():\n    return 3\n")
         eng.index(only=["m3.py"], reembed=False)
         assert eng.counts() == _recount(idx)
+
+
+def test_a_commit_of_another_connection_during_a_write_drops_the_adjustment(tmp_path: Path) -> None:
+    """The adjustment is only the writer's own rows: another connection that commits between the counts'
+    check and the write's end makes the next call count anew (its rows are in no tally)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.py").write_text("def alpha():\n    return 1\n")
+    with Engine(ws, index_dir=str(tmp_path / "idx"), vectors=False, reranker="off") as eng:
+        eng.index()
+    meta = MetaStore(tmp_path / "idx" / "meta.sqlite")
+    try:
+        before = meta.counts()
+        with meta._lock, meta._counted() as tally:
+            assert tally == before
+            other = sqlite3.connect(str(tmp_path / "idx" / "meta.sqlite"))
+            other.execute("INSERT INTO symbols VALUES ('beta', 'function', 'a.py', 4, 5, NULL)")
+            other.commit()
+            other.close()
+        assert meta.counts() == _recount(tmp_path / "idx") and meta.counts()["symbols"] == before["symbols"] + 1
+    finally:
+        meta.close()

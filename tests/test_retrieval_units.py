@@ -20,7 +20,7 @@ from delphi_ls.retrieval.branches.path import PathBranch
 from delphi_ls.retrieval.branches.registry import registered
 from delphi_ls.retrieval.branches.structure import GraphBranch
 from delphi_ls.retrieval.branches.symbol import SymbolBranch
-from delphi_ls.retrieval.context import ChunkLines, IndexView, SearchContext
+from delphi_ls.retrieval.context import ChunkLines, IndexView, SearchContext, SymbolTable
 from delphi_ls.retrieval.features import candidate_features, feature_names
 from delphi_ls.retrieval.fusion import rrf
 from delphi_ls.retrieval.query import analyse
@@ -46,13 +46,10 @@ IMPORTS = [("tests/test_retry.py", "py:shipyard.retry")]  # as the chunker recor
 
 
 def view() -> IndexView:
-    symbols: dict[str, list[SymbolRecord]] = {}
-    for s in SYMBOLS:
-        symbols.setdefault(s.name.lower(), []).append(s)
     by_base: dict[str, list[str]] = {}
     for p in FILES:
         by_base.setdefault(os.path.basename(p), []).append(p)
-    return IndexView(dict(FILES), symbols, [(p, stripped(p), stripped(os.path.basename(p))) for p in FILES],
+    return IndexView(dict(FILES), SymbolTable.of(SYMBOLS, dict(FILES)), [(p, stripped(p), stripped(os.path.basename(p))) for p in FILES],
                      ChunkLines(None, {p: ([1], [f"{p}#0"]) for p in FILES}), by_base,
                      FileGraph.build(dict(FILES), IMPORTS))
 

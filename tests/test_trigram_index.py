@@ -215,7 +215,7 @@ def test_a_literal_with_a_nul_character_is_found_and_fails_nothing(tmp_path: Pat
         eng.index(vectors=False)
         assert {p for _i, p in eng.meta.find_literal("frame\x00marker seen", 50)} == {"codec.py"}
         assert {p for _i, p in eng.meta.find_literal("FRAME\x00MARKER", 50)} == {"codec.py"}  # case folded
-        assert eng.meta.find_literal("zz\x00marker seen", 50) == []  # fewer than 3 characters before the NUL
+        assert eng.meta.find_literal("me\x00marker seen", 50) == []  # in codec.py, but 2 characters before the NUL
         assert eng.meta.find_literal("frame\x00other", 50) == []  # the part found, the whole literal not
         assert {p for _i, p in eng.meta.find_literal("frame marker seen", 50)} == {"other.py"}
         answer = eng.context('why is "frame\x00marker seen" never matched?')

@@ -38,7 +38,8 @@ def _workspace(tmp_path: Path) -> tuple[Path, str]:
 def _tables(eng: Engine) -> tuple:
     v = eng.view()
     g = v.graph
-    return (v.files, v.symbols, [v.chunk_lines.get(p) for p in v.files], v.stripped_paths, v.by_basename,
+    # The definitions as the view gives them (read from the manifest as asked: SymbolTable), while it is open.
+    return (v.files, dict(v.symbols.items()), [v.chunk_lines.get(p) for p in v.files], v.stripped_paths, v.by_basename,
             dict(g.imports), dict(g.imported_by), dict(g.tests_of), dict(g.mirrors_of), g.edges)
 
 

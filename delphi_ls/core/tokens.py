@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from functools import lru_cache
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
@@ -50,6 +51,24 @@ def code_tokens(text: str) -> Iterator[tuple[str, int]]:
             for p in parts:
                 yield p, pos
         pos += 1
+
+
+@lru_cache(maxsize=1 << 16)
+def _word_tokens(word: str) -> str:
+    """One word's tokens as :func:`code_tokens` gives them, joined by spaces ("" for a word it skips)."""
+    low = word.lower()
+    if len(low) > 64:
+        return ""
+    parts = split_identifier(word)
+    whole = low.strip("_") or low
+    return " ".join([whole, *parts]) if len(parts) > 1 else whole
+
+
+def token_string(text: str) -> str:
+    """``" ".join`` of :func:`code_tokens`'s tokens, the same string, for a lexical store's fields. Code
+    repeats its words, so each word's tokens are made once (a cache of 65,536 words): 2.8-3.4x faster than
+    the generator on black's 2,738 chunks, the same strings (session 10), and it ran for every chunk of a cold index and of a save."""
+    return " ".join(filter(None, map(_word_tokens, _WORD.findall(text))))
 
 
 def query_terms(text: str) -> list[str]:

@@ -9,9 +9,9 @@ one: the embedding's 10 s came after the 21 s lexical pass, not beside it.
 priority (``SCHED_IDLE`` on Linux, else ``nice 19``) that embed the chunks of each batch the lexical pass
 wrote. They take the CPU the lexical pass leaves idle, so it keeps its pace; what they send back goes into
 the manifest's embedding cache (keyed by the model's weights and the chunk's content hash, like every
-cached vector). The vector pass then finds those vectors cached and only marks the chunks embedded; for
-chunks still in flight it waits, and it embeds in-process only what was never sent (the window was full)
-or did not come back. Nothing else changes: the cache is only a cache, so a run killed at any point leaves
+cached vector). The vector pass then finds those vectors cached and only marks the chunks embedded; it
+never waits for these processes: it embeds in-process what was never sent (the window was full), what they
+had not started, or what is not back when it gets there. Nothing else changes: the cache is only a cache, so a run killed at any point leaves
 a consistent index (the next run embeds what is not marked embedded, from the cache where it can).
 
 spring-boot, 2 cores, ``bench.perf --quick`` (session 10): vectors complete 33.3-33.7 s -> 26.0-27.1 s,
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
@@ -59,6 +59,7 @@ def _init(parent_pid: int, spec: str, nice: int) -> None:
     # One tokenizer thread per process: the processes are as many as the cores already (the tokenizer's own
     # pool, one thread per core in each, only oversubscribed them). Read when the pool first starts.
     os.environ["RAYON_NUM_THREADS"] = "1"
+    os.environ["DELPHI_ONNX_THREADS"] = "1"  # the same for an ONNX model's thread pool (load_embedder reads it)
     global _embedder
     from ..models.embedders import load_embedder
 
@@ -71,10 +72,15 @@ def _embed(texts: list[str]) -> tuple[str, np.ndarray]:
 
 
 class EmbedAhead:
-    """Low-priority processes embedding chunks sent to them, results taken back in the order sent.
+    """Low-priority processes embedding chunks sent to them; what is done is taken back in the order sent,
+    and nothing ever waits for them (review: at idle priority, a busy machine could starve them for as long
+    as it stays busy, and the vector pass holds the writer's lock).
 
-    As many as the run's parse workers: they share the idle CPU during the lexical pass, and the chunks
-    still in flight when it ends are embedded on every core while the vector pass waits for them."""
+    As many as the run's parse workers: they share the idle CPU during the lexical pass. When it ends they
+    go on with what they hold while the vector pass embeds, in row order, what they were never sent; it
+    takes their results as they come, and before it embeds chunks they still hold it cancels those tasks
+    if not started (the chunks in their hands were written last, so the vector pass reaches them last):
+    the last vectors are made on every core, and nothing waits for an idle-priority process."""
 
     def __init__(self, spec: str, weights_sha256: str, embed_text: Callable[[ChunkRow], str],
                  processes: int = 1, nice: int = NICE) -> None:
@@ -85,6 +91,7 @@ class EmbedAhead:
         self._pending: deque[tuple[Future[tuple[str, np.ndarray]], list[str]]] = deque()
         # Content hashes sent and not taken back yet; with the cache, what makes equal chunks embedded once.
         self._flying: set[str] = set()
+        self._stopped = False
         self.embedded = 0  # vectors taken back and usable
         self.left = 0  # chunks not sent (window full): the vector pass embeds them
         self.error: str | None = None  # why results stopped being used, in words
@@ -92,7 +99,7 @@ class EmbedAhead:
     def submit(self, rows: list[ChunkRow], cached: Callable[[list[str]], set[str]]) -> None:
         """Send the chunks of ``rows`` whose vector is neither cached (``cached``: the hashes of those
         given that the embedding cache holds) nor in flight."""
-        if self.error is not None:
+        if self.error is not None or self._stopped:
             return
         fresh: dict[str, ChunkRow] = {}
         for r in rows:
@@ -115,37 +122,57 @@ class EmbedAhead:
             self._pending.append((fut, [r.content_hash for r in part]))
             self._flying.update(r.content_hash for r in part)
 
-    def flying(self, content_hash: str) -> bool:
-        """Whether that chunk was sent and is not back yet (the vector pass waits for it, not embeds it)."""
-        return content_hash in self._flying
-
-    def collect(self, wait: bool = False, until: set[str] | None = None) -> list[tuple[str, np.ndarray]]:
-        """(content hash, vector) of the tasks that are done, in the order sent; ``wait``: of all of them;
-        ``until``: waiting, until none of these hashes is in flight."""
+    def collect(self) -> list[tuple[str, np.ndarray]]:
+        """(content hash, vector) of the tasks done, in the order sent, up to the first one not done."""
         out: list[tuple[str, np.ndarray]] = []
-        while self._pending and (wait or self._pending[0][0].done() or (until and until & self._flying)):
+        while self._pending and self._pending[0][0].done():
             fut, hashes = self._pending.popleft()
             self._flying.difference_update(hashes)
+            if fut.cancelled():
+                continue
             try:
                 sha, vecs = fut.result()
             except Exception as e:  # the process died or the model failed: the vector pass embeds the rest
                 self._fail(f"the embedding process failed ({type(e).__name__}: {e}); the rest was embedded in-process")
-                continue
+                break
             if sha != self.sha:
                 self._fail(f"the embedding process loaded other weights (sha256 {sha[:12]}, this process "
                            f"{self.sha[:12]}); its vectors were not used")
-                continue
-            if self.error is None:
-                out.extend(zip(hashes, vecs, strict=True))
+                break
+            out.extend(zip(hashes, vecs, strict=True))
         self.embedded += len(out)
         return out
 
+    def stop(self) -> None:
+        """Send nothing more (the vector pass has begun): what is in hand goes on at idle priority."""
+        self._stopped = True
+
+    def cancel_for(self, hashes: Iterable[str]) -> None:
+        """The vector pass is about to embed these itself: the tasks holding any of them that have not
+        started are cancelled (a started one finishes; its vectors are the same, cached twice at worst)."""
+        want = set(hashes)
+        for fut, held in self._pending:
+            if not want.isdisjoint(held):
+                fut.cancel()
+
     def _fail(self, why: str) -> None:
+        """Use nothing more from the processes: what they still hold is cancelled or left to finish unread."""
         if self.error is None:
             self.error = why
+        self.stop()
+        for fut, _held in self._pending:
+            fut.cancel()
+        self._pending.clear()
+        self._flying.clear()
 
     def close(self) -> None:
-        """Cancel what is not started and wait for the process to exit."""
+        """End the processes now: what they still hold is only a cache's worth (the vector pass has
+        embedded it in-process, or a later run will), and waiting for it at idle priority could be long."""
+        self.stop()
+        for fut, _held in self._pending:
+            fut.cancel()
+        for proc in list((getattr(self._pool, "_processes", None) or {}).values()):
+            proc.kill()  # SIGKILL: a stopped (SIGSTOP) or starved process ends too
         self._pool.shutdown(wait=True, cancel_futures=True)
         self._pending.clear()
         self._flying.clear()

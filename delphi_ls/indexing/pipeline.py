@@ -178,6 +178,7 @@ class Indexer:
         pool = self._pool(len(todo))
         stream = pool.stream(items) if pool is not None else prepare_in_process(self.root, self._options(), items)
         if pool is not None and self.embed_ahead and self.embedder is not None:
+            self.close_ahead()  # one run's processes at a time
             self._ahead = EmbedAhead(self.settings.embedder, self.embedder.identity.weights_sha256, embed_text,
                                      processes=pool.workers)
         stopped = True
@@ -419,14 +420,13 @@ class Indexer:
             return
         model = self.embedder.identity.weights_sha256
         self._ahead.submit(rows, lambda hashes: self.meta.cached_hashes(model, hashes))
-        self._cache_ahead(wait=False)
+        self._cache_ahead()
 
-    def _cache_ahead(self, wait: bool, until: set[str] | None = None) -> dict[str, np.ndarray]:
-        """Cache what the embedding process has sent back (``until``: waiting for these hashes)."""
-        got = self._ahead.collect(wait=wait, until=until) if self._ahead is not None else []
+    def _cache_ahead(self) -> None:
+        """Cache what the embedding processes have sent back (never waiting for them)."""
+        got = self._ahead.collect() if self._ahead is not None else []
         if got and self.embedder is not None:
             self.meta.cache_vectors(self.embedder.identity.weights_sha256, got)
-        return dict(got)
 
     def close_ahead(self, rep: IndexReport | None = None) -> None:
         """End the embedding process (what it has not sent back is embedded by a vector pass, if any)."""
@@ -487,10 +487,13 @@ class Indexer:
             self.meta.reset_embedded()
             rep.reembedded_all = True
         self.meta.set_state("embedder", ident.as_dict())
-        self._cache_ahead(wait=False)  # what the embedding processes sent back since the last batch
+        if self._ahead is not None:
+            self._ahead.stop()  # nothing more is sent: what they hold goes on beside this pass
         total = self.meta.counts()["chunks"] - self.meta.counts()["vectors"]
         done = 0
         while not (should_stop and should_stop()):
+            # What the embedding processes finished meanwhile, into the cache before this batch reads it.
+            self._cache_ahead()
             rows = self.meta.unembedded(self.settings.embed_batch)  # chunks per embedding call
             if not rows:
                 break
@@ -500,14 +503,9 @@ class Indexer:
             for r in rows:
                 if r.content_hash not in cached:
                     need.setdefault(r.content_hash, r)
-            flying = {h for h in need if self._ahead is not None and self._ahead.flying(h)}
-            if flying:
-                # Still being embedded beside: waited for, not embedded twice. The chunks the lexical pass
-                # could not send (its window was full) come first in the table and are embedded here
-                # meanwhile, so the run's last vectors are made on every core.
-                cached.update(self._cache_ahead(wait=False, until=flying))
-                need = {h: r for h, r in need.items() if h not in cached}
             if need:
+                if self._ahead is not None:
+                    self._ahead.cancel_for(need)  # embedded here: not again there, if not started
                 vecs = self.embedder.embed([embed_text(r) for r in need.values()])
                 fresh = list(zip(need.keys(), vecs, strict=True))
                 self.meta.cache_vectors(ident.weights_sha256, fresh)

@@ -176,14 +176,14 @@ def parent_death_guard() -> str:
     return "a check of the parent each second (no PR_SET_PDEATHSIG on this system)"
 
 
-def describe(index_workers: int) -> str:
+def describe(index_workers: int, vectors: bool = True) -> str:
     """What a large index run does with ``index_workers`` on this machine, in words (health's ``indexWorkers``)."""
     n = min(index_workers, os.cpu_count() or 1)
     if n <= 1:
         return f"in-process (index_workers = {index_workers}, {os.cpu_count() or 1} core(s))"
+    embed = f", and {n} more at idle priority embedding their chunks beside them" if vectors else ""
     return (f"{n} worker processes for runs of {POOL_MIN_FILES}+ files (read, parse, chunk, tokenize; this process "
-            f"writes every store), and {n} more at idle priority embedding their chunks beside them; they end with "
-            f"this process: {parent_death_guard()}")
+            f"writes every store){embed}; they end with this process: {parent_death_guard()}")
 
 
 WORKER_NAME = "delphi-index-worker"

@@ -198,6 +198,7 @@ def related_code(ctx: SearchContext, test: str, limit: int) -> list[dict[str, An
     for c in ctx.meta.chunks_of(test):
         used.update(m.lower() for m in _IDENT.findall(c.text))
     per_file: dict[str, int] = {}
+    ctx.view.symbols.fetch(used)  # the test's names in a read of the manifest per 500
     for name in used:
         defs = {d.path for d in ctx.view.symbols.get(name, ()) if files.get(d.path) == "code"}
         if 0 < len(defs) <= 3:

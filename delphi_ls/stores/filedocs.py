@@ -29,7 +29,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..core.tokens import STOPWORDS, code_tokens
+from ..core.tokens import STOPWORDS, token_string
 from .meta import MetaStore
 
 # Bumped when what a document holds changes: a full index run refills every document from the manifest.
@@ -88,7 +88,7 @@ class FileDoc:
 
 def words(text: str) -> str:
     """Code-aware words (identifiers whole and split), space-joined for FTS5's tokenizer."""
-    return " ".join(tok for tok, _ in code_tokens(text))
+    return token_string(text)
 
 
 def path_words(path: str) -> str:

@@ -57,7 +57,8 @@ CREATE TABLE IF NOT EXISTS symbols (
   name TEXT, kind TEXT, path TEXT, line INTEGER, end_line INTEGER, container TEXT
 );
 CREATE INDEX IF NOT EXISTS symbols_path ON symbols(path);
-CREATE INDEX IF NOT EXISTS symbols_name ON symbols(name);
+-- Case-insensitive lookups by name (the view's SymbolTable asks for the few names a question holds).
+CREATE INDEX IF NOT EXISTS symbols_name_nocase ON symbols(name COLLATE NOCASE);
 CREATE TABLE IF NOT EXISTS imports (path TEXT, spec TEXT);
 CREATE INDEX IF NOT EXISTS imports_path ON imports(path);
 CREATE TABLE IF NOT EXISTS cochange (a TEXT, b TEXT, weight REAL, PRIMARY KEY (a, b));
@@ -114,6 +115,8 @@ _CORRUPT_CODES = {11, 26}
 
 
 _SCHEMA_NAMES = set(re.findall(r"IF NOT EXISTS (\w+)", SCHEMA))
+# Added to older manifests when they are opened for writing; a read-only one answers without them (slower).
+_SCHEMA_OPTIONAL = {"symbols_name_nocase"}
 
 
 def _locked(e: sqlite3.OperationalError) -> bool:
@@ -158,7 +161,13 @@ class MetaStore:
             self.db.execute("PRAGMA synchronous=NORMAL")
             have = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master")}
             if not _SCHEMA_NAMES <= have:
-                self.db.executescript(SCHEMA)  # new or older file; a complete one is not written by opening it
+                try:
+                    self.db.executescript(SCHEMA)  # new or older file; a complete one is not written by opening it
+                except sqlite3.OperationalError as e:
+                    if _SCHEMA_NAMES - have - _SCHEMA_OPTIONAL or not (_locked(e) or "readonly" in str(e)):
+                        raise
+                    log.warning("%s: index %s not added (%s); symbol lookups scan the table until a writer opens it",
+                                self.path, ", ".join(sorted(_SCHEMA_NAMES - have)), e)
             self._upgrade_grams_triggers()
         except BaseException:
             self.db.close()
@@ -287,7 +296,9 @@ class MetaStore:
                      chunks: list[ChunkRow], symbols: list[tuple[str, str, int, int, str]], replaced: bool,
                      reuse_embedded: set[str], imports: list[str] | None = None) -> None:
         with self._lock, self._counted() as tally:
-            self.db.execute("BEGIN")
+            # IMMEDIATE: the write lock first (with the busy timeout), since the transaction reads before it
+            # writes: a deferred one fails at once when another connection committed in between (review).
+            self.db.execute("BEGIN IMMEDIATE")
             try:
                 old_chunks, old_embedded = self.db.execute(
                     "SELECT COUNT(*), COALESCE(SUM(embedded), 0) FROM chunks WHERE path=?", (path,)).fetchone()
@@ -325,7 +336,7 @@ class MetaStore:
     def remove_files(self, paths: Iterable[str]) -> None:
         with self._lock, self._counted() as tally:
             gone = {"files": 0, "chunks": 0, "vectors": 0, "symbols": 0}
-            self.db.execute("BEGIN")
+            self.db.execute("BEGIN IMMEDIATE")  # reads before it writes (replace_file)
             for p in paths:
                 n, emb = self.db.execute("SELECT COUNT(*), COALESCE(SUM(embedded), 0) FROM chunks WHERE path=?",
                                          (p,)).fetchone()
@@ -633,11 +644,13 @@ class MetaStore:
         if len(part) < 3:
             return []
         want = literal.lower()
+        out: list[tuple[str, str]] = []
         with self._lock:
-            rows = self.db.execute(
-                "SELECT c.id, c.path, c.text FROM chunk_grams g JOIN chunks c ON c.rowid = g.rowid "
-                "WHERE chunk_grams MATCH ? LIMIT ?", (_phrase(part), limit * 20)).fetchall()
-        return [(i, p) for i, p, text in rows if want in text.lower()][:limit]
+            cur = self.db.execute("SELECT c.id, c.path, c.text FROM chunk_grams g JOIN chunks c ON c.rowid = g.rowid "
+                                  "WHERE chunk_grams MATCH ?", (_phrase(part),))
+            while len(out) < limit and (rows := cur.fetchmany(500)):
+                out += [(i, p) for i, p, text in rows if want in text.lower()]
+        return out[:limit]
 
     # --- structure ---------------------------------------------------------
     def all_imports(self) -> list[tuple[str, str]]:
@@ -677,6 +690,23 @@ class MetaStore:
         if paths is None:
             return [SymbolRecord(*r) for r in rows]
         return [SymbolRecord(n, k, paths.get(p, p), ln, e, c) for n, k, p, ln, e, c in rows]
+
+    def symbols_named(self, names: list[str]) -> list[SymbolRecord]:
+        """The definitions whose name equals one of ``names`` with ASCII case folded (SQLite's NOCASE: the
+        caller folds the rest), 500 names a query: the definitions of one name in row order."""
+        out: list[SymbolRecord] = []
+        with self._lock:
+            for i in range(0, len(names), 500):
+                part = names[i: i + 500]
+                rows = self.db.execute("SELECT name, kind, path, line, end_line, container FROM symbols WHERE name "
+                                       f"COLLATE NOCASE IN ({','.join('?' * len(part))}) ORDER BY rowid", part).fetchall()
+                out.extend(SymbolRecord(*r) for r in rows)
+        return out
+
+    def symbol_names(self) -> list[str]:
+        """Every distinct definition name (one read of the name index)."""
+        with self._lock:
+            return [r[0] for r in self.db.execute("SELECT DISTINCT name FROM symbols")]
 
     def symbols_in(self, paths: list[str]) -> list[SymbolRecord]:
         """The definitions of ``paths`` in the order :meth:`all_symbols` gives them (row order)."""

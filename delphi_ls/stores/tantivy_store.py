@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..core.tokens import code_tokens
+from ..core.tokens import token_string
 
 # Field name -> score multiplier (the Whoosh schema's field_boost).
 BOOSTS = {"content": 1.0, "symbols": 2.0, "pathtext": 1.5}
@@ -55,7 +55,7 @@ def writer_threads() -> int:
 def tokens(text: str) -> str:
     """``text`` as the code tokenizer's tokens, one space between each (what the whitespace tokenizer
     splits back into the same terms)."""
-    return " ".join(t for t, _pos in code_tokens(text))
+    return token_string(text)
 
 
 def field_tokens(text: str, symbols: list[str], path: str) -> tuple[str, str, str]:

@@ -26,6 +26,7 @@ class SymbolBranch:
         notes: dict[str, list[str]] = {}
         lines: dict[str, int] = {}
         n_files = max(1, len(ctx.files))
+        table.fetch(wanted)  # the question's names in one read of the manifest
         for name, weight in wanted.items():
             defs = table.get(name)
             if not defs:
