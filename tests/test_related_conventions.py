@@ -409,3 +409,33 @@ def test_module_named_test_file_is_offered_for_every_symbol(engine_for):
     # only the module's own: a symbol of app.py does not get test_testing.py for nothing
     other = eng.related_tests("src/flask/app.py", symbol="make_response")
     assert "tests/test_testing.py" not in [r["path"] for r in other]
+
+
+def test_a_save_that_moves_no_import_edge_patches_a_graph_whose_name_links_read_them(tmp_path: Path, monkeypatch):
+    """Issue 18: name links that read the import edges (express's `res.*.js`) made every save rebuild the
+    whole view for the next question (9-16 s on the 100k workspace, which holds express). A save that leaves
+    the file's import edges as they were is patched now, and the patched graph equals a rebuild; one that
+    moves an edge is still rebuilt."""
+    from delphi_ls.retrieval.context import IndexView
+    from tests.calls import Calls
+    from tests.test_reindex_speed import _graph_facts
+
+    ws = _write(tmp_path / "ws", EXPRESS_LIKE)
+    with Engine(ws, index_dir=str(tmp_path / "idx"), vectors=False) as eng:
+        eng.index(vectors=False)
+        assert eng.view().graph.links_read_imports
+        builds = Calls(IndexView.build)
+        monkeypatch.setattr(IndexView, "build", builds)
+        lib = ws / "lib" / "response.js"
+        lib.write_text(lib.read_text() + "\nres.zebraSend = function () { return 1; };\n")  # no import moved
+        eng.index(only=["lib/response.js"], vectors=False)
+        assert eng.context("zebraSend")["results"][0]["path"] == "lib/response.js"
+        assert builds.n == 0  # patched
+        assert _graph_facts(eng.view().graph) == _graph_facts(IndexView.build.fn(eng.meta).graph)
+        assert eng.related_code("test/res.send.js")[0]["path"] == "lib/response.js"
+        express = ws / "lib" / "express.js"
+        express.write_text(express.read_text().replace("var res = require('./response');", ""))  # an edge moves
+        eng.index(only=["lib/express.js"], vectors=False)
+        eng.context("zebraSend")
+        assert builds.n == 1  # rebuilt: a name link may read that edge
+        assert _graph_facts(eng.view().graph) == _graph_facts(IndexView.build.fn(eng.meta).graph)

@@ -123,10 +123,15 @@ class EmbedAhead:
             self._flying.update(r.content_hash for r in part)
 
     def collect(self) -> list[tuple[str, np.ndarray]]:
-        """(content hash, vector) of the tasks done, in the order sent, up to the first one not done."""
+        """(content hash, vector) of every task done, in the order sent (a task still running holds up
+        none after it: when one of several was, the vector pass embedded chunks already done; session 10)."""
         out: list[tuple[str, np.ndarray]] = []
-        while self._pending and self._pending[0][0].done():
-            fut, hashes = self._pending.popleft()
+        done: list[tuple[Future[tuple[str, np.ndarray]], list[str]]] = []
+        keep: deque[tuple[Future[tuple[str, np.ndarray]], list[str]]] = deque()
+        for task in self._pending:  # one look at each: one that finishes meanwhile waits for the next call
+            (done if task[0].done() else keep).append(task)
+        self._pending = keep
+        for fut, hashes in done:
             self._flying.difference_update(hashes)
             if fut.cancelled():
                 continue
