@@ -92,3 +92,18 @@ def test_workspace_symbol_search_gives_what_walking_every_name_gave(tmp_path: Pa
             got = eng.symbols(query, limit=50)
             assert [(s["name"], s["path"], s["line"]) for s in got] == [(d.name, d.path, d.line) for _s, d in ref[:50]], query
         assert eng.symbols("größe", limit=5)[0]["name"] == "Größe"
+
+
+def test_many_names_at_once_are_read_in_one_pass_and_give_the_same(tmp_path: Path, monkeypatch):
+    from delphi_ls.retrieval import context
+
+    ws = _workspace(tmp_path)
+    with Engine(ws, index_dir=str(tmp_path / "idx"), vectors=False) as eng:
+        eng.index(vectors=False)
+        files = eng.view().files
+        whole = _whole_table(eng, files)
+        monkeypatch.setattr(context, "FETCH_SCAN_NAMES", 3)
+        table = SymbolTable(eng.meta, files)
+        table.fetch([*whole, "no_such_name"])
+        assert dict(table.items()) == whole and all(table.get(n) == recs for n, recs in whole.items())
+        assert table.get("no_such_name") is None

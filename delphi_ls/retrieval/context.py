@@ -56,6 +56,10 @@ class ChunkLines:
         return {"_meta": None, "_got": {}}  # a loaded view is bound to its engine's manifest (bind)
 
 
+# Past this many names at once, one pass over the whole symbol table costs less than a query per 500 names.
+FETCH_SCAN_NAMES = 20_000
+
+
 class SymbolTable:
     """Definitions by lower-cased name, read from the manifest for the names a query asks about, then kept
     with the view (as :class:`ChunkLines`). Held for every name up front, they were most of the view: 58% of
@@ -95,9 +99,12 @@ class SymbolTable:
         if self._meta is not None:
             wanted = set(want)
             ascii_ = [n for n in want if n.isascii()]
-            rows = self._meta.symbols_named(ascii_) if ascii_ else []
-            if len(ascii_) < len(want):
-                rows += [r for r in self._meta.all_symbols() if not r.name.isascii()]
+            if len(want) > FETCH_SCAN_NAMES:  # a workspace symbol search of one letter: one pass of the table
+                rows = self._meta.all_symbols()
+            else:
+                rows = self._meta.symbols_named(ascii_) if ascii_ else []
+                if len(ascii_) < len(want):
+                    rows += [r for r in self._meta.all_symbols() if not r.name.isascii()]
             for r in rows:
                 key = r.name.lower()
                 if key in wanted and r.path in self._files:
