@@ -93,7 +93,6 @@ class EmbedAhead:
         self._flying: set[str] = set()
         self._stopped = False
         self.embedded = 0  # vectors taken back and usable
-        self.left = 0  # chunks not sent (window full): the vector pass embeds them
         self.error: str | None = None  # why results stopped being used, in words
 
     def submit(self, rows: list[ChunkRow], cached: Callable[[list[str]], set[str]]) -> None:
@@ -110,8 +109,7 @@ class EmbedAhead:
         have = cached(list(fresh))
         todo = [r for h, r in fresh.items() if h not in have]
         if len(self._flying) + len(todo) > WINDOW_CHUNKS:
-            self.left += len(todo)
-            return
+            return  # the window is full: the vector pass embeds these
         for i in range(0, len(todo), TASK_CHUNKS):
             part = todo[i: i + TASK_CHUNKS]
             try:

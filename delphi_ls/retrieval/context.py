@@ -72,6 +72,7 @@ class SymbolTable:
         self._meta = meta
         self._files = files
         self._got: dict[str, list[SymbolRecord]] = got if got is not None else {}  # [] for a name with none
+        self._folded: dict[str, list[str]] | None = None  # lower -> the names outside ASCII, read once when asked
 
     @classmethod
     def of(cls, records: list[SymbolRecord], files: dict[str, str]) -> SymbolTable:
@@ -90,8 +91,8 @@ class SymbolTable:
         return bool(self.get(name))
 
     def fetch(self, names: Any) -> None:
-        """Read the lower-cased ``names`` not read yet: one query per 500 (SQLite folds ASCII case only,
-        so a name with other letters is looked for in the whole table, once)."""
+        """Read the lower-cased ``names`` not read yet: one query per 500 (SQLite folds ASCII case only, so
+        a name with other letters is looked up by its spellings in the table, read once per table)."""
         want = [n for n in dict.fromkeys(names) if n not in self._got]
         if not want:
             return
@@ -102,15 +103,24 @@ class SymbolTable:
             if len(want) > FETCH_SCAN_NAMES:  # a workspace symbol search of one letter: one pass of the table
                 rows = self._meta.all_symbols()
             else:
-                rows = self._meta.symbols_named(ascii_) if ascii_ else []
-                if len(ascii_) < len(want):
-                    rows += [r for r in self._meta.all_symbols() if not r.name.isascii()]
+                spelled = [spelling for n in want if not n.isascii() for spelling in self._non_ascii().get(n, ())]
+                # A question with a non-ASCII identifier scanned the whole table (~1 s on the 100k workspace)
+                # every time; its spellings are asked for by name now, like the rest.
+                rows = self._meta.symbols_named(ascii_ + spelled) if ascii_ or spelled else []
             for r in rows:
                 key = r.name.lower()
                 if key in wanted and r.path in self._files:
                     found.setdefault(key, []).append(r)
         for n in want:
             self._got[n] = found.get(n, [])
+
+    def _non_ascii(self) -> dict[str, list[str]]:
+        if self._folded is None:
+            folded: dict[str, list[str]] = {}
+            for name in self._meta.symbol_names(non_ascii=True) if self._meta is not None else ():
+                folded.setdefault(name.lower(), []).append(name)
+            self._folded = folded
+        return self._folded
 
     def names(self) -> list[str]:
         """Every lower-cased name with a definition (the manifest's; those outside the view's files too)."""
@@ -138,7 +148,7 @@ class SymbolTable:
         return SymbolTable(self._meta, files) if self._meta is not None else SymbolTable(None, files, self._got)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"_meta": None, "_files": {}, "_got": {}}  # a loaded view is bound to its engine's manifest (bind)
+        return {"_meta": None, "_files": {}, "_got": {}, "_folded": None}  # a loaded view is bound to its engine's manifest (bind)
 
 
 @dataclass

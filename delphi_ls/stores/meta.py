@@ -131,6 +131,7 @@ def _phrase(text: str) -> str:
     """``text`` as one FTS5 phrase (its double quotes doubled)."""
     return '"' + text.replace('"', '""') + '"'
 
+
 class MetaStore:
     def _set_wal(self) -> None:
         """Switch to WAL. SQLite does not call the busy handler for this switch: two processes opening a
@@ -703,10 +704,12 @@ class MetaStore:
                 out.extend(SymbolRecord(*r) for r in rows)
         return out
 
-    def symbol_names(self) -> list[str]:
-        """Every distinct definition name (one read of the name index)."""
+    def symbol_names(self, non_ascii: bool = False) -> list[str]:
+        """Every distinct definition name (one read of the name index); ``non_ascii``: only those with a
+        character outside printable ASCII (what SQLite's NOCASE does not fold)."""
+        where = " WHERE name GLOB '*[^ -~]*'" if non_ascii else ""
         with self._lock:
-            return [r[0] for r in self.db.execute("SELECT DISTINCT name FROM symbols")]
+            return [r[0] for r in self.db.execute(f"SELECT DISTINCT name FROM symbols{where}")]
 
     def symbols_in(self, paths: list[str]) -> list[SymbolRecord]:
         """The definitions of ``paths`` in the order :meth:`all_symbols` gives them (row order)."""
