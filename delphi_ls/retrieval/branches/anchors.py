@@ -32,7 +32,7 @@ class AnchorTestsBranch:
     name = "anchor_tests"
 
     def search(self, q: QueryInfo, ctx: SearchContext) -> list[Hit]:
-        tests = [p for p, k in ctx.files.items() if k == "test"]
+        tests = ctx.view.tests()
         if not tests or not ctx.anchors:
             return []
         scores: dict[str, float] = {}
@@ -66,7 +66,7 @@ class AnchorFolderTestsBranch:
             return []
         # Each test's folders once (separator-stripped), not once per anchor.
         folders = {p: {stripped(part) for part in os.path.dirname(p).split("/")}
-                   for p, k in ctx.files.items() if k == "test"}
+                   for p in ctx.view.tests()}
         scores: dict[str, float] = {}
         notes: dict[str, str] = {}
         for anchor in ctx.anchors:

@@ -1,0 +1,114 @@
+"""Every file's separator-stripped path and basename, with the rows holding a given string found by search.
+
+The path branch scores each file whose stripped path holds a question term. Checking every path against
+every term in Python was 176 ms of a 265 ms warm query on the 100,000-file workspace (bench/RESULTS.md,
+session 11); here the paths are joined into one text and a term's rows are found by ``str.find``, jumping to
+the next row after each hit, so a query costs the rows its terms occur in, not the whole list.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+# Terms whose rows are kept between queries (agents ask many questions with the same words: "test",
+# "config", "defined"); a common term's rows are the expensive ones (tens of thousands at 100k files).
+_KEPT_TERMS = 128
+
+
+class StrippedPaths:
+    """(path, stripped path, stripped basename) rows, in the view's file order, iterable as that list was."""
+
+    def __init__(self, rows: list[tuple[str, str, str]]) -> None:
+        self.rows = rows
+        self._text: dict[int, tuple[str, list[int]]] = {}  # column -> (joined text, each row's start)
+        self._found: OrderedDict[tuple[int, str], np.ndarray] = OrderedDict()
+        self._order: tuple[np.ndarray, np.ndarray] | None = None
+        self._row: dict[str, int] | None = None
+        self._len: np.ndarray | None = None
+        self._lock = threading.Lock()  # the server answers queries from several threads
+
+    def __iter__(self) -> Iterator[tuple[str, str, str]]:
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: int) -> tuple[str, str, str]:
+        return self.rows[i]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, StrippedPaths):
+            return self.rows == other.rows
+        return isinstance(other, list) and self.rows == other
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"rows": self.rows}  # the joined texts are rebuilt on first use (~30 ms at 100k files)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["rows"])  # type: ignore[misc]
+
+    def _joined(self, column: int) -> tuple[str, list[int]]:
+        got = self._text.get(column)
+        if got is None:
+            # Rows joined by "\n", which no stripped text holds (only [a-z0-9] remain), so a hit never spans two rows.
+            parts = [r[column] for r in self.rows]
+            starts, at = [], 0
+            for s in parts:
+                starts.append(at)
+                at += len(s) + 1
+            got = self._text[column] = ("\n".join(parts), starts)
+        return got
+
+    def ranks(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each row's basename length (at least 1, as float) and its path's place in sorted path order."""
+        if self._order is None:
+            base_len = np.fromiter((max(len(r[2]), 1) for r in self.rows), dtype=np.float64, count=len(self.rows))
+            rank = np.empty(len(self.rows), dtype=np.int64)
+            rank[sorted(range(len(self.rows)), key=lambda i: self.rows[i][0])] = np.arange(len(self.rows))
+            self._order = (base_len, rank)
+        return self._order
+
+    def row_of(self, path: str) -> int | None:
+        if self._row is None:
+            self._row = {r[0]: i for i, r in enumerate(self.rows)}
+        return self._row.get(path)
+
+    def path_len(self) -> np.ndarray:
+        """Each row's path length (the path branch's tie-break before the path itself)."""
+        if self._len is None:
+            self._len = np.fromiter((len(r[0]) for r in self.rows), dtype=np.int64, count=len(self.rows))
+        return self._len
+
+    def rows_with(self, term: str, basename: bool = False) -> np.ndarray:
+        """The rows (ascending) whose stripped path (or basename) holds ``term``, a non-empty string without
+        "\\n". Kept for the next query that has the term; not to be written to."""
+        column = 2 if basename else 1
+        key = (column, term)
+        with self._lock:
+            found = self._found.get(key)
+            if found is not None:
+                self._found.move_to_end(key)
+                return found
+        text, starts = self._joined(column)
+        out: list[int] = []
+        end, last = len(text), len(starts) - 1
+        i = text.find(term)
+        while i != -1:
+            r = bisect.bisect_right(starts, i) - 1
+            out.append(r)
+            i = text.find(term, starts[r + 1] if r < last else end)  # the next row: one hit per row is enough
+        found = np.array(out, dtype=np.int64)
+        found.flags.writeable = False
+        with self._lock:
+            self._found[key] = found
+            if len(self._found) > _KEPT_TERMS:
+                self._found.popitem(last=False)
+        return found
