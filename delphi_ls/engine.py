@@ -40,11 +40,12 @@ from .retrieval.query import analyse
 from .retrieval.retriever import IndexState, Retrieval, Retriever
 from .settings import RERANKERS, Settings
 from .stores.exact import ExactVectors, exact_bound
+from .stores.exact_file import ExactFile
 from .stores.lexical import FOLDERS as LEXICAL_FOLDERS
 from .stores.lexical import open_lexical
 from .stores.meta import ChunkRow, MetaStore, is_corruption
 from .stores.vectors import LazyVectorStore, VectorStore
-from .stores.view_cache import EXACT_FILE, ViewCache, code_digest
+from .stores.view_cache import ViewCache, code_digest
 from .stores.writer_lock import Holder, IndexBusy, WriterLock  # noqa: F401  (IndexBusy: for callers of index())
 from .traces import write_trace
 from .workspace.kinds import file_kind
@@ -176,9 +177,9 @@ class Engine:
         self._view_saved_key: tuple[Any, ...] | None = None  # the state of the view saved on disk
         self._view_build_s = 0.0  # the last full build's time: what the next process saves by loading it
         self._view_cache = ViewCache(self.index_dir)
-        # The exact search's matrix, saved the same way: loading it from the manifest took 2.8-7.3 s on the
-        # 100k workspace (227 MiB), most of a server's first answer.
-        self._exact_cache = ViewCache(self.index_dir, EXACT_FILE)
+        # The exact search's matrix, saved keyed and signed too (mapped, not unpickled: stores/exact_file.py):
+        # loading it from the manifest took 2.8-7.3 s on the 100k workspace (227 MiB).
+        self._exact_cache = ExactFile(self.index_dir)
         self._exact_unsaved: tuple[tuple[Any, ...], ExactVectors] | None = None
         self._exact_slow = False  # the matrix in memory took long enough to load that it is kept saved
         self.view_source = ""  # how the view in memory came: "built in N s" / "loaded ..." (health)

@@ -10,7 +10,7 @@ import pytest
 
 from delphi_ls import Engine
 from delphi_ls import engine as engine_mod
-from delphi_ls.stores import view_cache
+from delphi_ls.stores import exact_file, view_cache
 
 FILES = {
     "src/retry.py": "def backoff(attempt):\n    return 2 ** attempt\n\n\nclass RetryPolicy:\n    limit = 3\n",
@@ -307,7 +307,7 @@ def test_the_exact_matrix_is_saved_and_loaded_like_the_view(tmp_path: Path) -> N
     ws, idx = _workspace(tmp_path)
     with Engine(ws, index_dir=idx, embedder="potion-base-8M") as eng:
         eng.index()
-    saved = Path(idx) / view_cache.EXACT_FILE
+    saved = Path(idx) / exact_file.FILE
     q = "which tests cover retry.py"
     with Engine(ws, index_dir=idx, embedder="potion-base-8M") as eng:
         answer = _answer(eng, q)
@@ -388,10 +388,10 @@ def test_a_killed_save_leaves_no_temporary_file_for_long(tmp_path: Path) -> None
     import os
     import time
 
-    old, young = tmp_path / f"{view_cache.FILE}.abc.tmp", tmp_path / f"{view_cache.EXACT_FILE}.def.tmp"
+    old, young = tmp_path / f"{view_cache.FILE}.abc.tmp", tmp_path / f"{exact_file.FILE}.def.tmp"
     old.write_bytes(b"x" * 10)
     young.write_bytes(b"y")
     os.utime(old, (time.time() - 7200, time.time() - 7200))
     view_cache.ViewCache(tmp_path)
-    view_cache.ViewCache(tmp_path, view_cache.EXACT_FILE)
+    exact_file.ExactFile(tmp_path)
     assert not old.exists() and young.exists()  # a young one may be another process's save under way

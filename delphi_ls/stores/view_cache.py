@@ -31,10 +31,9 @@ import platformdirs
 log = logging.getLogger(__name__)
 
 FILE = "view.pickle"
-EXACT_FILE = "exact.pickle"  # the exact vector search's matrix, kept the same way (Engine._exact_vectors)
 _PACKAGE = Path(__file__).resolve().parent.parent
 # The modules whose code decides what the view holds (its tables, the graph, import resolution, kinds).
-_SOURCES = ("retrieval/context.py", "indexing/graph.py", "indexing/imports.py", "workspace/kinds.py",
+_SOURCES = ("retrieval/context.py", "retrieval/path_index.py", "indexing/graph.py", "indexing/imports.py", "workspace/kinds.py",
             "core/tokens.py", "core/__init__.py", "languages", "stores/meta.py", "stores/exact.py")
 _code_digest: str | None = None
 
