@@ -72,12 +72,16 @@ def ripgrep_bar(folder: Path, questions: list[str]) -> dict[str, Any]:
     return {"status": "ok", "p50_ms": statistics.median(times) * 1000, "p95_ms": percentile(times, 0.95) * 1000}
 
 
-def server_latency(corpus: Path, index: Path, embedder: str, qs: list[str], direct_p50: float) -> dict[str, Any]:
-    """Warm request latency through delphi-ls over stdio, on the index the engine just built."""
+def server_latency(corpus: Path, index: Path, embedder: str, qs: list[str], direct_p50: float,
+                   settle_s: float = 0.0) -> dict[str, Any]:
+    """Warm request latency through delphi-ls over stdio, on the index the engine just built. ``settle_s``:
+    seconds of quiet after the server's catch-up before the questions (its post-run work done: on the 100k
+    workspace the first 30 s after it answered at 327 ms p50, then at 68 ms; bench/RESULTS.md, session 11)."""
     client = LspClient()
     try:
         client.initialize(corpus, {"indexDir": str(index), "embedder": embedder})
         _wait_ready(client)
+        time.sleep(settle_s)
         for q in qs[:3]:
             client.request("delphi/context", {"query": q})
         lat = []

@@ -114,3 +114,12 @@ def test_a_named_file_that_also_matches_keeps_the_larger_score_and_the_named_lin
     top = {h.path: h for h in hits}
     assert top["svc/other.py"].score == 10.0 and top["svc/other.py"].note.startswith("named in the question")
     assert [h.path for h in hits][0] == "svc/other.py" and len({h.path for h in hits}) == len(hits)
+
+
+def test_a_named_file_whose_words_score_higher_keeps_that_score_and_the_named_line() -> None:
+    words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo"]
+    name = "pkg/" + "_".join(words) + ".py"
+    files = {name: "code", "pkg/other.py": "code"}
+    hits = PathBranch().search(analyse(f'File "/x/{name}", line 3\n' + " ".join(words)), _ctx(files, Settings()))
+    assert hits[0].path == name and hits[0].score > 10.0 and hits[0].note.startswith("named in the question")
+    assert [h.path for h in hits].count(name) == 1

@@ -24,6 +24,7 @@ sha256 must equal this process's, or nothing it returns is used (the run's repor
 from __future__ import annotations
 
 import os
+import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -42,8 +43,26 @@ NICE = 19
 # A batch that would go past it is left to the vector pass, which embeds it in-process as before.
 WINDOW_CHUNKS = 32768
 TASK_CHUNKS = 512  # chunks per task: one embedding call's worth, in the order they were written
+# How long the end of a run waits for the processes to finish the task in hand before killing them.
+CLOSE_GRACE_S = 2.0
 
 _embedder = None  # in the embedding process: the model, loaded once by the initializer
+
+
+def _unblock(pool: ProcessPoolExecutor) -> None:
+    """After its processes were killed: the result pipe's write end this process holds is closed, so a
+    message a process died sending ends (the manager thread sees the pool broken and shuts it down), and the
+    task queue's feeder is not joined at exit (it may be stuck writing to a pipe nobody reads). CPython's
+    own attributes (3.9-3.13); absent ones are left alone."""
+    writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)
+    try:
+        if writer is not None:
+            writer.close()
+    except OSError:
+        pass
+    call_queue = getattr(pool, "_call_queue", None)
+    if call_queue is not None and hasattr(call_queue, "cancel_join_thread"):
+        call_queue.cancel_join_thread()
 
 
 def _init(parent_pid: int, spec: str, nice: int) -> None:
@@ -169,13 +188,28 @@ class EmbedAhead:
         self._flying.clear()
 
     def close(self) -> None:
-        """End the processes now: what they still hold is only a cache's worth (the vector pass has
-        embedded it in-process, or a later run will), and waiting for it at idle priority could be long."""
+        """End the processes: what they still hold is only a cache's worth (the vector pass has embedded it
+        in-process, or a later run will). Each finishes the task in hand (a fraction of a second) and exits;
+        one that has not within CLOSE_GRACE_S (stopped, or starved at idle priority) is killed.
+
+        Killed at once (session 10), a process could die halfway through sending its result: the pool's
+        manager thread then waited for the rest of that message for ever, and the run with it (a 600 s
+        timeout in the suite, session 11). After a kill, the pipes' ends this process holds are closed so its
+        threads see the end of them instead."""
         self.stop()
         for fut, _held in self._pending:
             fut.cancel()
-        for proc in list((getattr(self._pool, "_processes", None) or {}).values()):
+        procs = list((getattr(self._pool, "_processes", None) or {}).values())
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        deadline = time.monotonic() + CLOSE_GRACE_S
+        for proc in procs:
+            proc.join(max(0.0, deadline - time.monotonic()))
+        left = [proc for proc in procs if proc.is_alive()]
+        for proc in left:
             proc.kill()  # SIGKILL: a stopped (SIGSTOP) or starved process ends too
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        for proc in left:
+            proc.join(5)
+        if left:
+            _unblock(self._pool)
         self._pending.clear()
         self._flying.clear()

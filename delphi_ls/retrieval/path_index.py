@@ -105,7 +105,7 @@ class StrippedPaths:
             r = bisect.bisect_right(starts, i) - 1
             out.append(r)
             i = text.find(term, starts[r + 1] if r < last else end)  # the next row: one hit per row is enough
-        found = np.array(out, dtype=np.int64)
+        found = np.array(out, dtype=np.int32)  # half the memory of int64: 128 kept terms at 100k files
         found.flags.writeable = False
         with self._lock:
             self._found[key] = found

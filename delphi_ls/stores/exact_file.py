@@ -10,7 +10,8 @@ shared with it rather than copied).
 Trust: the head and the small sections (ids, paths, indexes) are signed with the view cache's key (this
 user's, kept outside every index folder) and checked before use; the matrix is not signed (a MAC over it
 was most of the load) and nothing in it can run code or name a file: a damaged one can only move scores.
-Every index is checked against the sizes before the matrix is used.
+Every index is checked against the sizes before the matrix is used, and 64 rows spread over the matrix
+against a CRC in the signed head (a matrix left zero-filled by a power loss is not used).
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ import hmac
 import json
 import logging
 import os
+import stat
 import tempfile
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -51,15 +54,6 @@ class ExactFile:
         except OSError:
             pass
 
-    def holds(self, key: Any) -> bool:
-        """Whether the file is saved under ``key`` (its head only; nothing is checked or trusted)."""
-        try:
-            with open(self.path, "rb") as f:
-                f.readline()
-                return bool(json.loads(f.readline()).get("key") == list(key))
-        except (OSError, ValueError, AttributeError):
-            return False
-
     def save(self, key: Any, exact: ExactVectors) -> bool:
         """Write ``exact`` under ``key`` to a temporary file renamed into place (a reader, or a process with
         the old file mapped, keeps what it opened). The live chunks are written; the matrix block by block,
@@ -81,7 +75,9 @@ class ExactFile:
             rows = sum(len(b) for b in blocks)
             dim = int(blocks[0].shape[1]) if blocks else 0
             head = json.dumps({"version": _VERSION, "key": list(key), "chunks": len(ids), "paths": len(table),
-                               "rows": rows, "dim": dim, "sizes": [len(s) for s in sections]}).encode() + b"\n"
+                               "rows": rows, "dim": dim, "sizes": [len(s) for s in sections],
+                               "sample": _sample_crc(np.concatenate(blocks) if len(blocks) > 1 else blocks[0], rows)
+                               if rows else 0}).encode() + b"\n"
             mac = hmac.new(secret, head, "sha256")
             for s in sections:
                 mac.update(s)
@@ -96,6 +92,8 @@ class ExactFile:
                 for b in blocks:
                     if b.size:
                         f.write(memoryview(np.ascontiguousarray(b, dtype=np.float32)).cast("B"))
+                f.flush()
+                os.fsync(f.fileno())  # the matrix is not signed: a power loss must not leave a renamed, unwritten one
             os.replace(tmp, self.path)
             return True
         except Exception as e:  # a full disk: the next process reads the manifest, nothing else is lost
@@ -110,40 +108,63 @@ class ExactFile:
         if not key[-1] or secret is None:
             return None
         try:
-            with open(self.path, "rb") as f:
-                mac = f.readline().strip()
-                head_line = f.readline()
+            # Not followed if a link, never a FIFO or device (an index folder can come with a repository):
+            # a regular file, read and mapped through this one descriptor, so a save renaming another file
+            # into place meanwhile cannot pair this file's signed sections with that file's matrix.
+            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            log.warning("the saved matrix %s cannot be opened (%s); reading the manifest", self.path, e)
+            return None
+        try:
+            with os.fdopen(fd, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                    raise ValueError("not a regular file")
+                mac = f.readline(256).strip()
+                head_line = f.readline(1 << 16)
                 head = json.loads(head_line)
                 if head.get("key") != list(key):
                     return None  # stale: not read further
                 if head.get("version") != _VERSION:
                     return None
-                sections = [f.read(int(n)) for n in head["sizes"]]
+                sizes = [int(n) for n in head["sizes"]]
+                if any(n < 0 for n in sizes) or sum(sizes) > size:
+                    raise ValueError("sections larger than the file")
+                sections = [f.read(n) for n in sizes]
                 offset = f.tell() + (-f.tell() % _ALIGN)
-            want = hmac.new(secret, head_line, "sha256")
-            for s in sections:
-                want.update(s)
-            if not hmac.compare_digest(mac, want.hexdigest().encode()):
-                log.warning("the saved matrix %s is not signed by this user's key; reading the manifest", self.path)
-                return None
-            n, n_paths, rows, dim = (int(head[k]) for k in ("chunks", "paths", "rows", "dim"))
-            ids = sections[0].decode("utf-8", "surrogateescape").split("\0") if n else []
-            table = sections[1].decode("utf-8", "surrogateescape").split("\0") if n_paths else []
-            path_ix = np.frombuffer(sections[2], dtype=np.int32)
-            rowix = np.frombuffer(sections[3], dtype=np.int32).astype(np.int64)
-            if len(ids) != n or len(table) != n_paths or len(path_ix) != n or len(rowix) != n:
-                raise ValueError("section sizes do not match the head")
-            if n and (path_ix.min() < 0 or path_ix.max() >= n_paths or rowix.min() < 0 or rowix.max() >= rows):
-                raise ValueError("an index points outside its table")
-            if os.path.getsize(self.path) < offset + rows * dim * 4:
-                raise ValueError("the matrix is cut short")
-            matrix = (np.memmap(self.path, dtype=np.float32, mode="r", offset=offset, shape=(rows, dim))
-                      if rows else np.zeros((0, dim), dtype=np.float32))
+                want = hmac.new(secret, head_line, "sha256")
+                for sec in sections:
+                    want.update(sec)
+                if not hmac.compare_digest(mac, want.hexdigest().encode()):
+                    log.warning("the saved matrix %s is not signed by this user's key; reading the manifest", self.path)
+                    return None
+                n, n_paths, rows, dim = (int(head[k]) for k in ("chunks", "paths", "rows", "dim"))
+                ids = sections[0].decode("utf-8", "surrogateescape").split("\0") if n else []
+                table = sections[1].decode("utf-8", "surrogateescape").split("\0") if n_paths else []
+                path_ix = np.frombuffer(sections[2], dtype=np.int32)
+                rowix = np.frombuffer(sections[3], dtype=np.int32).astype(np.int64)
+                if len(ids) != n or len(table) != n_paths or len(path_ix) != n or len(rowix) != n:
+                    raise ValueError("section sizes do not match the head")
+                if n and (path_ix.min() < 0 or path_ix.max() >= n_paths or rowix.min() < 0 or rowix.max() >= rows):
+                    raise ValueError("an index points outside its table")
+                if rows < 0 or dim <= 0 or size < offset + rows * dim * 4:
+                    raise ValueError("the matrix is cut short")
+                matrix = (np.memmap(f, dtype=np.float32, mode="r", offset=offset, shape=(rows, dim))
+                          if rows else np.zeros((0, dim), dtype=np.float32))
+            if rows and _sample_crc(matrix, rows) != head.get("sample"):
+                raise ValueError("the matrix's sampled rows do not match the signed head")
             paths = [table[i] for i in path_ix.tolist()]
             return ExactVectors(ids, paths, rowix, [matrix])
-        except FileNotFoundError:
-            return None
         except Exception as e:  # damaged or truncated: read from the manifest, and saved over
             log.warning("the saved matrix %s is unreadable (%s: %s); reading the manifest", self.path,
                         type(e).__name__, e)
             return None
+
+
+def _sample_crc(matrix: np.ndarray, rows: int) -> int:
+    """CRC-32 of 64 rows spread over the matrix (signed in the head): a matrix left zero-filled or overwritten
+    is caught at the cost of 64 rows read, where a MAC over all of it was most of the old load."""
+    picks = np.unique(np.linspace(0, rows - 1, num=min(rows, 64)).astype(np.int64))
+    return zlib.crc32(np.ascontiguousarray(matrix[picks], dtype=np.float32).tobytes())

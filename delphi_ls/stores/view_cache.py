@@ -99,7 +99,7 @@ class ViewCache:
 
     def __init__(self, folder: Path, name: str = FILE) -> None:
         self.path = folder / name
-        # A process killed while saving leaves its temporary file (up to 300 MB on the 100k workspace; review
+        # A process killed while saving leaves its temporary file (tens of MB on the 100k workspace; review
         # 9): removed once it is an hour old (a younger one may be another process's save under way).
         try:
             for tmp in folder.glob(f"{name}.*.tmp"):
@@ -130,7 +130,7 @@ class ViewCache:
                     return None
                 body = f.read()
             want = hmac.new(secret, head, "sha256")
-            want.update(body)  # not head + body: a copy of the whole file (300 MB for the 100k exact matrix)
+            want.update(body)  # not head + body: a copy of the whole file (74 MB for the 100k view)
             if not hmac.compare_digest(mac, want.hexdigest().encode()):
                 log.warning("the saved view %s is not signed by this user's key; building it", self.path)
                 return None
@@ -146,7 +146,7 @@ class ViewCache:
         the new one). A failure (disk full) costs the next process a build, nothing else. The pickle is
         streamed to the file with its MAC computed on the way (the MAC line written last, in place): made
         in memory, then joined to its head for the MAC, it cost twice its size again (600 MB for the 100k
-        workspace's exact matrix, at a server's shutdown)."""
+        workspace's exact matrix when it was saved this way, session 9; now stores/exact_file.py)."""
         secret = _secret()
         if not key[-1] or secret is None:
             return False  # no code digest (other code could load it later), or no key to sign with
