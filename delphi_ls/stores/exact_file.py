@@ -22,7 +22,6 @@ import logging
 import os
 import stat
 import tempfile
-import time
 import zlib
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from .exact import ExactVectors
-from .view_cache import _secret
+from .view_cache import _secret, remove_stale_saves
 
 log = logging.getLogger(__name__)
 
@@ -48,11 +47,9 @@ class ExactFile:
         self.path = folder / FILE
         try:
             (folder / LEGACY_FILE).unlink(missing_ok=True)
-            for tmp in [*folder.glob(f"{FILE}.*.tmp"), *folder.glob(f"{LEGACY_FILE}.*.tmp")]:
-                if time.time() - tmp.stat().st_mtime > 3600:  # a killed save's; a young one may be under way
-                    tmp.unlink(missing_ok=True)
         except OSError:
             pass
+        remove_stale_saves(folder, FILE, LEGACY_FILE)
 
     def save(self, key: Any, exact: ExactVectors) -> bool:
         """Write ``exact`` under ``key`` to a temporary file renamed into place (a reader, or a process with

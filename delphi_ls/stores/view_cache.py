@@ -91,6 +91,18 @@ def _usable(key: bytes) -> bytes | None:
     return key if len(key) >= 32 else None  # a damaged key file: nothing is saved or loaded
 
 
+def remove_stale_saves(folder: Path, *names: str) -> None:
+    """A process killed while saving leaves its temporary file (up to hundreds of MB on the 100k workspace;
+    review 9): removed once it is an hour old (a younger one may be another process's save under way)."""
+    try:
+        for name in names:
+            for tmp in folder.glob(f"{name}.*.tmp"):
+                if time.time() - tmp.stat().st_mtime > 3600:
+                    tmp.unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
 class ViewCache:
     """``view.pickle``: a line with the MAC (HMAC-SHA256 under this user's key, :func:`_secret`) of what
     follows, a line with the key as JSON, then the pickled view. A pickle runs code when loaded, and an
@@ -99,14 +111,7 @@ class ViewCache:
 
     def __init__(self, folder: Path, name: str = FILE) -> None:
         self.path = folder / name
-        # A process killed while saving leaves its temporary file (tens of MB on the 100k workspace; review
-        # 9): removed once it is an hour old (a younger one may be another process's save under way).
-        try:
-            for tmp in folder.glob(f"{name}.*.tmp"):
-                if time.time() - tmp.stat().st_mtime > 3600:
-                    tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
+        remove_stale_saves(folder, name)
 
     def holds(self, key: Any) -> bool:
         """Whether the file is saved under ``key`` (its head only; the body is neither read nor trusted)."""
