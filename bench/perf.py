@@ -76,7 +76,7 @@ def server_latency(corpus: Path, index: Path, embedder: str, qs: list[str], dire
                    settle_s: float = 0.0) -> dict[str, Any]:
     """Warm request latency through delphi-ls over stdio, on the index the engine just built. ``settle_s``:
     seconds of quiet after the server's catch-up before the questions (its post-run work done: on the 100k
-    workspace the first 30 s after it answered at 327 ms p50, then at 68 ms; bench/RESULTS.md, session 11)."""
+    workspace it answered new questions at 243 ms p50 right after it, at 143 ms 30 s later; RESULTS session 11)."""
     client = LspClient()
     try:
         client.initialize(corpus, {"indexDir": str(index), "embedder": embedder})
