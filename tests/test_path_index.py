@@ -123,3 +123,13 @@ def test_a_named_file_whose_words_score_higher_keeps_that_score_and_the_named_li
     hits = PathBranch().search(analyse(f'File "/x/{name}", line 3\n' + " ".join(words)), _ctx(files, Settings()))
     assert hits[0].path == name and hits[0].score > 10.0 and hits[0].note.startswith("named in the question")
     assert [h.path for h in hits].count(name) == 1
+
+
+def test_a_term_across_the_folder_and_the_basename_is_found() -> None:
+    rows = _rows(["grpc/proxy.go", "grpcp/roxy.go", "x/grpcproxy.go", "other/proxy.go", "g/r/p/c.go"])
+    sp = StrippedPaths(rows)
+    assert sp.rows_with("grpcproxy").tolist() == [0, 1, 2]  # folder|basename, split elsewhere, basename alone
+    assert sp.rows_with("grpcgo").tolist() == [4]  # over several folders, then the basename
+    # Rows whose stripped path does not end with their basename (not made by the view): the whole paths are read.
+    odd = StrippedPaths([("a/b.py", "zzz", "bpy"), ("c/d.py", "cdpy", "dpy")])
+    assert odd.rows_with("zz").tolist() == [0] and odd.rows_with("cd").tolist() == [1]
