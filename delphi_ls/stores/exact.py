@@ -118,10 +118,8 @@ class ExactVectors:
 
     def parts(self) -> tuple[list[str], list[str], np.ndarray, list[np.ndarray]]:
         """The live chunks' ids, paths and rows, and the blocks they index (rows of dead chunks stay in them)."""
-        if self._alive is None:
-            return self._ids, self._paths, self._rowix, self._blocks
-        keep = np.flatnonzero(self._alive)
-        return [self._ids[i] for i in keep], [self._paths[i] for i in keep], self._rowix[keep], self._blocks
+        rowix = self._rowix if self._alive is None else self._rowix[self._alive]
+        return self.ids, self.paths, rowix, self._blocks
 
     @property
     def ids(self) -> list[str]:

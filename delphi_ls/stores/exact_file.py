@@ -73,7 +73,7 @@ class ExactFile:
             dim = int(blocks[0].shape[1]) if blocks else 0
             head = json.dumps({"version": _VERSION, "key": list(key), "chunks": len(ids), "paths": len(table),
                                "rows": rows, "dim": dim, "sizes": [len(s) for s in sections],
-                               "sample": _sample_crc(np.concatenate(blocks) if len(blocks) > 1 else blocks[0], rows)
+                               "sample": _sample_crc(blocks, rows)
                                if rows else 0}).encode() + b"\n"
             mac = hmac.new(secret, head, "sha256")
             for s in sections:
@@ -116,8 +116,9 @@ class ExactFile:
             return None
         try:
             with os.fdopen(fd, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                st = os.fstat(f.fileno())
+                size = st.st_size
+                if not stat.S_ISREG(st.st_mode):
                     raise ValueError("not a regular file")
                 mac = f.readline(256).strip()
                 head_line = f.readline(1 << 16)
@@ -150,7 +151,7 @@ class ExactFile:
                     raise ValueError("the matrix is cut short")
                 matrix = (np.memmap(f, dtype=np.float32, mode="r", offset=offset, shape=(rows, dim))
                           if rows else np.zeros((0, dim), dtype=np.float32))
-            if rows and _sample_crc(matrix, rows) != head.get("sample"):
+            if rows and _sample_crc([matrix], rows) != head.get("sample"):
                 raise ValueError("the matrix's sampled rows do not match the signed head")
             paths = [table[i] for i in path_ix.tolist()]
             return ExactVectors(ids, paths, rowix, [matrix])
@@ -160,8 +161,13 @@ class ExactFile:
             return None
 
 
-def _sample_crc(matrix: np.ndarray, rows: int) -> int:
-    """CRC-32 of 64 rows spread over the matrix (signed in the head): a matrix left zero-filled or overwritten
-    is caught at the cost of 64 rows read, where a MAC over all of it was most of the old load."""
+def _sample_crc(blocks: list[np.ndarray], rows: int) -> int:
+    """CRC-32 of 64 rows spread over the blocks stacked (signed in the head): a matrix left zero-filled or
+    overwritten is caught at the cost of 64 rows read, where a MAC over all of it was most of the old load.
+    Read block by block: a patched matrix is not joined into one copy to sample it."""
     picks = np.unique(np.linspace(0, rows - 1, num=min(rows, 64)).astype(np.int64))
-    return zlib.crc32(np.ascontiguousarray(matrix[picks], dtype=np.float32).tobytes())
+    bounds = np.cumsum([len(b) for b in blocks])
+    which = np.searchsorted(bounds, picks, side="right")
+    starts = bounds - np.array([len(b) for b in blocks])
+    sample = np.stack([blocks[w][p - starts[w]] for p, w in zip(picks.tolist(), which.tolist(), strict=True)])
+    return zlib.crc32(np.ascontiguousarray(sample, dtype=np.float32).tobytes())
