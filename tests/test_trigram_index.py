@@ -221,3 +221,69 @@ def test_a_literal_with_a_nul_character_is_found_and_fails_nothing(tmp_path: Pat
         answer = eng.context('why is "frame\x00marker seen" never matched?')
         assert "trigram" not in eng.branch_errors, eng.branch_errors
         assert answer["results"] and answer["results"][0]["path"] == "codec.py"
+
+
+FULL_GRAMS = ("CREATE VIRTUAL TABLE chunk_grams USING fts5(text, content='chunks', content_rowid='rowid', "
+              "tokenize='trigram')")
+
+
+def _with_positions(path: Path, texts: list[str]) -> None:
+    """A manifest as session 11 wrote it: the trigram index with positions (detail=full), holding every chunk."""
+    meta = MetaStore(path)
+    meta.db.executescript(f"DROP TABLE chunk_grams; {FULL_GRAMS};")
+    for n, text in enumerate(texts):
+        meta.replace_file(f"m{n}.py", "h", 1, 1, "source", "python", [_row(f"m{n}.py", 0, text)], [], False, set())
+    assert meta.find_literal(texts[0], 10) == [("m0.py#0", "m0.py")]  # the lookup works on the old table too
+    meta.close()
+
+
+def test_a_trigram_index_with_positions_is_rebuilt_without_them_by_the_next_run(tmp_path: Path):
+    """Positions made the trigram index 4.7x larger (issue 18): an index written with them is dropped at the
+    first open that can write, said to be behind (every chunk), and filled again by the next build."""
+    path = tmp_path / "meta.sqlite"
+    texts = [f"raise KeyError('missing shard {n}')" for n in range(5)]
+    _with_positions(path, texts)
+    meta = MetaStore(path)
+    sql = meta.db.execute("SELECT sql FROM sqlite_master WHERE name='chunk_grams'").fetchone()[0]
+    assert "detail=none" in sql
+    assert meta.grams_behind() == 5 and meta.find_literal(texts[2], 10) == []
+    assert meta.build_grams() == 5 and meta.grams_behind() == 0
+    _intact(path)
+    assert meta.find_literal("missing shard 3", 10) == [("m3.py#0", "m3.py")]
+    assert [p for _c, p in meta.find_literal("MISSING SHARD", 10)] == [f"m{n}.py" for n in range(5)]
+    meta.close()
+
+
+def test_an_index_with_positions_that_cannot_be_written_is_searched_as_it_is(tmp_path: Path, monkeypatch):
+    """Another process holds the write lock at open: the old trigram index stays, and literals are found in it."""
+    path = tmp_path / "meta.sqlite"
+    _with_positions(path, ["a literal kept", "another literal"])
+    blocker = sqlite3.connect(str(path), isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    real = sqlite3.connect
+    monkeypatch.setattr(sqlite3, "connect", lambda *a, **k: real(*a, **{**k, "timeout": 0.2}))
+    try:
+        meta = MetaStore(path)
+        assert "detail=none" not in meta.db.execute("SELECT sql FROM sqlite_master WHERE name='chunk_grams'").fetchone()[0]
+        assert meta.grams_behind() == 0
+        assert [p for _c, p in meta.find_literal("LITERAL", 10)] == ["m0.py", "m1.py"]
+        meta.close()
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+
+
+def test_a_literal_is_found_by_its_trigrams_and_its_text_checked(tmp_path: Path):
+    """Without positions the trigrams of a literal can all be in a chunk that does not hold it: the text
+    check drops such a chunk. A long literal is looked up by some of its trigrams, not all."""
+    meta = MetaStore(tmp_path / "meta.sqlite")
+    long = "connection reset by peer while reading the response headers from upstream server"
+    rows = {"scrambled.py": "abc bcd cde", "exact.py": "x = 'abcde'", "long.py": f"log.error({long!r})",
+            "near.py": long.replace("upstream", "downstream")}
+    for p, text in rows.items():
+        meta.replace_file(p, "h", 1, 1, "source", "python", [_row(p, 0, text)], [], False, set())
+    assert [p for _c, p in meta.find_literal("abcde", 10)] == ["exact.py"]  # scrambled.py has every trigram
+    assert [p for _c, p in meta.find_literal(long, 10)] == ["long.py"]
+    assert [p for _c, p in meta.find_literal(long.upper()[:40], 10)] == ["long.py", "near.py"]
+    assert meta.find_literal("ab", 10) == [] and meta.find_literal("abcde", 0) == []
+    meta.close()

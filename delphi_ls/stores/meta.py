@@ -40,8 +40,11 @@ CREATE INDEX IF NOT EXISTS chunks_embedded ON chunks(embedded);
 -- error messages and quoted strings. It holds exactly the chunks whose rowid is at most the state
 -- 'grams_upto' (every chunk when that key is absent); the triggers keep that true row by row, and an
 -- index run adds the chunks above it in bulk (MetaStore.defer_grams / build_grams, issue 18).
+-- detail=none: no positions, so a literal is looked up as its trigrams ANDed and each candidate's text is
+-- checked (find_literal). 4.7x smaller than with positions and 0.68x the build time, queries as fast
+-- (bench/RESULTS.md, "Session 12"; the trigram index was 1.13 of a 3.25 GB manifest at 100k files).
 CREATE VIRTUAL TABLE IF NOT EXISTS chunk_grams USING fts5(
-  text, content='chunks', content_rowid='rowid', tokenize='trigram'
+  text, content='chunks', content_rowid='rowid', tokenize='trigram', detail=none
 );
 CREATE TRIGGER IF NOT EXISTS files_content_ai AFTER INSERT ON files BEGIN
   INSERT OR REPLACE INTO state VALUES ('content_version', '"' || lower(hex(randomblob(16))) || '"');
@@ -85,6 +88,12 @@ CREATE TRIGGER IF NOT EXISTS chunks_ad AFTER DELETE ON chunks WHEN old.rowid <= 
 END;"""
 SCHEMA = SCHEMA.replace("GRAMS_TRIGGERS", GRAMS_TRIGGERS)
 GRAMS_BATCH = 20000  # chunks added to the trigram index per transaction by build_grams
+GRAMS_CREATE = re.search(r"CREATE VIRTUAL TABLE IF NOT EXISTS chunk_grams .*?\);", SCHEMA, re.S).group(0)  # type: ignore[union-attr]
+# A literal is looked up by at most this many of its trigrams (spread along it; the text check does the rest),
+# and at most this many candidates per result asked for are checked: a literal whose trigrams are all common
+# but rarely adjacent cannot make one question read the whole table.
+LITERAL_GRAMS = 16
+CHECKED_PER_RESULT = 50
 
 log = logging.getLogger(__name__)
 
@@ -170,6 +179,7 @@ class MetaStore:
                     log.warning("%s: index %s not added (%s); symbol lookups scan the table until a writer opens it",
                                 self.path, ", ".join(sorted(_SCHEMA_NAMES - have)), e)
             self._upgrade_grams_triggers()
+            self._upgrade_grams_table()
         except BaseException:
             self.db.close()
             raise
@@ -199,6 +209,34 @@ class MetaStore:
                     self.db.execute(stmt + "END;")
                 log.info("%s: trigram index triggers upgraded (chunks are added in bulk by index runs now); "
                          "the trigram index itself is kept", self.path)
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+
+    def _upgrade_grams_table(self) -> None:
+        """A trigram index written with positions (before session 12) is dropped and made again without them,
+        once, at the first open that can write: watermark 0, so the next index run (a server's catch-up
+        run too) adds every chunk in bulk, and health says the trigram branch is behind until then. Read-only,
+        it stays as it is: :meth:`find_literal`'s query works on both."""
+        def old() -> bool:
+            row = self.db.execute("SELECT sql FROM sqlite_master WHERE name='chunk_grams'").fetchone()
+            return row is not None and "detail=none" not in row[0]
+
+        if not old():
+            return
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as e:
+            log.warning("%s: trigram index not rebuilt without positions (%s); it is used as it is", self.path, e)
+            return
+        try:
+            if old():
+                self.db.execute("DROP TABLE chunk_grams")
+                self.db.execute(GRAMS_CREATE)
+                self.db.execute("INSERT OR REPLACE INTO state VALUES ('grams_upto', '0')")
+                log.info("%s: trigram index dropped to be rebuilt without positions (about a fifth of the size); "
+                         "the next index run adds every chunk", self.path)
             self.db.execute("COMMIT")
         except BaseException:
             self.db.execute("ROLLBACK")
@@ -624,32 +662,30 @@ class MetaStore:
             return int(self.db.execute("SELECT COUNT(*) FROM chunks WHERE rowid > ?", (row[0],)).fetchone()[0])
 
     def find_literal(self, literal: str, limit: int) -> list[tuple[str, str]]:
-        """(chunk id, path) of chunks containing ``literal`` verbatim, case-insensitively."""
-        if len(literal) < 3:
-            return []
-        if "\0" in literal:
-            return self._find_with_nul(literal, limit)
-        with self._lock:
-            return self.db.execute(
-                "SELECT c.id, c.path FROM chunk_grams g JOIN chunks c ON c.rowid = g.rowid "
-                "WHERE chunk_grams MATCH ? LIMIT ?", (_phrase(literal), limit)).fetchall()
+        """(chunk id, path) of chunks containing ``literal`` verbatim, case-insensitively, in rowid order.
 
-    def _find_with_nul(self, literal: str, limit: int) -> list[tuple[str, str]]:
-        """FTS5's query parser ends a phrase at a NUL character ("unterminated string": the branch failed
-        for the question), and its tokenizer ends a chunk's text at its first NUL (what follows is not in
-        the index). So the part before the literal's first NUL is searched, the only part a chunk can hold
-        in its indexed text, and each candidate's text is checked for the whole literal (lower-cased, as
-        the trigram tokenizer folds case). A literal that starts with fewer than 3 characters before a NUL
-        finds nothing."""
+        The trigram index has no positions (detail=none), so the chunks holding all of the literal's
+        trigrams (up to ``LITERAL_GRAMS`` of them, spread along it) are candidates and each one's text is
+        checked for the whole literal, lower-cased as the trigram tokenizer folds case. FTS5's query parser
+        ends a phrase at a NUL character and its tokenizer ends a chunk's indexed text at its first NUL, so
+        only the part before a NUL is looked up (fewer than 3 characters there: nothing is found) and the
+        check reads the whole literal."""
         part = literal.split("\0", 1)[0]
-        if len(part) < 3:
+        if len(part) < 3 or limit <= 0:
             return []
+        low = part.lower()
+        grams = list(dict.fromkeys(low[k: k + 3] for k in range(len(low) - 2)))
+        if len(grams) > LITERAL_GRAMS:
+            step = (len(grams) - 1) / (LITERAL_GRAMS - 1)
+            grams = [grams[round(k * step)] for k in range(LITERAL_GRAMS)]
         want = literal.lower()
         out: list[tuple[str, str]] = []
+        checked = 0
         with self._lock:
             cur = self.db.execute("SELECT c.id, c.path, c.text FROM chunk_grams g JOIN chunks c ON c.rowid = g.rowid "
-                                  "WHERE chunk_grams MATCH ?", (_phrase(part),))
-            while len(out) < limit and (rows := cur.fetchmany(500)):
+                                  "WHERE chunk_grams MATCH ?", (" AND ".join(_phrase(g) for g in grams),))
+            while len(out) < limit and checked < CHECKED_PER_RESULT * limit and (rows := cur.fetchmany(256)):
+                checked += len(rows)
                 out += [(i, p) for i, p, text in rows if want in text.lower()]
         return out[:limit]
 
