@@ -43,6 +43,7 @@ from delphi_ls.evaluation.history import checkout, git_dir_of, mine
 from delphi_ls.evaluation.scoring import ask, gold_of
 from delphi_ls.models.ltr import SHIPPED_LTR, LearnedRanker
 from delphi_ls.retrieval.features import FEATURE_NAMES
+from delphi_ls.retrieval.rerank import keep_depth
 
 from .spans_sweep import record as span_record
 from .windows import TRAIN_LIST, load_windows, train_repos
@@ -50,6 +51,7 @@ from .windows import TRAIN_LIST, load_windows, train_repos
 BAG = 5  # networks per model: on held-out training repositories 5 seeds beat 1 by +0.004 MRR, +0.007 R@5
 DEPTH = 50  # the fused window the learned ranker reorders
 PASSAGES = 20  # files per question a cross-encoder reads
+KEEP_TOPS = (5, 10, 15, 20)  # depths of the run-time guard scored on the held-out folds (--heldout)
 
 
 # ---------------------------------------------------------------- mine
@@ -249,7 +251,11 @@ def _question_records(model: Mlp, test: list[dict[str, Any]], mean: np.ndarray, 
         x = (np.asarray([c["features"] for c in r["candidates"]], dtype=np.float64) - mean) / std
         y = np.asarray([c["label"] for c in r["candidates"]], dtype=np.float64)
         systems = {}
-        for name, order in (("fused", np.arange(len(y))), ("ltr", np.argsort(-model.score(x), kind="stable"))):
+        ranked_ltr = [int(i) for i in np.argsort(-model.score(x), kind="stable")]
+        # As the engine reorders at run time (rerank.learned_rerank): the fused top K may not fall below rank
+        # 20 (settings.ltr_keep_top); each K a system, so the guard's depth is chosen on held-out repositories.
+        keeps = [(f"ltr_keep{k}", np.asarray(keep_depth(ranked_ltr, list(range(len(y))), k))) for k in KEEP_TOPS]
+        for name, order in (("fused", np.arange(len(y))), ("ltr", np.asarray(ranked_ltr)), *keeps):
             ranked = y[order]
             hits = np.flatnonzero(ranked)
             systems[name] = {"mrr": 1.0 / (hits[0] + 1) if len(hits) else 0.0,

@@ -71,11 +71,11 @@ def learned_rerank(fused: list[Fused], scores: np.ndarray, pinned: set[str] = fr
     movable = [i for i, f in enumerate(fused[:n]) if f.path not in pinned]
     order = sorted(movable, key=lambda i: -float(scores[i]))
     if keep > 0:
-        order = _keep_depth(order, movable, keep)
+        order = keep_depth(order, movable, keep)
     return _reorder(fused, n, movable, order, "ltr")
 
 
-def _keep_depth(order: list[int], movable: list[int], keep: int) -> list[int]:
+def keep_depth(order: list[int], movable: list[int], keep: int) -> list[int]:
     """``order`` rearranged so that every movable file of the fused top ``keep`` lands above rank
     KEEP_WITHIN: the movable places above that line hold those files and, in the rest of the places,
     the ranker's best others, all in the ranker's order; below the line, the ranker's order. The ranker
