@@ -125,30 +125,6 @@ def test_features_are_read_by_name() -> None:
     assert anchor["n_branches"] == pytest.approx(2 / len(registered()))
 
 
-def test_relative_features_measure_a_file_against_its_competitors() -> None:
-    """Issue 19: score behind the branch's leader, chunks the branch listed, size and importers against the
-    top candidates (what a central module has over a small sibling named after a word of the question)."""
-    sizes = {"shipyard/scheduler.py": 9, "shipyard/retry.py": 2, "docs/retry.md": 1}
-    v = view()
-    v.chunk_lines = ChunkLines(None, {p: (list(range(n)), [f"{p}#{i}" for i in range(n)]) for p, n in sizes.items()})
-    c = SearchContext(Settings(), None, None, None, None, v, [])  # type: ignore[arg-type]
-    fused = rrf({"bm25": [Hit("shipyard/retry.py", 8.0, ["r#0"]), Hit("shipyard/scheduler.py", 6.0, ["s#0", "s#1", "s#2"]),
-                          Hit("docs/retry.md", 2.0)],
-                 "vector": [Hit("shipyard/scheduler.py", 0.5, ["s#0"])]},
-                {"bm25": 1.0, "vector": 1.0}, c.files, 30, set(), set())
-    names = feature_names()
-    x = candidate_features(fused, analyse("how is the retry delay scheduled?"), c, names)
-    row = {p.path: dict(zip(names, x[i], strict=True)) for i, p in enumerate(fused)}
-    big, small, doc = row["shipyard/scheduler.py"], row["shipyard/retry.py"], row["docs/retry.md"]
-    assert small["rel_bm25"] == 1.0 and big["rel_bm25"] == pytest.approx(0.75) and doc["rel_bm25"] == pytest.approx(0.25)
-    assert big["rel_vector"] == 1.0 and small["rel_vector"] == 0.0
-    assert big["chunks_bm25"] == 1.0 and small["chunks_bm25"] == pytest.approx(1 / 3) and doc["chunks_bm25"] == 0.0
-    assert big["size_vs_top5"] == 0.0 and small["size_vs_top5"] < 0.0  # the largest of the top five is at zero
-    assert big["size_frac_top"] == pytest.approx(2 / 3) and doc["size_frac_top"] == 0.0
-    # tests/test_retry.py imports retry.py, which is not a candidate: importers count whether listed or not
-    assert small["indeg_frac_top"] == pytest.approx(2 / 3) and big["indeg_frac_top"] == 0.0
-
-
 # ------------------------------------------------------------------ branches on a tiny view
 def test_path_branch_matches_separator_stripped_paths_and_caps_a_folder() -> None:
     hits = PathBranch().search(analyse("grpcproxy setup"), ctx())

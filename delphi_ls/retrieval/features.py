@@ -44,20 +44,7 @@ def feature_names() -> tuple[str, ...]:
         "imports_anchor", "imported_by_anchor",
         "log_in_degree", "log_out_degree", "has_named_tests",
         "log_chunks", "path_depth",
-        *RELATIVE,
     )
-
-
-# Issue 19, session 12: what the file is beside the other candidates, not alone. The largest miss categories
-# on intent2code (a central module under a small sibling that shares a word; a small file named after a word
-# of the question) turn on how big and how central a file is against the files it competes with, and on how
-# close behind a branch's leader it scores, which ranks and absolute sizes do not say.
-_SCORED = ("bm25", "vector", "filedoc")  # branches whose scores are comparable within one list
-_TOP = 10  # the competitors a file is measured against
-RELATIVE: tuple[str, ...] = (
-    *(f"rel_{b}" for b in _SCORED), "chunks_bm25", "chunks_vector",
-    "size_vs_top5", "size_frac_top", "indeg_frac_top",
-)
 
 
 # The columns of the built-in branches (what the training tool records and trains on).
@@ -86,12 +73,6 @@ def candidate_features(fused: list[Fused], q: QueryInfo, ctx: SearchContext,
     top = fused[0].score or 1.0
     wants_test = "test" in q.prefer
     ctx.view.chunk_lines.fetch([f.path for f in fused])  # one manifest read for every candidate's chunk count
-    sizes = np.array([_n_chunks(ctx, f.path) for f in fused], dtype=np.float32)
-    indeg = np.array([len(graph.imported_by.get(f.path, ())) if graph is not None else 0 for f in fused],
-                     dtype=np.float32)
-    log_sizes = [math.log1p(s) for s in sizes]  # float64 as before, so the shipped ranker's input is unchanged
-    top_max = max(log_sizes[:5])
-    top_sizes, top_indeg = sizes[:_TOP], indeg[:_TOP]
     for i, f in enumerate(fused):
         row = x[i]
         for b, r in f.branches.items():
@@ -129,24 +110,7 @@ def candidate_features(fused: list[Fused], q: QueryInfo, ctx: SearchContext,
             row[col["log_in_degree"]] = math.log1p(len(graph.imported_by.get(f.path, ()))) / 5
             row[col["log_out_degree"]] = math.log1p(len(graph.imports.get(f.path, ()))) / 5
             row[col["has_named_tests"]] = 1.0 if graph.tests_of.get(f.path) else 0.0
-        row[col["log_chunks"]] = log_sizes[i] / 5
+        lines = ctx.view.chunk_lines.get(f.path)
+        row[col["log_chunks"]] = math.log1p(len(lines[0]) if lines else 0) / 5
         row[col["path_depth"]] = min(f.path.count("/"), 10) / 10
-        if "size_vs_top5" in col:  # a ranker trained before these columns does not ask for them
-            for b in _SCORED:
-                row[col[f"rel_{b}"]] = f.rel.get(b, 0.0)
-            row[col["chunks_bm25"]] = f.chunks.get("bm25", 0) / 3
-            row[col["chunks_vector"]] = f.chunks.get("vector", 0) / 3
-            row[col["size_vs_top5"]] = (log_sizes[i] - top_max) / 5
-            row[col["size_frac_top"]] = float((top_sizes < sizes[i]).mean())
-            row[col["indeg_frac_top"]] = float((top_indeg < indeg[i]).mean())
     return x
-
-
-def _n_chunks(ctx: SearchContext, path: str) -> int:
-    lines = ctx.view.chunk_lines.get(path)
-    return len(lines[0]) if lines else 0
-
-
-def _n_chunks(ctx: SearchContext, path: str) -> int:
-    lines = ctx.view.chunk_lines.get(path)
-    return len(lines[0]) if lines else 0

@@ -18,10 +18,6 @@ class Fused:
     branches: dict[str, int] = field(default_factory=dict)  # branch -> 1-based rank
     evidence: list[str] = field(default_factory=list)  # chunk ids
     notes: list[tuple[str, str]] = field(default_factory=list)  # (branch, note)
-    # Per branch: the hit's score over that branch's best (how close behind the leader, not just the rank)
-    # and how many of the file's chunks the branch listed (capped at 3): the learned ranker's features.
-    rel: dict[str, float] = field(default_factory=dict)
-    chunks: dict[str, int] = field(default_factory=dict)
 
 
 def rrf(lists: dict[str, list[Hit]], weights: dict[str, float], kinds: dict[str, str], k: int,
@@ -33,7 +29,6 @@ def rrf(lists: dict[str, list[Hit]], weights: dict[str, float], kinds: dict[str,
             continue
         pref_pos = pref_rank = rank = 0
         pref_score: float | None = None
-        best = max(h.score for h in hits)
         for pos, h in enumerate(hits, start=1):
             rank = rank if h.tied else pos  # ties share the best rank of their group
             f = out.get(h.path)
@@ -46,8 +41,6 @@ def rrf(lists: dict[str, list[Hit]], weights: dict[str, float], kinds: dict[str,
                 pref_score = h.score
                 f.score += PREFER_WEIGHT * w / (k + pref_rank)
             f.branches[branch] = rank
-            f.rel[branch] = min(max(h.score / best, 0.0), 1.0) if best > 0 else 0.0
-            f.chunks[branch] = len(h.chunk_ids)
             for c in h.chunk_ids:
                 if c not in f.evidence:
                     f.evidence.append(c)
