@@ -15,6 +15,7 @@ import sqlite3
 import threading
 import time
 import uuid
+from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -339,18 +340,14 @@ class MetaStore:
             # writes: a deferred one fails at once when another connection committed in between (review).
             self.db.execute("BEGIN IMMEDIATE")
             try:
-                old_chunks, old_embedded = self.db.execute(
-                    "SELECT COUNT(*), COALESCE(SUM(embedded), 0) FROM chunks WHERE path=?", (path,)).fetchone()
+                old = self.db.execute("SELECT rowid, id, ord, start_line, end_line, symbols, kind, content_hash, "
+                                      "text, embedded FROM chunks WHERE path=?", (path,)).fetchall()
+                old_chunks, old_embedded = len(old), sum(r[9] for r in old)
                 listed = self.db.execute("SELECT 1 FROM files WHERE path=?", (path,)).fetchone() is not None
-                self.db.execute("DELETE FROM chunks WHERE path=?", (path,))
+                self._write_chunks(old, chunks, reuse_embedded)
                 old_symbols = self.db.execute("DELETE FROM symbols WHERE path=?", (path,)).rowcount
                 self.db.execute("DELETE FROM imports WHERE path=?", (path,))
                 self.db.executemany("INSERT INTO imports VALUES (?, ?)", [(path, i) for i in imports or []])
-                self.db.executemany(
-                    "INSERT INTO chunks VALUES (?,?,?,?,?,?,?,?,?,?)",
-                    [(c.id, c.path, c.ord, c.start_line, c.end_line, json.dumps(c.symbols), c.kind,
-                      c.content_hash, c.text, 1 if c.id in reuse_embedded else 0) for c in chunks],
-                )
                 self.db.executemany("INSERT INTO symbols VALUES (?,?,?,?,?,?)",
                                     [(n, k, path, ln, en, cont) for n, k, ln, en, cont in symbols])
                 self.db.execute("DELETE FROM skipped WHERE path=?", (path,))
@@ -367,6 +364,46 @@ class MetaStore:
                 tally["chunks"] += len(chunks) - old_chunks
                 tally["vectors"] += sum(1 for c in chunks if c.id in reuse_embedded) - old_embedded
                 tally["symbols"] += len(symbols) - old_symbols
+
+    def _write_chunks(self, old: list[tuple[Any, ...]], chunks: list[ChunkRow], reuse_embedded: set[str]) -> None:
+        """A file's chunk rows made ``chunks``, inside the caller's transaction. An old row whose text a new
+        chunk has again is kept (its id, place and flags updated in place when they moved): the trigram index
+        is kept in step by the rows' inserts and deletes only, and a save of a large file rewrote every chunk's
+        trigram rows for one changed function (0.40 of 0.72 s for a 900 KB file at 100k files, issue 18)."""
+        by_id = {r[1]: r for r in old}
+        kept: dict[int, tuple[Any, ...]] = {}  # new chunk's index -> the old row it keeps
+        for n, c in enumerate(chunks):  # first the rows whose id comes again (same path, place and text)
+            r = by_id.get(c.id)
+            if r is not None and r[8] == c.text:
+                kept[n] = r
+        taken = {r[0] for r in kept.values()}
+        spare: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
+        for r in old:
+            if r[0] not in taken:
+                spare[r[7]].append(r)
+        for n, c in enumerate(chunks):  # then a moved chunk takes a row of the same text
+            if n not in kept and (same := spare.get(c.content_hash)):
+                k = next((k for k, r in enumerate(same) if r[8] == c.text), None)
+                if k is not None:
+                    kept[n] = same.pop(k)
+        moved = []  # (id, ord, start, end, symbols, kind, embedded, rowid)
+        for n, r in kept.items():
+            c = chunks[n]
+            want = (c.id, c.ord, c.start_line, c.end_line, json.dumps(c.symbols), c.kind,
+                    1 if c.id in reuse_embedded else 0)
+            if want != (r[1], r[2], r[3], r[4], r[5], r[6], r[9]):
+                moved.append((*want, r[0]))
+        fresh = [c for n, c in enumerate(chunks) if n not in kept]
+        self.db.executemany("DELETE FROM chunks WHERE rowid=?", [(r[0],) for rows in spare.values() for r in rows])
+        # No id can be taken twice here: a new chunk whose id an old row holds kept that row in the first pass,
+        # so a moving row's new id is no other row's, and the rows left over are gone before the inserts.
+        self.db.executemany("UPDATE chunks SET id=?, ord=?, start_line=?, end_line=?, symbols=?, kind=?, embedded=? "
+                            "WHERE rowid=?", moved)
+        self.db.executemany(
+            "INSERT INTO chunks VALUES (?,?,?,?,?,?,?,?,?,?)",
+            [(c.id, c.path, c.ord, c.start_line, c.end_line, json.dumps(c.symbols), c.kind,
+              c.content_hash, c.text, 1 if c.id in reuse_embedded else 0) for c in fresh],
+        )
 
     def touch_file(self, path: str, size: int, mtime_ns: int) -> None:
         with self._lock:

@@ -1,0 +1,114 @@
+"""A file's chunk rows rewritten by a save keep the rows whose text comes again (issue 18): the manifest ends
+exactly as if every row had been written anew, and the trigram index stays exact (FTS5's own check), while the
+unchanged chunks' rows, and so their trigram rows, are not touched."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from delphi_ls.indexing.workers import chunk_id
+from delphi_ls.stores.meta import ChunkRow, MetaStore
+
+COLS = "id, path, ord, start_line, end_line, symbols, kind, content_hash, text, embedded"
+
+
+def _rows(path: str, texts: list[str]) -> list[ChunkRow]:
+    out, line = [], 1
+    for n, t in enumerate(texts):
+        h = f"h:{t}"
+        out.append(ChunkRow(chunk_id(path, n, h), path, n, line, line + 2, [f"s{n}"], "code", h, t))
+        line += 3
+    return out
+
+
+def _table(meta: MetaStore, path: str) -> list[tuple]:
+    return sorted(meta.db.execute(f"SELECT {COLS} FROM chunks WHERE path=?", (path,)).fetchall())
+
+
+def _intact(meta: MetaStore) -> None:
+    meta.db.execute("INSERT INTO chunk_grams(chunk_grams, rank) VALUES ('integrity-check', 1)")
+
+
+def _write(meta: MetaStore, path: str, texts: list[str], embedded: set[int] = frozenset()) -> list[ChunkRow]:
+    rows = _rows(path, texts)
+    meta.replace_file(path, "h", 1, 1, "code", "python", rows, [], False, {rows[i].id for i in embedded if i < len(rows)})
+    return rows
+
+
+def test_a_save_keeps_the_rows_of_unchanged_chunks_and_ends_as_a_fresh_write(tmp_path: Path):
+    meta, fresh = MetaStore(tmp_path / "a.sqlite"), MetaStore(tmp_path / "b.sqlite")
+    texts = [f"def handler_{i}(request):\n    return respond({i})" for i in range(40)]
+    _write(meta, "app.py", texts)
+    before = dict(meta.db.execute("SELECT text, rowid FROM chunks"))
+    edited = texts[:10] + ["def inserted(request):\n    raise QuotaExceeded('tenant over limit')"] + texts[10:39]
+    _write(meta, "app.py", edited, embedded={3, 20})  # one chunk in, the last one out, every later ord moved
+    _write(fresh, "app.py", edited, embedded={3, 20})
+    assert _table(meta, "app.py") == _table(fresh, "app.py")
+    after = dict(meta.db.execute("SELECT text, rowid FROM chunks"))
+    assert all(after[t] == before[t] for t in edited if t in before)  # 39 rows kept, ids and places moved
+    assert texts[39] not in after
+    _intact(meta)
+    assert [p for _c, p in meta.find_literal("tenant over limit", 10)] == ["app.py"]
+    assert meta.find_literal("respond(39)", 10) == [] and len(meta.find_literal("respond(12)", 10)) == 1
+    got = dict(meta.db.execute("SELECT id, embedded FROM chunks"))
+    assert sum(got.values()) == 2 and meta.counts()["chunks"] == 40 and meta.counts()["vectors"] == 2
+    meta.close()
+    fresh.close()
+
+
+def test_random_saves_end_as_fresh_writes_with_the_trigram_index_exact(tmp_path: Path):
+    """Duplicated chunks, swaps, deletions and insertions, with and without a deferred trigram index."""
+    rnd = random.Random(7)
+    words = [f"w{i} literal_{i}" for i in range(12)]
+    for deferred in (False, True):
+        meta = MetaStore(tmp_path / f"m{deferred}.sqlite")
+        if deferred:
+            meta.defer_grams()
+        texts = [rnd.choice(words) for _ in range(8)]
+        for step in range(60):
+            texts = list(texts)
+            op = rnd.randrange(4)
+            if op == 0 and texts:
+                texts.pop(rnd.randrange(len(texts)))
+            elif op == 1:
+                texts.insert(rnd.randrange(len(texts) + 1), rnd.choice(words))
+            elif op == 2 and len(texts) > 1:
+                i, j = rnd.sample(range(len(texts)), 2)
+                texts[i], texts[j] = texts[j], texts[i]
+            else:
+                rnd.shuffle(texts)
+            path, embedded = f"f{step % 3}.py", {rnd.randrange(10)}
+            _write(meta, path, texts, embedded)
+            ref = MetaStore(tmp_path / "ref.sqlite")
+            _write(ref, path, texts, embedded)
+            assert _table(meta, path) == _table(ref, path), (step, texts)
+            ref.close()
+            (tmp_path / "ref.sqlite").unlink()
+            for suffix in ("-wal", "-shm"):
+                (tmp_path / f"ref.sqlite{suffix}").unlink(missing_ok=True)
+        meta.build_grams()
+        _intact(meta)
+        for w in words:
+            lit = w.split()[1]
+            want = sorted(p for p, in meta.db.execute("SELECT path FROM chunks WHERE instr(text, ?) > 0", (lit,)))
+            assert sorted(p for _c, p in meta.find_literal(lit, 1000)) == want
+        meta.close()
+
+
+def test_an_interrupted_save_leaves_the_old_rows(tmp_path: Path):
+    """The rows are rewritten in the file's one transaction: a failure inside it leaves what was there."""
+    meta = MetaStore(tmp_path / "m.sqlite")
+    _write(meta, "a.py", ["alpha one", "beta two", "gamma three"])
+    before = _table(meta, "a.py")
+    rows = _rows("a.py", ["gamma three", "alpha one", "delta four"])
+    meta.db.execute("CREATE TRIGGER boom BEFORE INSERT ON chunks WHEN new.text = 'delta four' "
+                    "BEGIN SELECT RAISE(ABORT, 'disk full'); END")
+    with pytest.raises(sqlite3.IntegrityError, match="disk full"):
+        meta.replace_file("a.py", "h2", 1, 1, "code", "python", rows, [], False, set())
+    assert _table(meta, "a.py") == before
+    _intact(meta)
+    meta.close()
