@@ -13,7 +13,7 @@ import textwrap
 from pathlib import Path
 
 from delphi_ls import Engine
-from delphi_ls.stores.meta import ChunkRow, MetaStore
+from delphi_ls.stores.meta import LITERAL_GRAMS, ChunkRow, MetaStore
 
 N_FILES = 120  # batches of 25, 50, then the rest: the kill lands after the second batch's manifest rows
 
@@ -286,4 +286,61 @@ def test_a_literal_is_found_by_its_trigrams_and_its_text_checked(tmp_path: Path)
     assert [p for _c, p in meta.find_literal(long, 10)] == ["long.py"]
     assert [p for _c, p in meta.find_literal(long.upper()[:40], 10)] == ["long.py", "near.py"]
     assert meta.find_literal("ab", 10) == [] and meta.find_literal("abcde", 0) == []
+    sent: list[str] = []
+    meta.db.set_trace_callback(sent.append)
+    meta.find_literal(long, 10)
+    meta.db.set_trace_callback(None)
+    match = next(q for q in sent if "MATCH" in q)
+    assert match.count(" AND ") == LITERAL_GRAMS - 1  # 79 distinct trigrams in the literal, 16 looked up
+    meta.close()
+
+
+def test_case_is_folded_as_the_trigram_tokenizer_folds_it(tmp_path: Path):
+    """Python's lower() turns a final sigma into another letter than a medial one and lengthens İ; the trigram
+    tokenizer folds one character to one (and µ to μ, ς to σ): the check folds the same way (review 12)."""
+    meta = MetaStore(tmp_path / "meta.sqlite")
+    rows = {"greek.py": "name = 'ΟΔΟΣΑ ΚΑΙ'", "city.py": "city = 'İSTANBUL'", "unit.py": "unit = 'μs per call'",
+            "sas.py": "x = 'ΣΑΣ'"}
+    for p, text in rows.items():
+        meta.replace_file(p, "h", 1, 1, "source", "python", [_row(p, 0, text)], [], False, set())
+    for literal, path in [("ΟΔΟΣ", "greek.py"), ("οδοσα", "greek.py"), ("İST", "city.py"), ("İSTANBUL", "city.py"),
+                          ("µs per", "unit.py"), ("σας", "sas.py"), ("ΣΑΣ", "sas.py")]:
+        assert [p for _c, p in meta.find_literal(literal, 10)] == [path], literal
+    meta.close()
+
+
+def test_a_read_only_index_with_positions_opens_and_is_searched(tmp_path: Path, monkeypatch):
+    """A file SQLite opens read-only lets BEGIN IMMEDIATE through and refuses the first write: the old table
+    stays, the open does not fail, literals are found."""
+    path = tmp_path / "meta.sqlite"
+    _with_positions(path, ["a literal kept", "another literal"])
+    real = sqlite3.connect
+    monkeypatch.setattr(sqlite3, "connect", lambda db, *a, **k: real(f"file:{db}?mode=ro", *a, **{**k, "uri": True}))
+    meta = MetaStore(path)
+    assert "detail=none" not in meta.db.execute("SELECT sql FROM sqlite_master WHERE name='chunk_grams'").fetchone()[0]
+    assert [p for _c, p in meta.find_literal("LITERAL", 10)] == ["m0.py", "m1.py"]
+    meta.close()
+
+
+def test_an_index_whose_old_triggers_stay_keeps_its_table_with_positions(tmp_path: Path, monkeypatch):
+    """When the triggers from before the watermark could not be upgraded (a writer held the file for 30 s),
+    they add every chunk themselves: the table is not rebuilt under them (a watermark of 0 beside them added
+    chunks twice and deleted rows the empty index never held: a malformed index, review 12)."""
+    path = tmp_path / "meta.sqlite"
+    _with_positions(path, ["written before the watermark"])
+    db = sqlite3.connect(str(path))  # the session 8 triggers back, as an old manifest has them
+    db.executescript("DROP TRIGGER chunks_ai; DROP TRIGGER chunks_ad;" + OLD_TRIGGERS)
+    db.close()
+
+    def failed_upgrade(self: MetaStore) -> None:
+        self.bulk_grams = False
+
+    monkeypatch.setattr(MetaStore, "_upgrade_grams_triggers", failed_upgrade)
+    meta = MetaStore(path)
+    assert "detail=none" not in meta.db.execute("SELECT sql FROM sqlite_master WHERE name='chunk_grams'").fetchone()[0]
+    meta.replace_file("m0.py", "h2", 1, 1, "source", "python", [_row("m0.py", 0, "written again")], [], False, set())
+    meta.replace_file("n.py", "h", 1, 1, "source", "python", [_row("n.py", 0, "a new file")], [], False, set())
+    meta.build_grams()
+    _intact(path)
+    assert len(meta.find_literal("written again", 10)) == 1 and meta.find_literal("before the watermark", 10) == []
     meta.close()

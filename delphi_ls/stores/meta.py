@@ -42,8 +42,8 @@ CREATE INDEX IF NOT EXISTS chunks_embedded ON chunks(embedded);
 -- 'grams_upto' (every chunk when that key is absent); the triggers keep that true row by row, and an
 -- index run adds the chunks above it in bulk (MetaStore.defer_grams / build_grams, issue 18).
 -- detail=none: no positions, so a literal is looked up as its trigrams ANDed and each candidate's text is
--- checked (find_literal). 4.7x smaller than with positions and 0.68x the build time, queries as fast
--- (bench/RESULTS.md, "Session 12"; the trigram index was 1.13 of a 3.25 GB manifest at 100k files).
+-- checked (find_literal). 4.7x smaller than with positions and 0.68x the build time; a lookup within a
+-- millisecond of a phrase query's (bench/RESULTS.md, "Session 12"; it was 1.13 of a 3.25 GB manifest at 100k files).
 CREATE VIRTUAL TABLE IF NOT EXISTS chunk_grams USING fts5(
   text, content='chunks', content_rowid='rowid', tokenize='trigram', detail=none
 );
@@ -137,6 +137,33 @@ def is_corruption(e: BaseException) -> bool:
     return isinstance(e, sqlite3.DatabaseError) and getattr(e, "sqlite_errorcode", None) in _CORRUPT_CODES
 
 
+def _readonly(e: BaseException) -> bool:
+    return "readonly" in str(e)
+
+
+class _Fold(dict):  # type: ignore[type-arg]
+    """``str.translate`` table folding case one character to one, as FTS5's trigram tokenizer compares
+    (``ς``/``σ``, ``µ``/``μ``, ``ſ``/``s`` alike; a character whose fold is longer, ``İ``, stays itself): Python's
+    ``lower()`` looks at context (a final sigma) and lengthens ``İ``, and lost true matches (review 12).
+    Filled as characters are met."""
+
+    def __missing__(self, code: int) -> int:
+        c = chr(code)
+        f = c.casefold()
+        if len(f) != 1:
+            f = c.lower()
+        self[code] = out = ord(f) if len(f) == 1 else code
+        return out
+
+
+_FOLD = _Fold()
+
+
+def fold(text: str) -> str:
+    """``text`` with its case folded as the trigram index compares it."""
+    return text.lower() if text.isascii() else text.translate(_FOLD)
+
+
 def _phrase(text: str) -> str:
     """``text`` as one FTS5 phrase (its double quotes doubled)."""
     return '"' + text.replace('"', '""') + '"'
@@ -211,6 +238,12 @@ class MetaStore:
                 log.info("%s: trigram index triggers upgraded (chunks are added in bulk by index runs now); "
                          "the trigram index itself is kept", self.path)
             self.db.execute("COMMIT")
+        except sqlite3.OperationalError as e:
+            self.db.execute("ROLLBACK")
+            if not _readonly(e):
+                raise
+            self.bulk_grams = False  # a read-only file (BEGIN IMMEDIATE succeeds there; the first write fails)
+            log.warning("%s: trigram index triggers not upgraded (%s); chunks are added row by row", self.path, e)
         except BaseException:
             self.db.execute("ROLLBACK")
             raise
@@ -219,12 +252,14 @@ class MetaStore:
         """A trigram index written with positions (before session 12) is dropped and made again without them,
         once, at the first open that can write: watermark 0, so the next index run (a server's catch-up
         run too) adds every chunk in bulk, and health says the trigram branch is behind until then. Read-only,
-        it stays as it is: :meth:`find_literal`'s query works on both."""
+        it stays as it is: :meth:`find_literal`'s query works on both. Nor while the triggers from before the
+        watermark are still there (their upgrade failed): they add every chunk themselves, and a watermark of 0
+        beside them would add chunks twice and delete rows the empty index never held (review 12)."""
         def old() -> bool:
             row = self.db.execute("SELECT sql FROM sqlite_master WHERE name='chunk_grams'").fetchone()
             return row is not None and "detail=none" not in row[0]
 
-        if not old():
+        if not self.bulk_grams or not old():
             return
         try:
             self.db.execute("BEGIN IMMEDIATE")
@@ -239,6 +274,11 @@ class MetaStore:
                 log.info("%s: trigram index dropped to be rebuilt without positions (about a fifth of the size); "
                          "the next index run adds every chunk", self.path)
             self.db.execute("COMMIT")
+        except sqlite3.OperationalError as e:
+            self.db.execute("ROLLBACK")
+            if not _readonly(e):
+                raise
+            log.warning("%s: trigram index not rebuilt without positions (%s); it is used as it is", self.path, e)
         except BaseException:
             self.db.execute("ROLLBACK")
             raise
@@ -371,6 +411,7 @@ class MetaStore:
         is kept in step by the rows' inserts and deletes only, and a save of a large file rewrote every chunk's
         trigram rows for one changed function (0.40 of 0.72 s for a 900 KB file at 100k files, issue 18)."""
         by_id = {r[1]: r for r in old}
+        by_rowid = {r[0]: r[1] for r in old}
         kept: dict[int, tuple[Any, ...]] = {}  # new chunk's index -> the old row it keeps
         for n, c in enumerate(chunks):  # first the rows whose id comes again (same path, place and text)
             r = by_id.get(c.id)
@@ -395,8 +436,12 @@ class MetaStore:
                 moved.append((*want, r[0]))
         fresh = [c for n, c in enumerate(chunks) if n not in kept]
         self.db.executemany("DELETE FROM chunks WHERE rowid=?", [(r[0],) for rows in spare.values() for r in rows])
-        # No id can be taken twice here: a new chunk whose id an old row holds kept that row in the first pass,
-        # so a moving row's new id is no other row's, and the rows left over are gone before the inserts.
+        # Ids are unique. With ids that hash the text (workers.chunk_id), a new chunk whose id an old row holds
+        # kept that row in the first pass, so no moving row's new id is another's; ids that do not (an old row
+        # with a new chunk's id but other text) could collide while rows move, so a moving row whose id changes
+        # first takes a placeholder no chunk id can be (ids are hex digests). The rest are gone before the inserts.
+        renamed = [(f"moving:{m[7]}", m[7]) for m in moved if m[0] != by_rowid[m[7]]]
+        self.db.executemany("UPDATE chunks SET id=? WHERE rowid=?", renamed)
         self.db.executemany("UPDATE chunks SET id=?, ord=?, start_line=?, end_line=?, symbols=?, kind=?, embedded=? "
                             "WHERE rowid=?", moved)
         self.db.executemany(
@@ -703,27 +748,35 @@ class MetaStore:
 
         The trigram index has no positions (detail=none), so the chunks holding all of the literal's
         trigrams (up to ``LITERAL_GRAMS`` of them, spread along it) are candidates and each one's text is
-        checked for the whole literal, lower-cased as the trigram tokenizer folds case. FTS5's query parser
+        checked for the whole literal, its case folded as the trigram tokenizer folds it (:func:`fold`). Past
+        ``CHECKED_PER_RESULT`` candidates per result asked for it stops and logs it, so a literal whose trigrams
+        are all common but rarely adjacent may find fewer chunks than hold it. FTS5's query parser
         ends a phrase at a NUL character and its tokenizer ends a chunk's indexed text at its first NUL, so
         only the part before a NUL is looked up (fewer than 3 characters there: nothing is found) and the
         check reads the whole literal."""
         part = literal.split("\0", 1)[0]
         if len(part) < 3 or limit <= 0:
             return []
-        low = part.lower()
-        grams = list(dict.fromkeys(low[k: k + 3] for k in range(len(low) - 2)))
+        # The trigrams as written: FTS5 folds the query's tokens itself, the way it folded the chunks'.
+        grams = list(dict.fromkeys(part[k: k + 3] for k in range(len(part) - 2)))
         if len(grams) > LITERAL_GRAMS:
             step = (len(grams) - 1) / (LITERAL_GRAMS - 1)
             grams = [grams[round(k * step)] for k in range(LITERAL_GRAMS)]
-        want = literal.lower()
+        want = fold(literal)
         out: list[tuple[str, str]] = []
         checked = 0
+        cap = CHECKED_PER_RESULT * limit
         with self._lock:
             cur = self.db.execute("SELECT c.id, c.path, c.text FROM chunk_grams g JOIN chunks c ON c.rowid = g.rowid "
-                                  "WHERE chunk_grams MATCH ?", (" AND ".join(_phrase(g) for g in grams),))
-            while len(out) < limit and checked < CHECKED_PER_RESULT * limit and (rows := cur.fetchmany(256)):
+                                  "WHERE chunk_grams MATCH ? ORDER BY g.rowid",
+                                  (" AND ".join(_phrase(g) for g in grams),))
+            while len(out) < limit and (rows := cur.fetchmany(256)):
+                if checked >= cap:
+                    log.info("%s: literal %r: stopped after %d chunks holding its trigrams, %d of them holding it",
+                             self.path, literal[:60], checked, len(out))
+                    break
                 checked += len(rows)
-                out += [(i, p) for i, p, text in rows if want in text.lower()]
+                out += [(i, p) for i, p, text in rows if want in fold(text)]
         return out[:limit]
 
     # --- structure ---------------------------------------------------------
