@@ -16,7 +16,7 @@ import threading
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -212,6 +212,30 @@ class MetaStore:
             self.db.close()
             raise
 
+    def _upgrade(self, needed: Callable[[], bool], change: Callable[[], None], refused: str) -> bool:
+        """``change`` in one write transaction when ``needed`` still holds inside it (another process may have
+        made it meanwhile). False, with ``refused`` logged, when the file cannot be written: held by a writer
+        for 30 s, or read-only (BEGIN IMMEDIATE succeeds there and the first write fails)."""
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as e:
+            log.warning("%s: %s (%s)", self.path, refused, e)
+            return False
+        try:
+            if needed():
+                change()
+            self.db.execute("COMMIT")
+        except sqlite3.OperationalError as e:
+            self.db.execute("ROLLBACK")
+            if not _readonly(e):
+                raise
+            log.warning("%s: %s (%s)", self.path, refused, e)
+            return False
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        return True
+
     def _upgrade_grams_triggers(self) -> None:
         """An index written before the watermark (issue 18) has triggers that add every chunk: they are
         replaced, once, by the ones above. Its trigram index holds every chunk already (no watermark is
@@ -220,33 +244,17 @@ class MetaStore:
             row = self.db.execute("SELECT sql FROM sqlite_master WHERE type='trigger' AND name='chunks_ai'").fetchone()
             return row is not None and "grams_upto" not in row[0]
 
-        self.bulk_grams = True
-        if not old():
-            return
-        try:
-            self.db.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as e:  # read-only, or held by a writer for 30 s: kept as it is
-            self.bulk_grams = False  # (its triggers add every chunk: deferring would add chunks twice)
-            log.warning("%s: trigram index triggers not upgraded (%s); chunks are added row by row", self.path, e)
-            return
-        try:
-            if old():  # another process may have upgraded it meanwhile
-                self.db.execute("DROP TRIGGER chunks_ai")
-                self.db.execute("DROP TRIGGER IF EXISTS chunks_ad")
-                for stmt in GRAMS_TRIGGERS.split("END;")[:-1]:
-                    self.db.execute(stmt + "END;")
-                log.info("%s: trigram index triggers upgraded (chunks are added in bulk by index runs now); "
-                         "the trigram index itself is kept", self.path)
-            self.db.execute("COMMIT")
-        except sqlite3.OperationalError as e:
-            self.db.execute("ROLLBACK")
-            if not _readonly(e):
-                raise
-            self.bulk_grams = False  # a read-only file (BEGIN IMMEDIATE succeeds there; the first write fails)
-            log.warning("%s: trigram index triggers not upgraded (%s); chunks are added row by row", self.path, e)
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
+        def change() -> None:
+            self.db.execute("DROP TRIGGER chunks_ai")
+            self.db.execute("DROP TRIGGER IF EXISTS chunks_ad")
+            for stmt in GRAMS_TRIGGERS.split("END;")[:-1]:
+                self.db.execute(stmt + "END;")
+            log.info("%s: trigram index triggers upgraded (chunks are added in bulk by index runs now); "
+                     "the trigram index itself is kept", self.path)
+
+        # Kept as they are, their triggers add every chunk: deferring would add chunks twice.
+        self.bulk_grams = not old() or self._upgrade(
+            old, change, "trigram index triggers not upgraded; chunks are added row by row")
 
     def _upgrade_grams_table(self) -> None:
         """A trigram index written with positions (before session 12) is dropped and made again without them,
@@ -259,29 +267,15 @@ class MetaStore:
             row = self.db.execute("SELECT sql FROM sqlite_master WHERE name='chunk_grams'").fetchone()
             return row is not None and "detail=none" not in row[0]
 
-        if not self.bulk_grams or not old():
-            return
-        try:
-            self.db.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as e:
-            log.warning("%s: trigram index not rebuilt without positions (%s); it is used as it is", self.path, e)
-            return
-        try:
-            if old():
-                self.db.execute("DROP TABLE chunk_grams")
-                self.db.execute(GRAMS_CREATE)
-                self.db.execute("INSERT OR REPLACE INTO state VALUES ('grams_upto', '0')")
-                log.info("%s: trigram index dropped to be rebuilt without positions (about a fifth of the size); "
-                         "the next index run adds every chunk", self.path)
-            self.db.execute("COMMIT")
-        except sqlite3.OperationalError as e:
-            self.db.execute("ROLLBACK")
-            if not _readonly(e):
-                raise
-            log.warning("%s: trigram index not rebuilt without positions (%s); it is used as it is", self.path, e)
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
+        def change() -> None:
+            self.db.execute("DROP TABLE chunk_grams")
+            self.db.execute(GRAMS_CREATE)
+            self.db.execute("INSERT OR REPLACE INTO state VALUES ('grams_upto', '0')")
+            log.info("%s: trigram index dropped to be rebuilt without positions (about a fifth of the size); "
+                     "the next index run adds every chunk", self.path)
+
+        if self.bulk_grams and old():
+            self._upgrade(old, change, "trigram index not rebuilt without positions; it is used as it is")
 
     def check(self) -> None:
         """Cheap signs of a damaged file (``PRAGMA quick_check`` reads every page: too slow for a big
