@@ -139,7 +139,7 @@ def extract_symbols(root: ts.Node, spec: LanguageSpec) -> list[Symbol]:
     out: list[Symbol] = []
 
     def visit(node: ts.Node, container: str, container_kind: str, depth: int) -> None:
-        if depth > 40:
+        if depth > 40 or node.type in spec.literals:
             return
         if node.type in spec.opaque:
             parent = node.parent

@@ -55,6 +55,7 @@ LANGUAGE = Language(
                      frozenset({"class_definition", "decorated_definition"}),
                      frozenset({"import_statement", "import_from_statement", "future_import_statement"}),
                      chunk_units=frozenset({"decorated_definition"}),
+                     literals=frozenset({"list", "set", "tuple", "dictionary", "string", "concatenated_string"}),
                      import_node=_import_node),
     ),
     resolvers={"py": _resolve},
