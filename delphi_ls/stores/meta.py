@@ -405,7 +405,6 @@ class MetaStore:
         is kept in step by the rows' inserts and deletes only, and a save of a large file rewrote every chunk's
         trigram rows for one changed function (0.40 of 0.72 s for a 900 KB file at 100k files, issue 18)."""
         by_id = {r[1]: r for r in old}
-        by_rowid = {r[0]: r[1] for r in old}
         kept: dict[int, tuple[Any, ...]] = {}  # new chunk's index -> the old row it keeps
         for n, c in enumerate(chunks):  # first the rows whose id comes again (same path, place and text)
             r = by_id.get(c.id)
@@ -422,19 +421,21 @@ class MetaStore:
                 if k is not None:
                     kept[n] = same.pop(k)
         moved = []  # (id, ord, start, end, symbols, kind, embedded, rowid)
+        renamed = []  # (placeholder, rowid) of the moving rows whose id changes
         for n, r in kept.items():
             c = chunks[n]
             want = (c.id, c.ord, c.start_line, c.end_line, json.dumps(c.symbols), c.kind,
                     1 if c.id in reuse_embedded else 0)
             if want != (r[1], r[2], r[3], r[4], r[5], r[6], r[9]):
                 moved.append((*want, r[0]))
+                if c.id != r[1]:
+                    renamed.append((f"moving:{r[0]}", r[0]))
         fresh = [c for n, c in enumerate(chunks) if n not in kept]
         self.db.executemany("DELETE FROM chunks WHERE rowid=?", [(r[0],) for rows in spare.values() for r in rows])
         # Ids are unique. With ids that hash the text (workers.chunk_id), a new chunk whose id an old row holds
         # kept that row in the first pass, so no moving row's new id is another's; ids that do not (an old row
         # with a new chunk's id but other text) could collide while rows move, so a moving row whose id changes
         # first takes a placeholder no chunk id can be (ids are hex digests). The rest are gone before the inserts.
-        renamed = [(f"moving:{m[7]}", m[7]) for m in moved if m[0] != by_rowid[m[7]]]
         self.db.executemany("UPDATE chunks SET id=? WHERE rowid=?", renamed)
         self.db.executemany("UPDATE chunks SET id=?, ord=?, start_line=?, end_line=?, symbols=?, kind=?, embedded=? "
                             "WHERE rowid=?", moved)
