@@ -82,3 +82,60 @@ def test_the_symbol_walk_skips_data_literals_and_finds_what_follows_them():
     cf = chunk_file("gen/tables.py", src, 2000)
     assert [(s.name, s.kind, s.container) for s in cf.symbols] == [
         ("before", "function", ""), ("Between", "class", ""), ("method", "method", "Between"), ("after", "function", "")]
+
+
+def _walks(path: str, src: str):
+    """(the query-guided walk, the walk of every node, the marks) for one file."""
+    from delphi_ls.indexing import chunker
+    from delphi_ls.languages import spec_for
+    from delphi_ls.languages.base import SOURCE
+
+    spec = spec_for(path)
+    data = src.encode()
+    tree = chunker._parse(spec.name, data)
+    token = SOURCE.set(data)
+    try:
+        marks = chunker._marks(tree, spec)
+        guided = chunker.extract_symbols(tree.root_node, spec, marks)
+        full = chunker.extract_symbols(tree.root_node, spec, None)
+    finally:
+        SOURCE.reset(token)
+    return guided, full, marks
+
+
+NESTED = {
+    # Definitions the guided walk must still reach deep inside bodies it otherwise skips.
+    "Nested.java": ("class Outer {\n  int x = 1;\n  void run() {\n    int y = 2;\n"
+                    "    Runnable r = new Runnable() { public void run() { helper(); } };\n"
+                    "    class Local { void inner() {} }\n  }\n}\n",
+                    {"Outer", "run", "Local", "inner"}),
+    "nested.js": "function outer() {\n  const a = 1;\n  const inner = () => a;\n  return inner;\n}\n",
+    "nested.kt": "class K {\n  fun f() {\n    val local = 1\n    object : Runnable { override fun run() {} }\n  }\n}\n",
+    "macro.c": "#define LIMIT 10\nint f(void) {\n  return LIMIT;\n}\n#ifdef X\n#define INNER 2\n#endif\n",
+    "ns.cs": "namespace A.B;\nclass C { void M() { } }\n",
+}
+
+
+def test_the_guided_symbol_walk_finds_what_the_walk_of_every_node_finds():
+    """The walk enters only subtrees where a definition (or a type the language's extra_symbol reads, or a
+    sibling scope) starts, found by a tree-sitter query (issue 18: 4.4 -> 1.0 s of CPU on 12,309 files of 13
+    repositories, the same chunks, symbols and imports). Every fixture file of every language, and nested
+    definitions, give the same symbols both ways, and the guided walk is the one that ran (marks given)."""
+    from pathlib import Path
+
+    from delphi_ls.languages import spec_for
+
+    files = [(str(p), p.read_text(encoding="utf-8", errors="replace"))
+             for p in sorted(Path(__file__).parent.joinpath("fixtures").rglob("*")) if p.is_file() and spec_for(str(p))]
+    files += [(name, v[0] if isinstance(v, tuple) else v) for name, v in NESTED.items()]
+    guided_runs = 0
+    for path, src in files:
+        guided, full, marks = _walks(path, src)
+        assert guided == full, path
+        guided_runs += marks is not None
+    assert guided_runs >= len(files) * 0.9  # trees with errors are walked whole
+    guided, _full, marks = _walks("Nested.java", NESTED["Nested.java"][0])
+    assert marks and {s.name for s in guided} == NESTED["Nested.java"][1]
+    assert [s.name for s in _walks("nested.js", NESTED["nested.js"])[0]] == ["outer", "inner"]
+    assert {s.name for s in _walks("macro.c", NESTED["macro.c"])[0]} >= {"LIMIT", "f", "INNER"}
+    assert [(s.name, s.container) for s in _walks("ns.cs", NESTED["ns.cs"])[0]][-1] == ("M", "C")

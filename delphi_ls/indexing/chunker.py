@@ -9,6 +9,7 @@ docstring, package clause) is its own chunk so "which file imports X" has a targ
 from __future__ import annotations
 
 import time
+from bisect import bisect_left
 from dataclasses import dataclass, field
 
 import tree_sitter as ts
@@ -76,7 +77,7 @@ def chunk_file(path: str, text: str, max_chars: int = 1500) -> ChunkedFile:
         return ChunkedFile(spec.name, window_chunks(text, max_chars), [], parse_error=str(e))
     token = SOURCE.set(source)  # node texts are sliced from these bytes (languages/base.py says why)
     try:
-        symbols = extract_symbols(tree.root_node, spec)
+        symbols = extract_symbols(tree.root_node, spec, _marks(tree, spec))
         units = _units(tree.root_node.children, spec, max_chars, top=True)
         chunks = _merge(units, data, max_chars)
         _attach_symbols(chunks, symbols)
@@ -135,8 +136,41 @@ def _name_of(node: ts.Node, spec: LanguageSpec) -> str | None:
     return None if n is None else node_text(n)
 
 
-def extract_symbols(root: ts.Node, spec: LanguageSpec) -> list[Symbol]:
+def _marks(tree: ts.Tree, spec: LanguageSpec) -> list[int] | None:
+    """The start bytes, sorted, of every node the symbol walk may record or take a scope from (a definition,
+    a type ``extra_symbol`` answers for, a sibling scope), found by one tree-sitter query in C; None where
+    that cannot be known (a grammar without ``extra_types``, a tree with errors, whose recovery the walk
+    reads as it is)."""
+    root = tree.root_node
+    if root.has_error or (spec.extra_symbol is not None and spec.extra_types is None):
+        return None
+    query = _QUERIES.get(spec.name)
+    if query is None:
+        lang = tree.language
+        kinds = sorted(k for k in {*spec.definitions, *(spec.extra_types or ()), *spec.sibling_scopes}
+                       if lang.id_for_node_kind(k, True))  # a name the grammar lacks fails the query
+        query = _QUERIES[spec.name] = ts.Query(lang, "[" + " ".join(f"({k})" for k in kinds) + "] @d") if kinds else False
+    if query is False:
+        return []
+    return sorted(n.start_byte for nodes in ts.QueryCursor(query).captures(root).values() for n in nodes)
+
+
+_QUERIES: dict[str, ts.Query | bool] = {}  # per grammar, in each process that parses
+
+
+def extract_symbols(root: ts.Node, spec: LanguageSpec, marks: list[int] | None = None) -> list[Symbol]:
+    """``marks`` (:func:`_marks`): the walk enters only the subtrees where one starts, and gives the same
+    symbols as a walk of every node: a subtree none starts in holds nothing it records. Java's walk went into
+    every method body: on 12,309 files of 13 repositories (spring-boot's 11,586 among them) the walk took 4.4 s
+    of CPU, now 1.0, and chunk_file as a whole 13.4 -> 9.3 s, the same chunks, symbols and imports (issue 18)."""
     out: list[Symbol] = []
+
+    def holds(node: ts.Node) -> bool:
+        if marks is None:
+            return True
+        start, end = node.start_byte, node.end_byte
+        i = bisect_left(marks, start)
+        return start == end or (i < len(marks) and marks[i] < end)
 
     def visit(node: ts.Node, container: str, container_kind: str, depth: int) -> None:
         if depth > 40 or node.type in spec.literals:
@@ -167,7 +201,8 @@ def extract_symbols(root: ts.Node, spec: LanguageSpec) -> list[Symbol]:
                 container, container_kind = name, kind
         scope, scope_kind = container, container_kind
         for child in node.named_children:
-            visit(child, scope, scope_kind, depth + 1)
+            if holds(child):
+                visit(child, scope, scope_kind, depth + 1)
             if child.type in spec.sibling_scopes:  # `namespace X;` holds what follows it
                 named = _name_of(child, spec)
                 if named:

@@ -88,6 +88,11 @@ class LanguageSpec:
     # None means the ``name`` field.
     name_of: Callable[[ts.Node], str | None] | None = None
     extra_symbol: ExtraSymbol | None = None
+    # The node types ``extra_symbol`` can answer for. The symbol walk finds these, the definitions and the
+    # sibling scopes by a tree-sitter query and enters only the subtrees that hold one; None (not said)
+    # makes it visit every node, as it did before (issue 18: the walk was 6 of spring-boot's 25 s of
+    # parse-worker CPU, most of it inside method bodies that hold no definition).
+    extra_types: frozenset[str] | None = None
     import_node: ImportNode | None = None
     import_depth: int = 6  # how deep the import walk goes (imports sit near the top of a file)
     # A large definition's member list where no ``body`` field names it (Kotlin's ``class_body``), or a deeper

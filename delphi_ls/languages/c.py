@@ -93,6 +93,9 @@ def name_of(node: ts.Node) -> str | None:
     return None if n is None else node_text(n)
 
 
+EXTRA_TYPES = frozenset({"preproc_def"})  # what extra_symbol answers for
+
+
 def extra_symbol(node: ts.Node) -> tuple[str, str] | None:
     """An object-like macro with a value (``#define REDIS_ERR -1``); include guards define nothing."""
     if node.type == "preproc_def" and node.child_by_field_name("value") is not None:
@@ -204,7 +207,7 @@ LANGUAGE = Language(
         LanguageSpec("c", "tree_sitter_c", "language", (".c",),
                      C_DEFS, frozenset({"struct_specifier", "union_specifier", "enum_specifier"}),
                      frozenset({"preproc_include"}),
-                     name_of=name_of, extra_symbol=extra_symbol, import_node=import_node,
+                     name_of=name_of, extra_symbol=extra_symbol, extra_types=EXTRA_TYPES, import_node=import_node,
                      transparent=PREPROC_BLOCKS, prepare_source=mask_export_macros,
                      opaque=frozenset({"compound_statement"})),
     ),

@@ -23,7 +23,7 @@ LANGUAGE = Language(
                                 "linkage_specification"}),
                      frozenset({"preproc_include"}),
                      chunk_units=frozenset({"template_declaration", "linkage_specification"}),
-                     name_of=c.name_of, extra_symbol=c.extra_symbol, import_node=c.import_node,
+                     name_of=c.name_of, extra_symbol=c.extra_symbol, extra_types=c.EXTRA_TYPES, import_node=c.import_node,
                      transparent=c.PREPROC_BLOCKS, wrappers=frozenset({"template_declaration"}),
                      scope_separator="::", prepare_source=c.mask_export_macros,
                      opaque=frozenset({"compound_statement"})),  # function bodies (a local class is rare)

@@ -27,6 +27,9 @@ _FUNCTION_VALUES = ("arrow_function", "function_expression", "function", "class"
 _EXTS = (".ts", ".tsx", ".js", ".jsx", ".mjs", ".cjs", ".mts", ".cts", ".vue", ".svelte")
 
 
+EXTRA_TYPES = frozenset({"variable_declarator"})  # what extra_symbol answers for
+
+
 def extra_symbol(node: ts.Node) -> tuple[str, str] | None:
     """``const f = () => ...`` / ``const C = class ...``: a function or class by its variable's name."""
     if node.type != "variable_declarator":
@@ -144,7 +147,8 @@ LANGUAGE = Language(
         LanguageSpec("javascript", "tree_sitter_javascript", "language", (".js", ".jsx", ".mjs", ".cjs"),
                      JS_DEFS, frozenset({"class_declaration", "export_statement"}),
                      frozenset({"import_statement"}),
-                     chunk_units=JS_CHUNK_UNITS, extra_symbol=extra_symbol, import_node=import_node),
+                     chunk_units=JS_CHUNK_UNITS, extra_symbol=extra_symbol,
+                     extra_types=EXTRA_TYPES, import_node=import_node),
     ),
     resolvers={"js": resolve},
     test_names=(r".*[._-](test|spec)\.(js|jsx|mjs|cjs)$", r"^tests?\.js$"),

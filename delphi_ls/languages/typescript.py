@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .base import Language, LanguageSpec
-from .javascript import JS_CHUNK_UNITS, JS_DEFS, extra_symbol, import_node
+from .javascript import EXTRA_TYPES, JS_CHUNK_UNITS, JS_DEFS, extra_symbol, import_node
 
 LANGUAGE = Language(
     name="typescript",
@@ -12,11 +12,13 @@ LANGUAGE = Language(
                      JS_DEFS, frozenset({"class_declaration", "abstract_class_declaration", "export_statement",
                                          "interface_declaration", "module", "internal_module"}),
                      frozenset({"import_statement"}),
-                     chunk_units=JS_CHUNK_UNITS, extra_symbol=extra_symbol, import_node=import_node),
+                     chunk_units=JS_CHUNK_UNITS, extra_symbol=extra_symbol,
+                     extra_types=EXTRA_TYPES, import_node=import_node),
         LanguageSpec("tsx", "tree_sitter_typescript", "language_tsx", (".tsx",),
                      JS_DEFS, frozenset({"class_declaration", "abstract_class_declaration", "export_statement"}),
                      frozenset({"import_statement"}),
-                     chunk_units=JS_CHUNK_UNITS, extra_symbol=extra_symbol, import_node=import_node),
+                     chunk_units=JS_CHUNK_UNITS, extra_symbol=extra_symbol,
+                     extra_types=EXTRA_TYPES, import_node=import_node),
     ),
     # `js:` specs are resolved by javascript.py (one owner per kind): the same rules load .ts files.
     test_names=(r".*[._-](test|spec)\.(ts|tsx|mts)$", r"^tests?\.ts$"),
