@@ -231,7 +231,9 @@ class PhaseTimer:
             self.tokenize_outside_add = getattr(tantivy_store.TantivyStore, "takes_tokens", False)
             self._wrap(tantivy_store.TantivyWriter, "delete_path", "tantivy delete")
             self._wrap(tantivy_store.TantivyWriter, "commit", "tantivy commit (+ its threads, merges)")
-        self._wrap(meta.MetaStore, "replace_file", "sqlite manifest")
+        # A batch's files in one transaction (session 13), which replace_file calls too; older code: per file.
+        self._wrap(meta.MetaStore, "replace_files" if hasattr(meta.MetaStore, "replace_files") else "replace_file",
+                   "sqlite manifest")
         # The trigram index added in bulk after each batch (issue 18); before, inside replace_file's triggers.
         self._wrap(meta.MetaStore, "build_grams", "sqlite trigram (bulk)")
         for name in ("unembedded", "cached_vectors", "cache_vectors", "mark_embedded"):

@@ -18,7 +18,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +110,23 @@ class ChunkRow:
     kind: str
     content_hash: str
     text: str
+
+
+@dataclass
+class FileWrite:
+    """What :meth:`MetaStore.replace_files` writes for one file."""
+
+    path: str
+    hash: str
+    size: int
+    mtime_ns: int
+    kind: str
+    language: str
+    chunks: list[ChunkRow]
+    symbols: list[tuple[str, str, int, int, str]]
+    replaced: bool
+    reuse_embedded: set[str]
+    imports: list[str] = field(default_factory=list)
 
 
 _CHUNK_COLS = "id,path,ord,start_line,end_line,symbols,kind,content_hash,text"
@@ -369,35 +386,52 @@ class MetaStore:
     def replace_file(self, path: str, hash_: str, size: int, mtime_ns: int, kind: str, language: str,
                      chunks: list[ChunkRow], symbols: list[tuple[str, str, int, int, str]], replaced: bool,
                      reuse_embedded: set[str], imports: list[str] | None = None) -> None:
+        self.replace_files([FileWrite(path, hash_, size, mtime_ns, kind, language, chunks, symbols, replaced,
+                                      reuse_embedded, imports or [])])
+
+    def replace_files(self, writes: list[FileWrite]) -> None:
+        """Each file's row, chunks, symbols and imports made what ``writes`` says, all in one transaction: a
+        cold run's batch of files commits once, not once a file (issue 18: per-file commits were most of
+        spring-boot's manifest time, each writing the same index pages to the WAL again)."""
+        if not writes:
+            return
         with self._lock, self._counted() as tally:
+            delta = {"files": 0, "chunks": 0, "vectors": 0, "symbols": 0}
             # IMMEDIATE: the write lock first (with the busy timeout), since the transaction reads before it
             # writes: a deferred one fails at once when another connection committed in between (review).
             self.db.execute("BEGIN IMMEDIATE")
             try:
-                old = self.db.execute("SELECT rowid, id, ord, start_line, end_line, symbols, kind, content_hash, "
-                                      "text, embedded FROM chunks WHERE path=?", (path,)).fetchall()
-                old_chunks, old_embedded = len(old), sum(r[9] for r in old)
-                listed = self.db.execute("SELECT 1 FROM files WHERE path=?", (path,)).fetchone() is not None
-                self._write_chunks(old, chunks, reuse_embedded)
-                old_symbols = self.db.execute("DELETE FROM symbols WHERE path=?", (path,)).rowcount
-                self.db.execute("DELETE FROM imports WHERE path=?", (path,))
-                self.db.executemany("INSERT INTO imports VALUES (?, ?)", [(path, i) for i in imports or []])
-                self.db.executemany("INSERT INTO symbols VALUES (?,?,?,?,?,?)",
-                                    [(n, k, path, ln, en, cont) for n, k, ln, en, cont in symbols])
-                self.db.execute("DELETE FROM skipped WHERE path=?", (path,))
-                self.db.execute(
-                    "INSERT OR REPLACE INTO files VALUES (?,?,?,?,?,?,?,?,NULL)",
-                    (path, hash_, size, mtime_ns, kind, language, len(chunks), int(replaced)),
-                )
+                for w in writes:
+                    self._replace_one(w, delta)
                 self.db.execute("COMMIT")
             except BaseException:
                 self.db.execute("ROLLBACK")
                 raise
             if tally is not None:
-                tally["files"] += 0 if listed else 1
-                tally["chunks"] += len(chunks) - old_chunks
-                tally["vectors"] += sum(1 for c in chunks if c.id in reuse_embedded) - old_embedded
-                tally["symbols"] += len(symbols) - old_symbols
+                for k, v in delta.items():
+                    tally[k] += v
+
+    def _replace_one(self, w: FileWrite, delta: dict[str, int]) -> None:
+        path = w.path
+        old = self.db.execute("SELECT rowid, id, ord, start_line, end_line, symbols, kind, content_hash, "
+                              "text, embedded FROM chunks WHERE path=?", (path,)).fetchall()
+        old_chunks, old_embedded = len(old), sum(r[9] for r in old)
+        listed = self.db.execute("SELECT 1 FROM files WHERE path=?", (path,)).fetchone() is not None
+        self._write_chunks(old, w.chunks, w.reuse_embedded)
+        old_symbols = self.db.execute("DELETE FROM symbols WHERE path=?", (path,)).rowcount
+        self.db.execute("DELETE FROM imports WHERE path=?", (path,))
+        self.db.executemany("INSERT INTO imports VALUES (?, ?)", [(path, i) for i in w.imports])
+        self.db.executemany("INSERT INTO symbols VALUES (?,?,?,?,?,?)",
+                            [(n, k, path, ln, en, cont) for n, k, ln, en, cont in w.symbols])
+        self.db.execute("DELETE FROM skipped WHERE path=?", (path,))
+        self.db.execute(
+            "INSERT OR REPLACE INTO files VALUES (?,?,?,?,?,?,?,?,NULL)",
+            (path, w.hash, w.size, w.mtime_ns, w.kind, w.language, len(w.chunks), int(w.replaced)),
+        )
+        delta["files"] += 0 if listed else 1
+        delta["chunks"] += len(w.chunks) - old_chunks
+        delta["vectors"] += sum(1 for c in w.chunks if c.id in w.reuse_embedded) - old_embedded
+        delta["symbols"] += len(w.symbols) - old_symbols
 
     def _write_chunks(self, old: list[tuple[Any, ...]], chunks: list[ChunkRow], reuse_embedded: set[str]) -> None:
         """A file's chunk rows made ``chunks``, inside the caller's transaction. An old row whose text a new
@@ -544,9 +578,13 @@ class MetaStore:
             out[r[1]] = _chunk(r)
         return out
 
-    def unembedded(self, limit: int) -> list[ChunkRow]:
+    def unembedded(self, limit: int, newest_first: bool = False) -> list[ChunkRow]:
+        """Chunks not yet embedded, in the order written or (``newest_first``) the last written first; both
+        read off the ``chunks_embedded`` index, which holds the rowids in order (no sort)."""
+        order = " ORDER BY rowid DESC" if newest_first else ""
         with self._lock:
-            rows = self.db.execute(f"SELECT {_CHUNK_COLS} FROM chunks WHERE embedded=0 LIMIT ?", (limit,)).fetchall()
+            rows = self.db.execute(f"SELECT {_CHUNK_COLS} FROM chunks WHERE embedded=0{order} LIMIT ?",
+                                   (limit,)).fetchall()
         return [_chunk(r) for r in rows]
 
     def mark_embedded(self, ids: list[str]) -> None:
