@@ -141,3 +141,49 @@ def test_chunks_that_swap_places_under_ids_without_their_text_do_not_collide(tmp
     assert dict(meta.db.execute("SELECT text, rowid FROM chunks")) == rowids  # moved, not rewritten
     _intact(meta)
     meta.close()
+
+
+def test_files_written_in_one_transaction_are_all_or_nothing_and_counted(tmp_path: Path):
+    """A batch's files go in one transaction (issue 18): a failure in any file leaves none of the group
+    written, and the counts kept by the writes stay those of a recount."""
+    from delphi_ls.stores.meta import FileWrite
+
+    meta = MetaStore(tmp_path / "m.sqlite")
+    _write(meta, "keep.py", ["kept text"])
+    meta.counts()  # counts known: the group's writes adjust them
+
+    def fw(path: str, rows: list[ChunkRow]) -> FileWrite:
+        return FileWrite(path, "h", 1, 1, "code", "python", rows, [("f", "function", 1, 2, "")], False, set(), ["py:x"])
+
+    a, b = _rows("a.py", ["first a", "second a"]), _rows("b.py", ["only b"])
+    clash = [ChunkRow(a[0].id, "c.py", 0, 1, 2, [], "code", "h:x", "same id as a.py's first")]  # ids are unique
+    before = {p: _table(meta, p) for p in ("a.py", "b.py", "c.py")}
+    with pytest.raises(sqlite3.IntegrityError):
+        meta.replace_files([fw("a.py", a), fw("b.py", b), fw("c.py", clash)])
+    assert {p: _table(meta, p) for p in ("a.py", "b.py", "c.py")} == before
+    assert meta.file_hashes(["a.py", "b.py"]) == {}
+    meta.replace_files([fw("a.py", a), fw("b.py", b)])
+    kept = meta.counts()
+    meta._counts = None  # a recount from the tables
+    assert kept == meta.counts() and kept["files"] == 3 and kept["chunks"] == 4 and kept["symbols"] == 2
+    assert sorted(meta.imports_of(["a.py", "b.py"]).items()) == [("a.py", ["py:x"]), ("b.py", ["py:x"])]
+    # The vector pass's two orders: as written, and newest first (beside the embedding processes).
+    assert [r.text for r in meta.unembedded(2)] == ["kept text", "first a"]
+    assert [r.text for r in meta.unembedded(2, newest_first=True)] == ["only b", "second a"]
+    _intact(meta)
+    meta.close()
+
+
+def test_a_batch_is_written_in_groups_bounded_by_files_and_chunks():
+    from delphi_ls.indexing import pipeline
+    from delphi_ls.indexing.workers import Prepared
+
+    items = []
+    for n in [1] * 70 + [5000, 3, 4090, 10]:  # chunks of each prepared file
+        p = Prepared.__new__(Prepared)
+        p.rows = [None] * n
+        items.append((None, p))
+    sizes = [[len(p.rows) for _e, p in g] for g in pipeline._write_groups(items)]
+    assert [len(g) for g in sizes] == [64, 6, 1, 2, 1]  # 64 files; then 6; a large file alone; a cap of chunks
+    assert sizes[2] == [5000] and sizes[3] == [3, 4090] and sizes[4] == [10]
+    assert sum(map(len, sizes)) == len(items)

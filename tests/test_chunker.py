@@ -106,11 +106,12 @@ def _walks(path: str, src: str):
 NESTED = {
     # Definitions the guided walk must still reach deep inside bodies it otherwise skips.
     "Nested.java": ("class Outer {\n  int x = 1;\n  void run() {\n    int y = 2;\n"
-                    "    Runnable r = new Runnable() { public void run() { helper(); } };\n"
+                    "    Object r = new Object() { public void anonymous() { helper(); } };\n"
                     "    class Local { void inner() {} }\n  }\n}\n",
-                    {"Outer", "run", "Local", "inner"}),
+                    ["Outer", "run", "anonymous", "Local", "inner"]),
     "nested.js": "function outer() {\n  const a = 1;\n  const inner = () => a;\n  return inner;\n}\n",
-    "nested.kt": "class K {\n  fun f() {\n    val local = 1\n    object : Runnable { override fun run() {} }\n  }\n}\n",
+    "nested.kt": ("class K {\n  val p = 1\n  fun f(): Int {\n    val local = 1\n    return local\n  }\n"
+                  "  companion object {\n    fun g() = 1\n  }\n}\n\nfun top() {\n  class Local {\n    fun inner() = 1\n  }\n}\n"),
     "macro.c": "#define LIMIT 10\nint f(void) {\n  return LIMIT;\n}\n#ifdef X\n#define INNER 2\n#endif\n",
     "ns.cs": "namespace A.B;\nclass C { void M() { } }\n",
 }
@@ -134,8 +135,47 @@ def test_the_guided_symbol_walk_finds_what_the_walk_of_every_node_finds():
         assert guided == full, path
         guided_runs += marks is not None
     assert guided_runs >= len(files) * 0.9  # trees with errors are walked whole
+    for name, v in NESTED.items():  # each nested case is one the guided walk ran on (no parse errors)
+        assert _walks(name, v[0] if isinstance(v, tuple) else v)[2] is not None, name
     guided, _full, marks = _walks("Nested.java", NESTED["Nested.java"][0])
-    assert marks and {s.name for s in guided} == NESTED["Nested.java"][1]
+    assert [s.name for s in guided] == NESTED["Nested.java"][1]
+    # A local class inside a function body is still reached; a local variable is not a property.
+    assert [(s.name, s.kind, s.container) for s in _walks("nested.kt", NESTED["nested.kt"])[0]] == [
+        ("K", "class", ""), ("p", "property", "K"), ("f", "method", "K"), ("g", "method", "K"),
+        ("top", "function", ""), ("Local", "class", ""), ("inner", "method", "Local")]
     assert [s.name for s in _walks("nested.js", NESTED["nested.js"])[0]] == ["outer", "inner"]
     assert {s.name for s in _walks("macro.c", NESTED["macro.c"])[0]} >= {"LIMIT", "f", "INNER"}
     assert [(s.name, s.container) for s in _walks("ns.cs", NESTED["ns.cs"])[0]][-1] == ("M", "C")
+
+
+def test_extra_symbol_answers_only_for_the_types_it_declares():
+    """The guided walk finds the nodes ``extra_symbol`` reads by the types ``extra_types`` declares: a type
+    it answers for and does not declare would be skipped without a sign. Checked on every node of every
+    fixture file of the languages that have one."""
+    from pathlib import Path
+
+    from delphi_ls.indexing import chunker
+    from delphi_ls.languages import spec_for
+    from delphi_ls.languages.base import SOURCE
+
+    seen = 0
+    for p in sorted(Path(__file__).parent.joinpath("fixtures").rglob("*")):
+        spec = spec_for(str(p)) if p.is_file() else None
+        if spec is None or spec.extra_symbol is None:
+            continue
+        assert spec.extra_types is not None, spec.name
+        data = p.read_bytes()
+        tree = chunker._parse(spec.name, data)
+        token = SOURCE.set(data)
+        try:
+            stack = [tree.root_node]
+            while stack:
+                node = stack.pop()
+                if node.type not in spec.extra_types:
+                    assert spec.extra_symbol(node) is None, (str(p), node.type)
+                else:
+                    seen += spec.extra_symbol(node) is not None
+                stack.extend(node.named_children)
+        finally:
+            SOURCE.reset(token)
+    assert seen > 0  # the fixtures hold what extra_symbol reads, so the check covers something

@@ -144,18 +144,20 @@ def _marks(tree: ts.Tree, spec: LanguageSpec) -> list[int] | None:
     root = tree.root_node
     if root.has_error or (spec.extra_symbol is not None and spec.extra_types is None):
         return None
-    query = _QUERIES.get(spec.name)
+    wanted = frozenset({*spec.definitions, *(spec.extra_types or ()), *spec.sibling_scopes})
+    key = (spec.name, wanted)  # a spec made for a test under a grammar's name gets its own query
+    query = _QUERIES.get(key)
     if query is None:
         lang = tree.language
-        kinds = sorted(k for k in {*spec.definitions, *(spec.extra_types or ()), *spec.sibling_scopes}
-                       if lang.id_for_node_kind(k, True))  # a name the grammar lacks fails the query
-        query = _QUERIES[spec.name] = ts.Query(lang, "[" + " ".join(f"({k})" for k in kinds) + "] @d") if kinds else False
+        kinds = sorted(k for k in wanted if lang.id_for_node_kind(k, True))  # one the grammar lacks fails
+        query = ts.Query(lang, "[" + " ".join(f"({k})" for k in kinds) + "] @d") if kinds else False
+        _QUERIES[key] = query
     if query is False:
         return []
     return sorted(n.start_byte for nodes in ts.QueryCursor(query).captures(root).values() for n in nodes)
 
 
-_QUERIES: dict[str, ts.Query | bool] = {}  # per grammar, in each process that parses
+_QUERIES: dict[tuple[str, frozenset[str]], ts.Query | bool] = {}  # per grammar, in each process that parses
 
 
 def extract_symbols(root: ts.Node, spec: LanguageSpec, marks: list[int] | None = None) -> list[Symbol]:

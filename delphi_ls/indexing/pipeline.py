@@ -49,7 +49,25 @@ EMBED_BATCH = 256
 # Files whose manifest rows one transaction writes: one commit a file wrote the same index pages to the WAL
 # again each time (py-spy on spring-boot: 6.9 -> 4.0 s of this process's CPU); a group bounds how long a
 # query in this process waits for the lock (64 files: ~25 ms on spring-boot, 4.6 s over 181 groups).
+# A vector deleted for a file of the group before its transaction (a stale chunk's) leaves that file's rows
+# marked embedded if the transaction then fails: the next run deletes the same ids again and re-embeds.
 WRITE_GROUP = 64
+WRITE_GROUP_CHUNKS = 4096  # and at most this many chunks a group (64 large generated files hold the lock longer)
+
+
+def _write_groups(prepared: list[tuple[FileEntry, Prepared]]) -> list[list[tuple[FileEntry, Prepared]]]:
+    """``prepared`` cut into groups of at most WRITE_GROUP files and WRITE_GROUP_CHUNKS chunks (a file
+    with more chunks than that is a group alone)."""
+    groups: list[list[tuple[FileEntry, Prepared]]] = []
+    size = 0
+    for item in prepared:
+        n = len(item[1].rows)
+        if not groups or len(groups[-1]) >= WRITE_GROUP or size + n > WRITE_GROUP_CHUNKS:
+            groups.append([])
+            size = 0
+        groups[-1].append(item)
+        size += n
+    return groups
 
 
 @dataclass
@@ -212,9 +230,9 @@ class Indexer:
                 if only is not None and self.importers_after is not None:
                     listed = [e.path for e, _p in prepared if e.path in stored]
                     self.old_imports.update({path: [] for path in listed} | self.meta.imports_of(listed))
-                for g in range(0, len(prepared), WRITE_GROUP):
+                for group in _write_groups(prepared):
                     writes = []
-                    for entry, p in prepared[g: g + WRITE_GROUP]:
+                    for entry, p in group:
                         # A path the manifest does not list has no chunks there (a file's row and its chunks
                         # are written and removed in one transaction): nothing to reuse or delete, no queries.
                         reuse = self._reusable_vectors(entry.path, p.rows) if entry.path in stored else set()

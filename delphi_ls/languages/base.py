@@ -90,7 +90,7 @@ class LanguageSpec:
     extra_symbol: ExtraSymbol | None = None
     # The node types ``extra_symbol`` can answer for. The symbol walk finds these, the definitions and the
     # sibling scopes by a tree-sitter query and enters only the subtrees that hold one; None (not said)
-    # makes it visit every node, as it did before (issue 18: the walk was 6 of spring-boot's 25 s of
+    # makes it visit every node, as it did before (issue 18: the walk was 6 of spring-boot's ~26 s of
     # parse-worker CPU, most of it inside method bodies that hold no definition).
     extra_types: frozenset[str] | None = None
     import_node: ImportNode | None = None
