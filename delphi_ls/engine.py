@@ -25,7 +25,7 @@ from urllib.parse import unquote, urlparse
 from . import health as health_mod
 from .api import ContextAnswer, ContextRequest, RequestError
 from .core import Need, State, SymbolRecord, state_of
-from .indexing.cochange import COCHANGE_VERSION, cochange_pairs, git_head
+from .indexing.cochange import COCHANGE_VERSION, change_history, git_head
 from .indexing.graph import FileGraph
 from .indexing.pipeline import Indexer, IndexReport, Progress, embed_text
 from .languages import MANIFEST_KINDS
@@ -814,9 +814,9 @@ class Engine:
         if stored.get("head") != head or stored.get("version") != COCHANGE_VERSION:
             try:
                 files = {p for p, _k, _n in self.meta.files()}
-                pairs, commits = cochange_pairs(self.root, files)
-                self.meta.set_cochange(pairs, head, commits, COCHANGE_VERSION)
-                stored = {"head": head, "commits": commits, "pairs": len(pairs), "version": COCHANGE_VERSION}
+                h = change_history(self.root, files)
+                self.meta.set_cochange(h.pairs, head, h.commits, COCHANGE_VERSION, h.changes)
+                stored = {"head": head, "commits": h.commits, "pairs": len(h.pairs), "version": COCHANGE_VERSION}
             except (OSError, RuntimeError, subprocess.SubprocessError) as e:
                 self.cochange_status = f"error: git log failed: {e}"
                 return

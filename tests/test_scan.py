@@ -44,6 +44,12 @@ def test_file_kinds():
     assert file_kind("CHANGELOG.md") == "doc"
     assert file_kind("docs/retry.md") == "doc"
     assert file_kind("config/settings.yaml") == "config"
+    # test support folders hold tests' code, not the product's
+    for support in ("test-helpers/stream.js", "internal/testutil/server.go", "test_utils/db.py",
+                    "crates/test-support/src/lib.rs", "pkg/testhelpers/fake.ts"):
+        assert file_kind(support) == "test", support
+    for code in ("src/testing.py", "lib/latest-helpers/x.js", "src/attestation/sign.go", "src/helpers/format.js"):
+        assert file_kind(code) == "code", code
     assert stem_of("proxy/grpc_proxy_test.go") == "grpc_proxy"
     assert stem_of("tests/test_retry.py") == "retry"
     assert stem_of("web/src/format.test.js") == "format"

@@ -107,3 +107,35 @@ def test_cochange_discounts_files_that_change_with_everything(tmp_path: Path):
     assert commits == len(history) + 1
     assert pairs[("retry.py", "retry_config.yaml")] > pairs[("retry.py", "CHANGES.md")]
     assert pairs[("retry.py", "retry_config.yaml")] == pairs[("retry_config.yaml", "retry.py")]
+
+
+def test_change_counts_kept_and_read_as_ranker_columns(workspace: Path, tmp_path: Path):
+    """Each file's weighted change count is kept beside the co-change pairs, and the learned ranker's
+    churn columns read it: the file that changed most in the window scores 1 on ``changes_rel``; a file
+    that never changed, and every file of a workspace without git, score 0."""
+    from delphi_ls.indexing.cochange import change_history
+    from delphi_ls.retrieval.features import FEATURE_NAMES
+
+    i, j = FEATURE_NAMES.index("log_changes"), FEATURE_NAMES.index("changes_rel")
+    question = "how are retries scheduled with backoff?"
+    with Engine(workspace, index_dir=str(tmp_path / "nogit"), reranker="off") as eng:
+        eng.index(vectors=False)
+        assert all(c["features"][i] == 0 and c["features"][j] == 0 for c in eng.candidates(question, []))
+    _git(workspace, "init", "-q")
+    _git(workspace, "add", "-A")
+    _git(workspace, "commit", "-qm", "initial")
+    for k in range(3):
+        (workspace / "shipyard/retry.py").write_text((workspace / "shipyard/retry.py").read_text() + f"\n# {k}\n")
+        _git(workspace, "commit", "-qam", f"tune retries {k}")
+    h = change_history(workspace, {"shipyard/retry.py", "shipyard/scheduler.py"})
+    assert h.commits == 4
+    # one file per commit counts 1/log2(2) = 1; the initial commit touched more files and counts less
+    assert 3.0 < h.changes["shipyard/retry.py"] < 4.0
+    assert h.changes["shipyard/retry.py"] > h.changes["shipyard/scheduler.py"] > 0
+    with Engine(workspace, index_dir=str(tmp_path / "git"), reranker="off") as eng:
+        eng.index(vectors=False)
+        weights = eng.meta.change_weights(["shipyard/retry.py", "shipyard/scheduler.py", "no/such.py"])
+        assert set(weights) == {"shipyard/retry.py", "shipyard/scheduler.py"}
+        cands = {c["path"]: c["features"] for c in eng.candidates(question, [])}
+        assert cands["shipyard/retry.py"][j] == 1.0
+        assert cands["shipyard/retry.py"][i] > cands["shipyard/scheduler.py"][i] > 0

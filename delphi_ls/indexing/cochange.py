@@ -7,6 +7,11 @@ mass renames and formatting sweeps say nothing about which files belong together
 A pair's strength is normalised by how often each file changes at all (the cosine of their
 change histories): a changelog that changes with every commit co-changes with everything and
 so says little about any one file.
+
+How often each file changed (the same weighted count) is kept too: the file a change will edit
+is usually one that changes often (issue 19: in 20 of the 26 dev_mined intent2code questions the
+engine missed at rank 1, the gold file had changed more often in the 500 commits before the change
+than the file ranked above it; in 6 less), so the learned ranker reads it as a column.
 """
 
 from __future__ import annotations
@@ -14,9 +19,10 @@ from __future__ import annotations
 import math
 import subprocess
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
-COCHANGE_VERSION = 2  # 2: strengths normalised by each file's own change count
+COCHANGE_VERSION = 3  # 2: strengths normalised by each file's own change count; 3: those counts kept
 
 
 def git_head(root: Path) -> str | None:
@@ -29,8 +35,20 @@ def git_head(root: Path) -> str | None:
     return res.stdout.strip() if res.returncode == 0 else None
 
 
+@dataclass(frozen=True)
+class History:
+    pairs: dict[tuple[str, str], float]  # (a, b) -> co-change strength, both directions
+    commits: int  # commits read
+    changes: dict[str, float]  # file -> its weighted change count over those commits
+
+
 def cochange_pairs(root: Path, files: set[str], max_commits: int = 500,
                    max_files: int = 40) -> tuple[dict[tuple[str, str], float], int]:
+    h = change_history(root, files, max_commits, max_files)
+    return h.pairs, h.commits
+
+
+def change_history(root: Path, files: set[str], max_commits: int = 500, max_files: int = 40) -> History:
     res = subprocess.run(["git", "-C", str(root), "log", f"-n{max_commits}", "--no-merges", "--name-only",
                           "--format=format:@@commit"], capture_output=True, text=True, timeout=120)
     if res.returncode != 0:
@@ -50,4 +68,5 @@ def cochange_pairs(root: Path, files: set[str], max_commits: int = 500,
             for b in changed[i + 1:]:
                 pairs[(a, b)] += w
                 pairs[(b, a)] += w
-    return {(a, b): w / math.sqrt(changes[a] * changes[b]) for (a, b), w in pairs.items()}, commits
+    return History({(a, b): w / math.sqrt(changes[a] * changes[b]) for (a, b), w in pairs.items()}, commits,
+                   dict(changes))

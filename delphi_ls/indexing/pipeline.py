@@ -41,9 +41,10 @@ from .workers import (
 log = logging.getLogger(__name__)
 Progress = Callable[[str, int, int, int], None]  # phase, done, total, chunks so far
 BATCH_FILES = 1000  # files per lexical commit once the first small batches are in (issue 18: fewer, larger segments)
-# Bumped when chunking, symbols or import extraction change what they produce for the same bytes.
+# Bumped when chunking, symbols, import extraction or a file's kind change what they produce for the same bytes.
 # 2: package.json entry points and names (JS/TS packages imported by folder or by name).
-PARSER_VERSION = 2
+# 3: test support folders (`test-helpers/`, `testutil/`, `test-support/`) are kind "test".
+PARSER_VERSION = 3
 FIRST_BATCH_FILES = 25
 EMBED_BATCH = 256
 # Files whose manifest rows one transaction writes: one commit a file wrote the same index pages to the WAL

@@ -44,6 +44,7 @@ def feature_names() -> tuple[str, ...]:
         "imports_anchor", "imported_by_anchor",
         "log_in_degree", "log_out_degree", "has_named_tests",
         "log_chunks", "path_depth",
+        "log_changes", "changes_rel",
     )
 
 
@@ -73,6 +74,10 @@ def candidate_features(fused: list[Fused], q: QueryInfo, ctx: SearchContext,
     top = fused[0].score or 1.0
     wants_test = "test" in q.prefer
     ctx.view.chunk_lines.fetch([f.path for f in fused])  # one manifest read for every candidate's chunk count
+    # How often each candidate changed in the history co-change read (nothing outside git): the file a change
+    # edits is usually one that changes often, and which of the window's files changes most is the question.
+    changes = ctx.meta.change_weights([f.path for f in fused]) if "log_changes" in col or "changes_rel" in col else {}
+    most_changed = max(changes.values(), default=0.0)
     for i, f in enumerate(fused):
         row = x[i]
         for b, r in f.branches.items():
@@ -113,4 +118,10 @@ def candidate_features(fused: list[Fused], q: QueryInfo, ctx: SearchContext,
         lines = ctx.view.chunk_lines.get(f.path)
         row[col["log_chunks"]] = math.log1p(len(lines[0]) if lines else 0) / 5
         row[col["path_depth"]] = min(f.path.count("/"), 10) / 10
+        if changes:
+            w = changes.get(f.path, 0.0)
+            if "log_changes" in col:
+                row[col["log_changes"]] = math.log1p(w) / 5
+            if "changes_rel" in col:
+                row[col["changes_rel"]] = w / most_changed if most_changed > 0 else 0.0
     return x

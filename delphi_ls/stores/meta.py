@@ -66,6 +66,8 @@ CREATE INDEX IF NOT EXISTS symbols_name_nocase ON symbols(name COLLATE NOCASE);
 CREATE TABLE IF NOT EXISTS imports (path TEXT, spec TEXT);
 CREATE INDEX IF NOT EXISTS imports_path ON imports(path);
 CREATE TABLE IF NOT EXISTS cochange (a TEXT, b TEXT, weight REAL, PRIMARY KEY (a, b));
+-- Each file's weighted change count over the same commits (the learned ranker's churn columns).
+CREATE TABLE IF NOT EXISTS changes (path TEXT PRIMARY KEY, weight REAL);
 CREATE TABLE IF NOT EXISTS skipped (path TEXT PRIMARY KEY, reason TEXT);
 CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT);
 -- Chroma writes an update of named paths left for later (issue 18): 'add' (upsert the embedded chunk from
@@ -353,7 +355,7 @@ class MetaStore:
             # deletes below leave it alone and the rebuild's chunks are added in bulk (build_grams).
             self.db.execute("INSERT INTO chunk_grams(chunk_grams) VALUES ('delete-all')")
             self.db.execute("INSERT OR REPLACE INTO state VALUES ('grams_upto', '0')")
-            for table in ("files", "chunks", "symbols", "imports", "skipped", "cochange", "chroma_pending"):
+            for table in ("files", "chunks", "symbols", "imports", "skipped", "cochange", "changes", "chroma_pending"):
                 self.db.execute(f"DELETE FROM {table}")
             self.db.execute("DELETE FROM state WHERE key IN ('lexical_ready', 'parser_version', 'cochange')")
             self.db.execute("COMMIT")
@@ -827,14 +829,27 @@ class MetaStore:
             out[p].append(spec)
         return out
 
-    def set_cochange(self, pairs: dict[tuple[str, str], float], head: str, commits: int, version: int = 1) -> None:
+    def set_cochange(self, pairs: dict[tuple[str, str], float], head: str, commits: int, version: int = 1,
+                     changes: dict[str, float] | None = None) -> None:
         with self._lock:
             self.db.execute("BEGIN")
             self.db.execute("DELETE FROM cochange")
+            self.db.execute("DELETE FROM changes")
             self.db.executemany("INSERT INTO cochange VALUES (?,?,?)", [(a, b, w) for (a, b), w in pairs.items()])
+            self.db.executemany("INSERT INTO changes VALUES (?,?)", list((changes or {}).items()))
             self.db.execute("INSERT OR REPLACE INTO state VALUES ('cochange', ?)",
                             (json.dumps({"head": head, "commits": commits, "pairs": len(pairs), "version": version}),))
             self.db.execute("COMMIT")
+
+    def change_weights(self, paths: list[str]) -> dict[str, float]:
+        """Each path's weighted change count in the history read for co-change (absent: never changed there)."""
+        out: dict[str, float] = {}
+        with self._lock:
+            for i in range(0, len(paths), 500):
+                part = paths[i:i + 500]
+                out.update(self.db.execute(f"SELECT path, weight FROM changes WHERE path IN ({','.join('?' * len(part))})",
+                                           part).fetchall())
+        return out
 
     def cochanged_with(self, path: str, limit: int = 50) -> list[tuple[str, float]]:
         with self._lock:

@@ -26,7 +26,10 @@ CONFIG_EXT = {".json", ".yaml", ".yml", ".toml", ".ini", ".cfg", ".conf", ".xml"
 CONFIG_NAMES = {"makefile", "dockerfile", "justfile", "rakefile", "gemfile", "procfile", "cmakelists.txt",
                 "setup.py", "setup.cfg", "conftest.py", "noxfile.py", "tox.ini"}
 
-_TEST_DIR = re.compile(r"(^|/)(tests?|__tests__|spec|specs|testing|testdata|test_?utils|e2e|integration[-_]tests?)/")
+# Test support folders are tests' code, not the product's: koa's `test-helpers/`, Go's `internal/testutil/`,
+# `test-utils/`, Rust's `test-support/` (issue 19: koa's `test-helpers/stream.js` ranked 2nd for source questions).
+_TEST_DIR = re.compile(r"(^|/)(tests?|__tests__|spec|specs|testing|testdata|test[-_]?(utils?|helpers?|support)|e2e"
+                       r"|integration[-_]tests?)/")
 # Test-file names of languages that have no module under delphi_ls/languages/ yet; a language's module
 # takes its own over (a name listed twice is harmless).
 _UNPARSED_TEST_NAMES = (r".*Tests?\.(cs|swift|scala)$",)
