@@ -76,7 +76,8 @@ def candidate_features(fused: list[Fused], q: QueryInfo, ctx: SearchContext,
     ctx.view.chunk_lines.fetch([f.path for f in fused])  # one manifest read for every candidate's chunk count
     # How often each candidate changed in the history co-change read (nothing outside git): the file a change
     # edits is usually one that changes often, and which of the window's files changes most is the question.
-    changes = ctx.meta.change_weights([f.path for f in fused]) if "log_changes" in col or "changes_rel" in col else {}
+    wants_churn = ctx.meta is not None and ("log_changes" in col or "changes_rel" in col)
+    changes = ctx.meta.change_weights([f.path for f in fused]) if wants_churn else {}
     most_changed = max(changes.values(), default=0.0)
     for i, f in enumerate(fused):
         row = x[i]
