@@ -807,10 +807,12 @@ class Engine:
     def refresh_cochange(self) -> None:
         """Recompute co-change when HEAD moved since the last time (cheap when it did not)."""
         head = git_head(self.root)
+        stored = self.meta.get_state("cochange") or {}
         if head is None:
+            if stored.get("head"):  # history gone (.git removed, a snapshot unpacked without it): no stale counts
+                self.meta.set_cochange({}, "", 0, COCHANGE_VERSION, {})
             self.cochange_status = NO_GIT_COCHANGE
             return
-        stored = self.meta.get_state("cochange") or {}
         if stored.get("head") != head or stored.get("version") != COCHANGE_VERSION:
             try:
                 files = {p for p, _k, _n in self.meta.files()}

@@ -139,3 +139,24 @@ def test_change_counts_kept_and_read_as_ranker_columns(workspace: Path, tmp_path
         cands = {c["path"]: c["features"] for c in eng.candidates(question, [])}
         assert cands["shipyard/retry.py"][j] == 1.0
         assert cands["shipyard/retry.py"][i] > cands["shipyard/scheduler.py"][i] > 0
+    import shutil
+
+    shutil.rmtree(workspace / ".git")  # the history gone: no stale counts
+    with Engine(workspace, index_dir=str(tmp_path / "git"), reranker="off") as eng:
+        eng.index(vectors=False)
+        assert eng.meta.change_weights(["shipyard/retry.py"]) == {}
+
+
+def test_a_test_support_file_is_named_after_no_source_file(tmp_path: Path):
+    """koa's layout: `test-helpers/context.js` helps the tests and is kind test, but it is not the test of
+    `lib/context.js`; the real test is."""
+    root = tmp_path / "ws"
+    for rel, text in {"lib/context.js": "module.exports = { get() { return 1 } }\n",
+                      "test-helpers/context.js": "module.exports = () => ({ ctx: true })\n",
+                      "__tests__/context.test.js": "const c = require('../lib/context')\ntest('x', () => {})\n"}.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    with Engine(root, index_dir=str(tmp_path / "idx")) as eng:
+        eng.index(vectors=False)
+        assert eng.view().files["test-helpers/context.js"] == "test"
+        assert eng.view().graph.tests_of["lib/context.js"] == {"__tests__/context.test.js"}

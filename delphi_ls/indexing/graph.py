@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from ..core.tokens import stripped
 from ..languages import MANIFEST_KINDS
-from ..workspace.kinds import stem_of
+from ..workspace.kinds import is_test_support, stem_of
 from .imports import Resolver
 
 
@@ -55,7 +55,7 @@ class FileGraph:
         abbrev_cache: dict[str, list[str]] = {}
         by_distance: dict[tuple[str, str], list[str]] = {}
         for p, kind in files.items():
-            if kind != "test":
+            if kind != "test" or is_test_support(p):  # koa's test-helpers/context.js tests no lib/context.js
                 continue
             linked, prefix = g._named_code(p, by_stem, files, abbrev_cache)
             for code in linked:

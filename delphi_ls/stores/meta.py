@@ -145,7 +145,7 @@ _CORRUPT_CODES = {11, 26}
 
 _SCHEMA_NAMES = set(re.findall(r"IF NOT EXISTS (\w+)", SCHEMA))
 # Added to older manifests when they are opened for writing; a read-only one answers without them (slower).
-_SCHEMA_OPTIONAL = {"symbols_name_nocase"}
+_SCHEMA_OPTIONAL = {"symbols_name_nocase", "changes"}  # changes: an older read-only one has no churn
 
 
 def _locked(e: sqlite3.OperationalError) -> bool:
@@ -847,8 +847,13 @@ class MetaStore:
         with self._lock:
             for i in range(0, len(paths), 500):
                 part = paths[i:i + 500]
-                out.update(self.db.execute(f"SELECT path, weight FROM changes WHERE path IN ({','.join('?' * len(part))})",
-                                           part).fetchall())
+                try:
+                    out.update(self.db.execute(
+                        f"SELECT path, weight FROM changes WHERE path IN ({','.join('?' * len(part))})", part).fetchall())
+                except sqlite3.OperationalError as e:
+                    if "no such table" not in str(e):
+                        raise
+                    return {}  # an older manifest opened read-only: no change counts, as outside git
         return out
 
     def cochanged_with(self, path: str, limit: int = 50) -> list[tuple[str, float]]:

@@ -30,6 +30,7 @@ CONFIG_NAMES = {"makefile", "dockerfile", "justfile", "rakefile", "gemfile", "pr
 # `test-utils/`, Rust's `test-support/` (issue 19: koa's `test-helpers/stream.js` ranked 2nd for source questions).
 _TEST_DIR = re.compile(r"(^|/)(tests?|__tests__|spec|specs|testing|testdata|test[-_]?(utils?|helpers?|support)|e2e"
                        r"|integration[-_]tests?)/")
+_TEST_SUPPORT_DIR = re.compile(r"(^|/)test[-_]?(utils?|helpers?|support)/")
 # Test-file names of languages that have no module under delphi_ls/languages/ yet; a language's module
 # takes its own over (a name listed twice is harmless).
 _UNPARSED_TEST_NAMES = (r".*Tests?\.(cs|swift|scala)$",)
@@ -44,6 +45,13 @@ def is_test_path(path: str) -> bool:
     if _TEST_DIR.search(low) and os.path.splitext(low)[1] in CODE_EXT:
         return True
     return in_test_folder(path)
+
+
+def is_test_support(path: str) -> bool:
+    """A file that is a test only by its support folder (``test-helpers/context.js``), not by its name: it
+    helps tests and is named after no source file, so it links to none by name or folder."""
+    base = os.path.basename(path)
+    return bool(_TEST_SUPPORT_DIR.search(path.lower())) and not (_TEST_FILE.match(base) or _TEST_FILE.match(base.lower()))
 
 
 def file_kind(path: str) -> str:
