@@ -37,10 +37,13 @@ _UNPARSED_TEST_NAMES = (r".*Tests?\.(cs|swift|scala)$",)
 _TEST_FILE = re.compile("(" + "|".join(TEST_NAME_PATTERNS + _UNPARSED_TEST_NAMES) + ")")
 
 
+def _named_as_test(base: str) -> bool:
+    return bool(_TEST_FILE.match(base) or _TEST_FILE.match(base.lower()))
+
+
 def is_test_path(path: str) -> bool:
     low = path.lower()
-    base = os.path.basename(path)
-    if _TEST_FILE.match(base) or _TEST_FILE.match(base.lower()):
+    if _named_as_test(os.path.basename(path)):
         return True
     if _TEST_DIR.search(low) and os.path.splitext(low)[1] in CODE_EXT:
         return True
@@ -50,8 +53,7 @@ def is_test_path(path: str) -> bool:
 def is_test_support(path: str) -> bool:
     """A file that is a test only by its support folder (``test-helpers/context.js``), not by its name: it
     helps tests and is named after no source file, so it links to none by name or folder."""
-    base = os.path.basename(path)
-    return bool(_TEST_SUPPORT_DIR.search(path.lower())) and not (_TEST_FILE.match(base) or _TEST_FILE.match(base.lower()))
+    return bool(_TEST_SUPPORT_DIR.search(path.lower())) and not _named_as_test(os.path.basename(path))
 
 
 def file_kind(path: str) -> str:
