@@ -28,9 +28,9 @@ CONFIG_NAMES = {"makefile", "dockerfile", "justfile", "rakefile", "gemfile", "pr
 
 # Test support folders are tests' code, not the product's: koa's `test-helpers/`, Go's `internal/testutil/`,
 # `test-utils/`, Rust's `test-support/` (issue 19: koa's `test-helpers/stream.js` ranked 2nd for source questions).
-_TEST_DIR = re.compile(r"(^|/)(tests?|__tests__|spec|specs|testing|testdata|test[-_]?(utils?|helpers?|support)|e2e"
-                       r"|integration[-_]tests?)/")
-_TEST_SUPPORT_DIR = re.compile(r"(^|/)test[-_]?(utils?|helpers?|support)/")
+_SUPPORT = r"test[-_]?(?:utils?|helpers?|support)"
+_TEST_DIR = re.compile(rf"(^|/)(tests?|__tests__|spec|specs|testing|testdata|{_SUPPORT}|e2e|integration[-_]tests?)/")
+_TEST_SUPPORT_DIR = re.compile(rf"(^|/){_SUPPORT}/")
 # Test-file names of languages that have no module under delphi_ls/languages/ yet; a language's module
 # takes its own over (a name listed twice is harmless).
 _UNPARSED_TEST_NAMES = (r".*Tests?\.(cs|swift|scala)$",)
