@@ -31,7 +31,7 @@ from .indexing.pipeline import Indexer, IndexReport, Progress, embed_text
 from .languages import MANIFEST_KINDS
 from .models.cross_encoder import SHIPPED_CROSS_ENCODER, CrossEncoder
 from .models.embedders import Embedder, ModelIdentity, load_embedder
-from .models.ltr import SHIPPED_LTR, LearnedRanker
+from .models.ltr import SHIPPED_LTR, SHIPPED_LTR_HISTORY, LearnedRanker
 from .retrieval import related
 from .retrieval.branches.registry import BranchSpec, registered
 from .retrieval.context import IndexView, SearchContext
@@ -163,11 +163,13 @@ class Engine:
                 self.problems["embedder"] = f"embedder {self.settings.embedder!r} failed to load: {e}"
         self.check_stores()
         self.ltr: LearnedRanker | None = None
+        self.ltr_history: LearnedRanker | None = None  # the shipped ranker's twin for workspaces with history
         self.reranker: CrossEncoder | None = None
         self.reranker_status = self._load_rerankers()
         # The registry's branches, in its order: the list that runs is the list that exists.
         self.retriever = Retriever(self.settings, [(spec, spec.make()) for spec in registered()],
-                                   self.ltr, self.reranker, on_failure=self._branch_failed)
+                                   self.ltr, self.reranker, on_failure=self._branch_failed,
+                                   ltr_history=self.ltr_history)
         self._view: IndexView | None = None
         # Building or loading the view takes its own lock, not ``_lock``: a server warming up at start
         # (warm()) loads the view while the first question opens Chroma, which takes ``_lock``.
@@ -196,9 +198,9 @@ class Engine:
         parts: list[str] = []
         custom_ltr = spec not in RERANKERS and (Path(spec).expanduser() / "ltr.json").is_file()
         if spec in ("ltr", "ltr+cross-encoder") or custom_ltr:
+            names = feature_names()
             try:
                 ltr = LearnedRanker(Path(spec).expanduser() if custom_ltr else SHIPPED_LTR)
-                names = feature_names()
                 ltr.columns(names)  # a trained column the engine no longer computes refuses here
                 self.ltr = ltr
                 parts.append(f"learned ranker {ltr.identity.name} (warm, window {ltr.window})")
@@ -208,6 +210,8 @@ class Engine:
             except Exception as e:
                 self.problems["reranker"] = f"learned ranker failed to load: {e}"
                 parts.append(f"error: learned ranker failed to load: {e}")
+            if not custom_ltr and self.ltr is not None:  # a folder the user names is used everywhere
+                parts.append(self._load_history_ranker(names))
         if spec != "ltr" and not custom_ltr:
             folder = SHIPPED_CROSS_ENCODER if spec in ("cross-encoder", "ltr+cross-encoder") else Path(spec).expanduser()
             try:
@@ -220,6 +224,19 @@ class Engine:
         if any(p.startswith("error") for p in parts):
             return "error: " + "; ".join(p.removeprefix("error: ") for p in parts)
         return "ready: " + "; ".join(parts)
+
+    def _load_history_ranker(self, names: list[str]) -> str:
+        """The shipped ranker for workspaces whose history co-change reads; its status part for health.
+        If it cannot load, the plain ranker answers there too, and health says so as an error."""
+        try:
+            ltr = LearnedRanker(SHIPPED_LTR_HISTORY)
+            ltr.columns(names)
+            self.ltr_history = ltr
+            return f"where git history is read: {ltr.identity.name} (warm, window {ltr.window})"
+        except Exception as e:
+            self.problems["reranker_history"] = f"history ranker failed to load: {e}"
+            return (f"error: history ranker failed to load: {e}; "
+                    f"{self.ltr.identity.name if self.ltr else 'the plain ranker'} answers with history too")
 
     @property
     def branch_errors(self) -> dict[str, str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 
 from delphi_ls import Engine
 from delphi_ls.models.cross_encoder import SHIPPED_CROSS_ENCODER, CrossEncoder
-from delphi_ls.models.ltr import SHIPPED_LTR, LearnedRanker
+from delphi_ls.models.ltr import SHIPPED_LTR, SHIPPED_LTR_HISTORY, LearnedRanker
 from delphi_ls.retrieval.features import feature_names
 
 TEST_QUESTION = "Which tests cover this change?\nGive up on uploads after the last retry attempt"
@@ -133,3 +134,59 @@ def test_keep_top_above_the_depth_is_refused() -> None:
     from delphi_ls.settings import Settings, SettingsError
     with pytest.raises(SettingsError, match="ltr_keep_top"):
         Settings.from_dict({"ltr_keep_top": 21})
+
+
+def _git(root: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True,
+                   env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t",
+                        "GIT_COMMITTER_EMAIL": "t@e", "PATH": "/usr/bin:/bin"})
+
+
+def test_history_ranker_answers_only_where_git_history_is_read(workspace: Path, tmp_path: Path) -> None:
+    # A plain tree: the change-count columns are zero, and the plain ranker orders (it was measured
+    # better there, bench/RESULTS.md session 15).
+    with Engine(workspace, index_dir=str(tmp_path / "plain")) as eng:
+        eng.index(vectors=False)
+        assert eng.ltr is not None and eng.ltr_history is not None
+        assert eng.ltr_history.identity.name != eng.ltr.identity.name
+        churn = {"log_changes", "changes_rel"}  # how often a file changed: zero without history
+        assert churn <= set(eng.ltr_history.features) and not churn & set(eng.ltr.features)
+        assert eng.retriever.ranker_for(eng.retrieve(TEST_QUESTION, ["shipyard/retry.py"]).state) is eng.ltr
+        status = eng.health(check_staleness=False)["branches"]["rerank"]
+        assert status.startswith(f"ready: learned ranker {eng.ltr.identity.name}")
+        assert f"where git history is read: {eng.ltr_history.identity.name}" in status
+    _git(workspace, "init", "-q")
+    _git(workspace, "add", "-A")
+    _git(workspace, "commit", "-qm", "initial")
+    with Engine(workspace, index_dir=str(tmp_path / "git")) as eng:
+        eng.index(vectors=False)
+        r = eng.retrieve(TEST_QUESTION, ["shipyard/retry.py"])
+        assert eng.retriever.ranker_for(r.state) is eng.ltr_history
+        ans = eng.context(TEST_QUESTION, anchors=["shipyard/retry.py"])
+        assert "ltr" in ans["timingsMs"] and ans["results"][0]["path"] == "tests/test_retry.py"
+    # A folder the user names is their ranker everywhere: no history twin is loaded beside it.
+    with Engine(workspace, index_dir=str(tmp_path / "git"), reranker=str(SHIPPED_LTR)) as eng:
+        assert eng.ltr_history is None
+        assert eng.retriever.ranker_for(eng.retrieve(TEST_QUESTION, ["shipyard/retry.py"]).state) is eng.ltr
+
+
+def test_a_broken_history_ranker_is_an_error_in_health_and_the_plain_one_answers(
+        workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "ltr-history"
+    shutil.copytree(SHIPPED_LTR_HISTORY, folder)
+    doc = json.loads((folder / "ltr.json").read_text())
+    doc["members"][0]["b2"] += 0.5
+    (folder / "ltr.json").write_text(json.dumps(doc))
+    monkeypatch.setattr("delphi_ls.engine.SHIPPED_LTR_HISTORY", folder)
+    _git(workspace, "init", "-q")
+    _git(workspace, "add", "-A")
+    _git(workspace, "commit", "-qm", "initial")
+    with Engine(workspace, index_dir=str(tmp_path / "i")) as eng:
+        eng.index(vectors=False)
+        assert eng.ltr_history is None and eng.ltr is not None
+        status = eng.health(check_staleness=False)["branches"]["rerank"]
+        assert status.startswith("error:") and "history ranker failed to load" in status and "probe score" in status
+        assert "reranker_history" in eng.problems
+        r = eng.retrieve(TEST_QUESTION, ["shipyard/retry.py"])
+        assert eng.retriever.ranker_for(r.state) is eng.ltr
+        assert eng.context(TEST_QUESTION, anchors=["shipyard/retry.py"])["results"][0]["path"] == "tests/test_retry.py"

@@ -18,6 +18,10 @@ import numpy as np
 from .embedders import ModelIdentity, file_sha256
 
 SHIPPED_LTR = Path(__file__).parent / "data" / "ltr"
+# The ranker for workspaces with git history: the same features, trained with the change-count columns
+# live (`log_changes`, `changes_rel`). It answers only where co-change is ready; elsewhere those columns
+# are zero and the plain ranker keeps its behaviour (bench/RESULTS.md, session 15).
+SHIPPED_LTR_HISTORY = Path(__file__).parent / "data" / "ltr-history"
 
 
 class LearnedRanker:

@@ -88,10 +88,11 @@ class Retriever:
 
     def __init__(self, settings: Settings, branches: Sequence[tuple[BranchSpec, Branch]],
                  ltr: LearnedRanker | None = None, cross_encoder: CrossEncoder | None = None,
-                 on_failure: BranchFailure | None = None) -> None:
+                 on_failure: BranchFailure | None = None, ltr_history: LearnedRanker | None = None) -> None:
         self.settings = settings
         self.branches = list(branches)
         self.ltr = ltr
+        self.ltr_history = ltr_history  # used instead of ``ltr`` where the history branch is ready
         self.cross_encoder = cross_encoder
         self.on_failure = on_failure
         self.errors: dict[str, str] = {}  # branch -> its last failure, until it answers again
@@ -183,11 +184,12 @@ class Retriever:
         q, ctx, fused = r.q, r.ctx, r.fused
         if kinds:
             fused = [f for f in fused if ctx.files.get(f.path, file_kind(f.path)) in kinds]
-        if self.ltr is not None and fused and q.shape in self.ltr.shapes:
+        ltr = self.ranker_for(r.state)
+        if ltr is not None and fused and q.shape in ltr.shapes:
             t0 = time.perf_counter()
-            head = fused[: self.ltr.window]
-            names = self.ltr.features  # the columns it was trained on, counted as in training
-            scores = self.ltr.score(candidate_features(head, q, ctx, names), names)
+            head = fused[: ltr.window]
+            names = ltr.features  # the columns it was trained on, counted as in training
+            scores = ltr.score(candidate_features(head, q, ctx, names), names)
             fused = learned_rerank(fused, scores, set(anchors), keep=self.settings.ltr_keep_top)
             r.timings["ltr"] = _ms(t0)
         if self.settings.implementation_first and asks_for_code(q) and not speaks_of_declarations(q):
@@ -199,6 +201,14 @@ class Retriever:
                            self.settings.reranker_weight, set(anchors))
             r.timings["rerank"] = _ms(t0)
         return fused
+
+    def ranker_for(self, state: IndexState) -> LearnedRanker | None:
+        """The history ranker where the workspace's history was read (co-change ready: its change counts
+        are live), the plain one elsewhere: on a plain tree those columns are zero, and the plain ranker
+        was measured better there."""
+        if self.ltr_history is not None and state_of(state.cochange_status) == State.READY:
+            return self.ltr_history
+        return self.ltr
 
     def candidates(self, r: Retrieval, depth: int, passages: int) -> list[dict[str, Any]]:
         """The fused window before any reranker with each file's learned-ranker features (and, for the
