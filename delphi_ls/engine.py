@@ -98,6 +98,13 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+def _checked_ranker(folder: Path, names: list[str]) -> LearnedRanker:
+    """A learned ranker from ``folder`` whose trained columns the engine still computes; raises if not."""
+    ltr = LearnedRanker(folder)
+    ltr.columns(names)  # a trained column the engine no longer computes refuses here
+    return ltr
+
+
 class Engine:
     def __init__(self, root: str | Path, settings: Settings | None = None, **overrides: Any) -> None:
         self.root = Path(root).resolve()
@@ -200,8 +207,7 @@ class Engine:
         if spec in ("ltr", "ltr+cross-encoder") or custom_ltr:
             names = feature_names()
             try:
-                ltr = LearnedRanker(Path(spec).expanduser() if custom_ltr else SHIPPED_LTR)
-                ltr.columns(names)  # a trained column the engine no longer computes refuses here
+                ltr = _checked_ranker(Path(spec).expanduser() if custom_ltr else SHIPPED_LTR, names)
                 self.ltr = ltr
                 parts.append(f"learned ranker {ltr.identity.name} (warm, window {ltr.window})")
                 unused = ltr.unused_columns(names)
@@ -227,16 +233,17 @@ class Engine:
 
     def _load_history_ranker(self, names: list[str]) -> str:
         """The shipped ranker for workspaces whose history co-change reads; its status part for health.
-        If it cannot load, the plain ranker answers there too, and health says so as an error."""
+        Called once the plain ranker loaded: if this one cannot, the plain one answers there too, and
+        health says so as an error."""
+        assert self.ltr is not None
         try:
-            ltr = LearnedRanker(SHIPPED_LTR_HISTORY)
-            ltr.columns(names)
+            ltr = _checked_ranker(SHIPPED_LTR_HISTORY, names)
             self.ltr_history = ltr
             return f"where git history is read: {ltr.identity.name} (warm, window {ltr.window})"
         except Exception as e:
             self.problems["reranker_history"] = f"history ranker failed to load: {e}"
             return (f"error: history ranker failed to load: {e}; "
-                    f"{self.ltr.identity.name if self.ltr else 'the plain ranker'} answers with history too")
+                    f"{self.ltr.identity.name} answers with history too")
 
     @property
     def branch_errors(self) -> dict[str, str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,13 @@ def copy_fixture(name: str, root: Path) -> Path:
     """A fresh copy of tests/fixtures/<name> at ``root`` (tests index and edit the copy, never the files)."""
     shutil.copytree(FIXTURES / name, root, symlinks=False, dirs_exist_ok=True)
     return root
+
+
+def git(root: Path, *args: str) -> None:
+    """Run git in ``root`` as a fixed author, with no user or system config (HOME is the repository)."""
+    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True,
+                   env={"GIT_AUTHOR_NAME": "Dev", "GIT_AUTHOR_EMAIL": "d@x", "GIT_COMMITTER_NAME": "Dev",
+                        "GIT_COMMITTER_EMAIL": "d@x", "PATH": os.environ["PATH"], "HOME": str(root)})
 
 
 def build_workspace(root: Path, huge_bytes: int = 1_200_000) -> Path:

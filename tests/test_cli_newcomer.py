@@ -18,7 +18,7 @@ import pytest
 
 from delphi_ls.settings import Settings
 
-from .conftest import build_workspace
+from .conftest import build_workspace, git
 
 REPO = Path(__file__).resolve().parent.parent
 _SCRIPT = Path(sys.executable).parent / "delphi"
@@ -252,35 +252,29 @@ def test_the_cli_does_not_import_the_engine_to_parse_arguments() -> None:
 
 
 # ---------------------------------------------------------------------------------------------- 11: eval
-def _git(root: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True,
-                   env={"GIT_AUTHOR_NAME": "Dev", "GIT_AUTHOR_EMAIL": "d@x", "GIT_COMMITTER_NAME": "Dev",
-                        "GIT_COMMITTER_EMAIL": "d@x", "PATH": os.environ["PATH"], "HOME": str(root)})
-
-
 def _committed_workspace(tmp_path: Path) -> Path:
     """The fixture workspace as a git repository with one commit on `main`."""
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
     repo = build_workspace(tmp_path / "repo")
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "initial")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "initial")
     return repo
 
 
 def test_eval_says_why_changes_were_skipped_and_what_the_columns_mean(tmp_path: Path) -> None:
     repo = _committed_workspace(tmp_path)
-    _git(repo, "checkout", "-qb", "stable")
+    git(repo, "checkout", "-qb", "stable")
     (repo / "shipyard/scheduler.py").write_text((repo / "shipyard/scheduler.py").read_text() + "\n# stable fix\n")
-    _git(repo, "commit", "-qam", "Fix the scheduler on stable")
-    _git(repo, "checkout", "-q", "main")
+    git(repo, "commit", "-qam", "Fix the scheduler on stable")
+    git(repo, "checkout", "-q", "main")
     (repo / "shipyard/retry.py").write_text((repo / "shipyard/retry.py").read_text() + "\n\ndef jitter(x):\n    return x\n")
     (repo / "tests/test_retry.py").write_text((repo / "tests/test_retry.py").read_text() + "\n# jitter\n")
-    _git(repo, "commit", "-qam", "Add jitter to the retry backoff")
+    git(repo, "commit", "-qam", "Add jitter to the retry backoff")
     (repo / "docs/retry.md").write_text((repo / "docs/retry.md").read_text() + "\nJitter spreads retries.\n")
-    _git(repo, "commit", "-qam", "Document jitter")  # docs only: no question to ask
-    _git(repo, "merge", "-q", "--no-ff", "-m", "Merge remote-tracking branch 'origin/stable'", "stable")
+    git(repo, "commit", "-qam", "Document jitter")  # docs only: no question to ask
+    git(repo, "merge", "-q", "--no-ff", "-m", "Merge remote-tracking branch 'origin/stable'", "stable")
     out_json = tmp_path / "eval.json"
     out = subprocess.run([*DELPHI, "eval", "--history", str(repo), "-n", "5", "--no-vectors", "--baselines", "bm25",
                           "--out", str(out_json)], capture_output=True, text=True, timeout=600)
@@ -480,7 +474,7 @@ def test_eval_help_readme_and_runner_agree_on_the_baselines() -> None:
 def test_eval_runs_the_lexical_baseline_when_asked_and_counts_in_the_singular(tmp_path: Path) -> None:
     repo = _committed_workspace(tmp_path)
     (repo / "shipyard/retry.py").write_text((repo / "shipyard/retry.py").read_text() + "\n\ndef jitter(x):\n    return x\n")
-    _git(repo, "commit", "-qam", "Add jitter to the retry backoff")  # source only: one question
+    git(repo, "commit", "-qam", "Add jitter to the retry backoff")  # source only: one question
     out_json = tmp_path / "eval.json"
     out = subprocess.run([*DELPHI, "eval", "--history", str(repo), "-n", "2", "--no-vectors", "--baselines",
                           "lexical", "--out", str(out_json)], capture_output=True, text=True, timeout=600)

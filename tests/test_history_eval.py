@@ -10,12 +10,7 @@ import pytest
 
 from delphi_ls.cli import main
 from delphi_ls.evaluation.history import HistoryError, checkout, git_dir_of, mine
-
-
-def _git(root: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True,
-                   env={"GIT_AUTHOR_NAME": "Dev", "GIT_AUTHOR_EMAIL": "d@x", "GIT_COMMITTER_NAME": "Dev",
-                        "GIT_COMMITTER_EMAIL": "d@x", "PATH": "/usr/bin:/bin:/usr/local/bin", "HOME": str(root)})
+from tests.conftest import git
 
 
 def _append(path: Path, text: str) -> None:
@@ -24,17 +19,17 @@ def _append(path: Path, text: str) -> None:
 
 @pytest.fixture
 def repo(workspace: Path) -> Path:
-    _git(workspace, "init", "-q", "-b", "main")
-    _git(workspace, "add", "-A")
-    _git(workspace, "commit", "-qm", "initial")
+    git(workspace, "init", "-q", "-b", "main")
+    git(workspace, "add", "-A")
+    git(workspace, "commit", "-qm", "initial")
     _append(workspace / "shipyard/retry.py", "\n\ndef jitter(x):\n    return x\n")
     _append(workspace / "tests/test_retry.py", "\n\ndef test_jitter():\n    assert jitter(1) == 1\n")
-    _git(workspace, "commit", "-qam", "Add jitter to the retry backoff (#12)\n\nUploads retried in lockstep; spread them.")
+    git(workspace, "commit", "-qam", "Add jitter to the retry backoff (#12)\n\nUploads retried in lockstep; spread them.")
     _append(workspace / "shipyard/scheduler.py", "\n# priority ties break by age\n")
-    _git(workspace, "commit", "-qam", "Break scheduler priority ties by job age")
+    git(workspace, "commit", "-qam", "Break scheduler priority ties by job age")
     _append(workspace / "CHANGELOG.md", "\n- 1.3.0\n")
-    _git(workspace, "commit", "-qam", "Bump version to 1.3.0")  # a release bump: skipped
-    _git(workspace, "-c", "user.name=dependabot[bot]", "commit", "-q", "--allow-empty", "-m", "chore: deps")
+    git(workspace, "commit", "-qam", "Bump version to 1.3.0")  # a release bump: skipped
+    git(workspace, "-c", "user.name=dependabot[bot]", "commit", "-q", "--allow-empty", "-m", "chore: deps")
     return workspace
 
 

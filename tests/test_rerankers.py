@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +13,7 @@ from delphi_ls import Engine
 from delphi_ls.models.cross_encoder import SHIPPED_CROSS_ENCODER, CrossEncoder
 from delphi_ls.models.ltr import SHIPPED_LTR, SHIPPED_LTR_HISTORY, LearnedRanker
 from delphi_ls.retrieval.features import feature_names
+from tests.conftest import git
 
 TEST_QUESTION = "Which tests cover this change?\nGive up on uploads after the last retry attempt"
 
@@ -136,12 +136,6 @@ def test_keep_top_above_the_depth_is_refused() -> None:
         Settings.from_dict({"ltr_keep_top": 21})
 
 
-def _git(root: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True,
-                   env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t",
-                        "GIT_COMMITTER_EMAIL": "t@e", "PATH": "/usr/bin:/bin"})
-
-
 def test_history_ranker_answers_only_where_git_history_is_read(workspace: Path, tmp_path: Path) -> None:
     # A plain tree: the change-count columns are zero, and the plain ranker orders (it was measured
     # better there, bench/RESULTS.md session 15).
@@ -155,9 +149,9 @@ def test_history_ranker_answers_only_where_git_history_is_read(workspace: Path, 
         status = eng.health(check_staleness=False)["branches"]["rerank"]
         assert status.startswith(f"ready: learned ranker {eng.ltr.identity.name}")
         assert f"where git history is read: {eng.ltr_history.identity.name}" in status
-    _git(workspace, "init", "-q")
-    _git(workspace, "add", "-A")
-    _git(workspace, "commit", "-qm", "initial")
+    git(workspace, "init", "-q")
+    git(workspace, "add", "-A")
+    git(workspace, "commit", "-qm", "initial")
     with Engine(workspace, index_dir=str(tmp_path / "git")) as eng:
         eng.index(vectors=False)
         r = eng.retrieve(TEST_QUESTION, ["shipyard/retry.py"])
@@ -178,9 +172,9 @@ def test_a_broken_history_ranker_is_an_error_in_health_and_the_plain_one_answers
     doc["members"][0]["b2"] += 0.5
     (folder / "ltr.json").write_text(json.dumps(doc))
     monkeypatch.setattr("delphi_ls.engine.SHIPPED_LTR_HISTORY", folder)
-    _git(workspace, "init", "-q")
-    _git(workspace, "add", "-A")
-    _git(workspace, "commit", "-qm", "initial")
+    git(workspace, "init", "-q")
+    git(workspace, "add", "-A")
+    git(workspace, "commit", "-qm", "initial")
     with Engine(workspace, index_dir=str(tmp_path / "i")) as eng:
         eng.index(vectors=False)
         assert eng.ltr_history is None and eng.ltr is not None

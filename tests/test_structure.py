@@ -1,11 +1,11 @@
 """Structure: imports resolved to files, test links, co-change from git history."""
 
-import subprocess
 from pathlib import Path
 
 from delphi_ls import Engine
 from delphi_ls.indexing.chunker import chunk_file
 from delphi_ls.indexing.imports import Resolver
+from tests.conftest import git
 
 FILES = ["pkg/__init__.py", "pkg/core.py", "pkg/util/helpers.py", "src/app/main.ts", "src/app/util.ts",
          "src/app/index.js", "cmd/server/main.go", "internal/store/store.go", "internal/store/store_test.go",
@@ -52,23 +52,17 @@ def test_graph_branch_finds_importing_tests(engine: Engine):
     assert any("graph" in r["branches"] for r in res["results"][:3])
 
 
-def _git(root: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True,
-                   env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t",
-                        "GIT_COMMITTER_EMAIL": "t@e", "PATH": "/usr/bin:/bin"})
-
-
 def test_cochange_from_history(workspace: Path, tmp_path: Path):
     with Engine(workspace, index_dir=str(tmp_path / "nogit")) as eng:
         eng.index(vectors=False)
         assert eng.health(check_staleness=False)["branches"]["cochange"].startswith("off: not a git repository")
-    _git(workspace, "init", "-q")
-    _git(workspace, "add", "-A")
-    _git(workspace, "commit", "-qm", "initial")
+    git(workspace, "init", "-q")
+    git(workspace, "add", "-A")
+    git(workspace, "commit", "-qm", "initial")
     for i in range(3):  # retry.py and settings.yaml change together, three times
         (workspace / "shipyard/retry.py").write_text((workspace / "shipyard/retry.py").read_text() + f"\n# {i}\n")
         (workspace / "config/settings.yaml").write_text((workspace / "config/settings.yaml").read_text() + f"# {i}\n")
-        _git(workspace, "commit", "-qam", f"tune retries {i}")
+        git(workspace, "commit", "-qam", f"tune retries {i}")
     with Engine(workspace, index_dir=str(tmp_path / "git")) as eng:
         eng.index(vectors=False)
         assert eng.cochange_status.startswith("ready: 4 commits")
@@ -78,7 +72,7 @@ def test_cochange_from_history(workspace: Path, tmp_path: Path):
         assert r["branches"].get("cochange") == 1
         # HEAD moved: recomputed on the next index.
         (workspace / "shipyard/scheduler.py").write_text("x = 1\n")
-        _git(workspace, "commit", "-qam", "more")
+        git(workspace, "commit", "-qam", "more")
         eng.index(vectors=False)
         assert eng.cochange_status.startswith("ready: 5 commits")
 
@@ -90,19 +84,19 @@ def test_cochange_discounts_files_that_change_with_everything(tmp_path: Path):
 
     root = tmp_path / "repo"
     root.mkdir()
-    _git(root, "init", "-q")
+    git(root, "init", "-q")
     files = ["retry.py", "retry_config.yaml", "CHANGES.md", "scheduler.py", "api.py"]
     for f in files:
         (root / f).write_text("0\n")
-    _git(root, "add", "-A")
-    _git(root, "commit", "-qm", "initial")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "initial")
     history = [["retry.py", "retry_config.yaml", "CHANGES.md"], ["retry.py", "CHANGES.md"],
                ["scheduler.py", "CHANGES.md"], ["api.py", "CHANGES.md"], ["scheduler.py", "api.py", "CHANGES.md"],
                ["retry.py", "retry_config.yaml", "CHANGES.md"], ["api.py", "CHANGES.md"]]
     for i, changed in enumerate(history):
         for f in changed:
             (root / f).write_text(f"{i + 1}\n")
-        _git(root, "commit", "-qam", f"change {i}")
+        git(root, "commit", "-qam", f"change {i}")
     pairs, commits = cochange_pairs(root, set(files))
     assert commits == len(history) + 1
     assert pairs[("retry.py", "retry_config.yaml")] > pairs[("retry.py", "CHANGES.md")]
@@ -121,12 +115,12 @@ def test_change_counts_kept_and_read_as_ranker_columns(workspace: Path, tmp_path
     with Engine(workspace, index_dir=str(tmp_path / "nogit"), reranker="off") as eng:
         eng.index(vectors=False)
         assert all(c["features"][i] == 0 and c["features"][j] == 0 for c in eng.candidates(question, []))
-    _git(workspace, "init", "-q")
-    _git(workspace, "add", "-A")
-    _git(workspace, "commit", "-qm", "initial")
+    git(workspace, "init", "-q")
+    git(workspace, "add", "-A")
+    git(workspace, "commit", "-qm", "initial")
     for k in range(3):
         (workspace / "shipyard/retry.py").write_text((workspace / "shipyard/retry.py").read_text() + f"\n# {k}\n")
-        _git(workspace, "commit", "-qam", f"tune retries {k}")
+        git(workspace, "commit", "-qam", f"tune retries {k}")
     h = change_history(workspace, {"shipyard/retry.py", "shipyard/scheduler.py"})
     assert h.commits == 4
     # one file per commit counts 1/log2(2) = 1; the initial commit touched more files and counts less
