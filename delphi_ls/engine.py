@@ -217,7 +217,7 @@ class Engine:
                 self.problems["reranker"] = f"learned ranker failed to load: {e}"
                 parts.append(f"error: learned ranker failed to load: {e}")
             if not custom_ltr and self.ltr is not None:  # a folder the user names is used everywhere
-                parts.append(self._load_history_ranker(names))
+                parts.append(self._load_history_ranker(names, self.ltr))
         if spec != "ltr" and not custom_ltr:
             folder = SHIPPED_CROSS_ENCODER if spec in ("cross-encoder", "ltr+cross-encoder") else Path(spec).expanduser()
             try:
@@ -231,11 +231,9 @@ class Engine:
             return "error: " + "; ".join(p.removeprefix("error: ") for p in parts)
         return "ready: " + "; ".join(parts)
 
-    def _load_history_ranker(self, names: list[str]) -> str:
+    def _load_history_ranker(self, names: list[str], plain: LearnedRanker) -> str:
         """The shipped ranker for workspaces whose history co-change reads; its status part for health.
-        Called once the plain ranker loaded: if this one cannot, the plain one answers there too, and
-        health says so as an error."""
-        assert self.ltr is not None
+        If it cannot load, ``plain`` answers there too, and health says so as an error."""
         try:
             ltr = _checked_ranker(SHIPPED_LTR_HISTORY, names)
             self.ltr_history = ltr
@@ -243,7 +241,7 @@ class Engine:
         except Exception as e:
             self.problems["reranker_history"] = f"history ranker failed to load: {e}"
             return (f"error: history ranker failed to load: {e}; "
-                    f"{self.ltr.identity.name} answers with history too")
+                    f"{plain.identity.name} answers with history too")
 
     @property
     def branch_errors(self) -> dict[str, str]:
