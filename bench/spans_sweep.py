@@ -88,6 +88,7 @@ def evaluate(data: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
         meta = _Meta(d)
         sq = S.SpanQuery.build(d["q"], d["lists"], d["anchors"], meta)  # type: ignore[arg-type]
         scored = {p: S.score_chunks(p, d["chunks"][p], sq) for p in d["order"]}
+        S.link_files(d["order"], scored, sq)  # as the engine's results() does
         results = [{"path": p, "spans": []} for p in d["order"]]
         row = res.setdefault(d["task"], {k: [] for k in ("hunk_cov@2000", "hunk_cov@4000", "hunk_cov@8000",
                                                          "file_cov@4000", "first_span_hit",

@@ -156,3 +156,50 @@ def test_pack_without_a_question_still_fits(eng: Engine, ws: Path) -> None:
     res = [{"path": "util.py", "spans": []}, {"path": "app.py", "spans": []}]
     packed, used = pack(res, eng.meta, 500, ws)
     assert 0 < used <= 500 and packed[0]["path"] == "util.py"
+
+
+def _linked_ws(root: Path) -> Path:
+    # settings.py defines retry_limit; client.py's send_part calls it and names no word of the question.
+    root.mkdir(parents=True)
+    (root / "settings.py").write_text('def retry_limit(config):\n    """How many times a failed upload is retried '
+                                      'before it gives up."""\n    return int(config.get("upload_retries", 3))\n')
+    (root / "client.py").write_text("".join([
+        _body("upload", "upload a file and wait until the upload is retried or done"),
+        _body("format_headers", "format the request headers for the server"),
+        _body("send_part", "send one part of the body to the server").replace(
+            "step_0 = ", "step_0 = retry_limit(self.config) + "),
+        _body("close", "close the connection to the server")]))
+    return root
+
+
+@pytest.mark.parametrize("weight", [0.3, 0.0])
+def test_packer_takes_the_chunk_that_uses_another_top_files_definition(tmp_path: Path, monkeypatch, weight) -> None:
+    from delphi_ls.retrieval import spans as S
+
+    monkeypatch.setattr(S, "LINK_WEIGHT", weight)
+    e = Engine(_linked_ws(tmp_path / "ws"), index_dir=str(tmp_path / "index"))
+    e.index(vectors=False)
+    try:
+        send_part = next(c for c in e.meta.chunks_of("client.py") if "send_part" in c.symbols)
+        ans = e.context("retried uploads give up too early", budget_tokens=700, limit=5)
+        packed = [p for p in ans["packed"] if p["path"] == "client.py"]
+        took = [p for p in packed if p["startLine"] <= send_part.start_line and p["endLine"] >= send_part.end_line]
+        listed = next(r for r in ans["results"] if r["path"] == "client.py")["spans"]
+        if weight:
+            assert took and "uses `retry_limit` (settings.py)" in took[0]["why"]
+        else:  # without the link, the budget's second client.py chunk is its neighbour, not send_part
+            assert not took
+        assert ans["packedTokens"] <= 700
+        # The listing is not lifted: the first listed span is the chunk that names the question's words.
+        assert (listed[0]["startLine"], listed[0]["symbol"]) == (1, "upload")
+        assert not any("uses" in s["why"] for s in listed)
+        # An anchored question links by the anchor's symbols instead: no cross-file lift.
+        for anchors, lifted in (([], bool(weight)), (["settings.py"], False)):
+            sq = S.SpanQuery({"retried": 1.0}, anchors=anchors)
+            order = ["settings.py", "client.py"]
+            scored = {p: S.score_chunks(p, e.meta.chunks_of(p), sq) for p in order}
+            S.link_files(order, scored, sq)
+            sp = next(s for s in scored["client.py"] if s.chunk.id == send_part.id)
+            assert (sp.pack is not None and sp.links == [("retry_limit", "settings.py")]) is lifted
+    finally:
+        e.close()

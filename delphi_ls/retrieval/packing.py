@@ -217,5 +217,5 @@ def _merged(picks: list[ScoredChunk], lines: list[str]) -> list[dict[str, Any]]:
         else:
             text = "".join(lines[start - 1: end])
         best = max(g, key=lambda s: s.score)
-        out.append({"startLine": start, "endLine": end, "text": text, "whole": False, "why": why_of(best)})
+        out.append({"startLine": start, "endLine": end, "text": text, "whole": False, "why": why_of(best, packed=True)})
     return out

@@ -237,11 +237,10 @@ class Retriever:
             # was 3-5 ms of a 23 ms answer (bench/RESULTS.md, "Spans (issue 17)", session 9).
             head = top[: spans_mod.SCORED_FILES]
             chunks = meta.chunks_of_paths([f.path for f in head])
-            listed = []
             for f in head:
-                sc = spans_mod.score_chunks(f.path, chunks.get(f.path, []), sq)
-                scored[f.path] = sc  # the packer reuses them
-                listed.append(spans_mod.listed_spans(sc, asked))
+                scored[f.path] = spans_mod.score_chunks(f.path, chunks.get(f.path, []), sq)  # the packer reuses them
+            spans_mod.link_files([f.path for f in head], scored, sq)
+            listed = [spans_mod.listed_spans(scored[f.path], asked) for f in head]
             listed += spans_mod.evidence_spans(meta, [(f.path, f.evidence) for f in top[len(head):]], asked)
         rows = []
         for rank, (f, spans) in enumerate(zip(top, listed, strict=True), start=1):

@@ -58,6 +58,16 @@ EV_LEARNED = 0.0  # the branches' evidence is among the features; adding it agai
 # neighbour join nearly every first span (median 47 -> 60 lines; whole small files in the golden spans).
 LEARNED_LINK = "exp"
 W_DEFINES = 1.0  # a chunk that defines a symbol named by a question word, beyond mentioning it
+# Links across the answer's files, for a question without anchors (an anchored one links by the anchor's
+# own symbols): the names the best chunk of each of the top LINK_FILES files defines (weight 1 / rank)
+# lift, in the packer's value only, the chunks of the other top files that use them, by LINK_WEIGHT of the
+# file's best value at most. A change that adds a function in one file calls it from another, in lines its
+# description never names. Offline (bench/RESULTS.md, "Spans (issue 17), session 18"): intent2code
+# hunk_cov@4000 paired +0.038 [-0.008, +0.093] on dev_mined (where 5 files and 0.3 were chosen) and +0.028
+# [-0.001, +0.072] on dev_langs (held out); lifting the other way too (chunks defining what the top chunks
+# use) gained less.
+LINK_FILES, LINK_WEIGHT = 5, 0.3
+LINK_MAX_DEFINERS = 3  # a name that more of the scored files define links none of them (a namespace)
 MAX_WORDS = 32
 SHORT = 4  # words shorter than this count only as whole words (`com` is not in `command`)
 NOISE_WORDS = frozenset("""which cover tests test tested testing source implement change changes pull request
@@ -219,6 +229,8 @@ class ScoredChunk:
     ev: float = 0.0
     defines: float = 0.0
     pack: float | None = None  # the packer's value when it differs from the listing score (LEARNED_LINK)
+    links: list[tuple[str, str]] = field(default_factory=list)  # (symbol, path): other top files' names it uses
+    # (they lift the packer's value, not the listing: a listed span's why-line leaves them out)
 
     @property
     def value(self) -> float:
@@ -377,10 +389,91 @@ def features(scored: list[ScoredChunk], sq: SpanQuery | None = None) -> list[lis
     return rows
 
 
-def why_of(sc: ScoredChunk) -> str:
+def link_files(order: list[str], scored: dict[str, list[ScoredChunk]], sq: SpanQuery) -> None:
+    """Lift, in place, the chunks that use what the other top files' best chunks define (see LINK_FILES);
+    nothing for an anchored question. ``order`` is the files' rank order; every path in it is scored."""
+    if sq.anchors or LINK_WEIGHT <= 0:
+        return
+    defined: dict[str, dict[str, float]] = {}  # path -> lower-case name -> weight (1 / the file's rank)
+    spelt: dict[str, str] = {}  # lower-case name -> as defined, for the why-line
+    for rank, path in enumerate(order[:LINK_FILES], start=1):
+        sc = scored.get(path)
+        if not sc:
+            continue
+        got: dict[str, float] = {}
+        for name in ranked(sc)[0].chunk.symbols:
+            low = name.lower()
+            if name != "<module>" and len(low) >= 4 and _TOKEN.fullmatch(low):
+                got[low] = max(got.get(low, 0.0), 1.0 / rank)
+                spelt.setdefault(low, name)
+        if got:
+            defined[path] = got
+    if not defined:
+        return
+    if LINK_MAX_DEFINERS:
+        # A name that many of the scored files define (a C++ namespace, a package) says nothing of which
+        # file a chunk depends on. Offline, dropping names of 4+ files: hunk_cov@4000 0.710 -> 0.707 on
+        # dev_mined, 0.694 -> 0.700 on dev_langs; of 2+ files (a header's declaration and its definition
+        # too): 0.675 / 0.696, so a name two or three files define still links.
+        seen: Counter[str] = Counter()
+        for path in order:
+            names: set[str] = set()
+            for sc_ in scored.get(path) or ():
+                names.update(n.lower() for n in sc_.chunk.symbols)
+            seen.update(names)
+        defined = {p: kept for p, got in defined.items()
+                   if (kept := {k: v for k, v in got.items() if seen[k] <= LINK_MAX_DEFINERS})}
+        if not defined:
+            return
+    for path in order:
+        sc = scored.get(path)
+        if not sc:
+            continue
+        other: dict[str, tuple[float, str]] = {}  # name -> (weight, the file defining it)
+        for src, got in defined.items():
+            if src != path:
+                for k, v in got.items():
+                    if v > other.get(k, (0.0, ""))[0]:
+                        other[k] = (v, src)
+        lows = [_lower(s.chunk) for s in sc]
+        whole = "\n".join(lows)
+        other = {k: v for k, v in other.items() if k in whole}  # one pass over the file, not one per chunk
+        if not other:
+            continue
+        xs: list[float] = []
+        uses: list[list[tuple[str, str]]] = []
+        for s, low in zip(sc, lows, strict=True):
+            cand = [k for k in other if k in low]  # C-speed substring test before the word count
+            x, used = 0.0, []
+            if cand:
+                toks = _tokens(s.chunk, low)
+                own = {n.lower() for n in s.chunk.symbols}
+                for k in cand:
+                    if k in toks and k not in own:  # a use (whole word or word part), not the definition
+                        x += other[k][0]
+                        used.append((other[k][0], k, other[k][1]))
+            xs.append(x)
+            uses.append([(spelt[k], src) for _v, k, src in sorted(used, key=lambda t: (-t[0], t[1]))])
+        mx = max(xs)
+        if mx <= 0:
+            continue
+        best = max(s.value for s in sc) or 1.0
+        for s, x, u in zip(sc, xs, uses, strict=True):
+            if x > 0:
+                # The packer's value only: lifting the listing score too let a linked neighbour join the
+                # first listed span (dev_langs: median 45.5 -> 51 lines) for no more regions covered.
+                s.pack = s.value + LINK_WEIGHT * best * x / mx
+                s.links = u
+
+
+def why_of(sc: ScoredChunk, packed: bool = False) -> str:
+    """A span's reason; a ``packed`` span's also says which of the other top files' names it uses."""
     bits = []
     if sc.matched:
         bits.append("names " + ", ".join(f"`{w}`" for w in sc.matched[:3]))
+    links = [(k, src) for k, src in sc.links if k.lower() not in sc.matched] if packed else []
+    if links:
+        bits.append("uses " + ", ".join(f"`{k}` ({src.rsplit('/', 1)[-1]})" for k, src in links[:2]))
     if sc.branches:
         bits.append("hit by " + ", ".join(sc.branches))
     return "; ".join(bits) or "start of the file"
