@@ -15,8 +15,8 @@ overall, at budgets of 2,000 / 4,000 / 8,000 tokens (chars/4):
 - tokens used.
 
 Systems, all in one run: the engine with the scored spans (``engine``; the learned span ranker,
-``spans.LEARNED``, with the cross-file links, ``spans.LINK_WEIGHT``), the same without the links
-(``engine-nolink``), with session 6's hand score (``engine-hand``), the engine with the spans and
+``spans.LEARNED``, with the cross-file links, ``spans.LINK_WEIGHT``, and the preamble listed by a share,
+``spans.PREAMBLE_SHARE``), the same without those two (``engine-s17``), with session 6's hand score (``engine-hand``), the engine with the spans and
 packer before issue 17 (``engine-legacy``, same process, same index), the engine's file order packed as
 file heads (``heads(engine order)``: each file's first lines, at most a quarter of the budget per file),
 and the task-aware heuristic's order packed the same way (``heads(heuristic order)``; its per-sample
@@ -41,7 +41,7 @@ from delphi_ls.evaluation.scoring import ask, bootstrap, corpus_dir, gold_of, me
 from delphi_ls.retrieval import spans as S
 
 SHIPPED_SPAN_MODEL = S.LEARNED
-SHIPPED_LINK_WEIGHT = S.LINK_WEIGHT
+SHIPPED_LINK_WEIGHT, SHIPPED_PREAMBLE = S.LINK_WEIGHT, S.PREAMBLE_SHARE
 
 BUDGETS = (2000, 4000, 8000)
 SLACK = 3
@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             valid = [a for a in anchors if (cdir / a).exists()]
             rec: dict[str, Any] = {"id": s["id"], "repo": s["repo"], "task": s["task_type"], "nRegions":
                                    sum(len(r) for r in regs.values()), "systems": {}}
-            answers: dict[str, dict[int, Any]] = {"engine": {}, "engine-nolink": {}, "engine-hand": {}, "engine-legacy": {}}
+            answers: dict[str, dict[int, Any]] = {"engine": {}, "engine-s17": {}, "engine-hand": {}, "engine-legacy": {}}
             lat: dict[str, float] = {}
             modes = list(answers)
             k = len(records) % len(modes)
@@ -146,8 +146,10 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                     eng.span_mode = "legacy" if name == "engine-legacy" else "scored"  # type: ignore[attr-defined]
                     # engine-hand: the scored spans with the hand score (session 6's), beside the learned
                     S.LEARNED = None if name == "engine-hand" else SHIPPED_SPAN_MODEL
-                    # engine-nolink: the learned spans without session 18's cross-file links
-                    S.LINK_WEIGHT = 0.0 if name == "engine-nolink" else SHIPPED_LINK_WEIGHT
+                    # engine-s17: the learned spans as session 17 shipped them (no cross-file links, the
+                    # preamble listed by its whole score)
+                    S.LINK_WEIGHT = 0.0 if name == "engine-s17" else SHIPPED_LINK_WEIGHT
+                    S.PREAMBLE_SHARE = 1.0 if name == "engine-s17" else SHIPPED_PREAMBLE
                     t0 = time.perf_counter()
                     ans = eng.context(text, anchors=valid, limit=args.limit, budget_tokens=budget)
                     if budget == 4000:
@@ -191,7 +193,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     return records
 
 
-SYSTEMS = ("engine", "engine-nolink", "engine-hand", "engine-legacy", "heads(engine order)", "heads(heuristic order)")
+SYSTEMS = ("engine", "engine-s17", "engine-hand", "engine-legacy", "heads(engine order)", "heads(heuristic order)")
 
 
 def render(records: list[dict[str, Any]], args: argparse.Namespace) -> str:
@@ -215,7 +217,7 @@ def render(records: list[dict[str, Any]], args: argparse.Namespace) -> str:
                          f"{mean([v['r@20'] for v in vals]):.3f} | " + " | ".join(cells) +
                          f" | {mean(fh):.3f} ({sum(fh)}/{len(fh)}) | {statistics.median(fl) if fl else 0:.0f} "
                          f"| {mean([v['tokens@4000'] for v in vals]):.0f} |")
-    for base in ("engine-nolink", "engine-hand", "engine-legacy"):
+    for base in ("engine-s17", "engine-hand", "engine-legacy"):
         lines += ["", f"Paired differences, engine − {base} (95% bootstrap CI over samples):", "",
                   "| task | ΔMRR | ΔR@20 | Δhunk_cov@4000 | Δfirst_span_hit (per sample) | same file order | "
                   f"p50 latency engine / {base} (s) | ratio |", "|---|---|---|---|---|---|---|---|"]
