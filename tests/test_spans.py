@@ -184,22 +184,85 @@ def test_packer_takes_the_chunk_that_uses_another_top_files_definition(tmp_path:
         ans = e.context("retried uploads give up too early", budget_tokens=700, limit=5)
         packed = [p for p in ans["packed"] if p["path"] == "client.py"]
         took = [p for p in packed if p["startLine"] <= send_part.start_line and p["endLine"] >= send_part.end_line]
-        listed = next(r for r in ans["results"] if r["path"] == "client.py")["spans"]
         if weight:
             assert took and "uses `retry_limit` (settings.py)" in took[0]["why"]
         else:  # without the link, the budget's second client.py chunk is its neighbour, not send_part
             assert not took
         assert ans["packedTokens"] <= 700
-        # The listing is not lifted: the first listed span is the chunk that names the question's words.
-        assert (listed[0]["startLine"], listed[0]["symbol"]) == (1, "upload")
-        assert not any("uses" in s["why"] for s in listed)
-        # An anchored question links by the anchor's symbols instead: no cross-file lift.
-        for anchors, lifted in (([], bool(weight)), (["settings.py"], False)):
+    finally:
+        e.close()
+
+
+def test_links_lift_the_packers_value_only_and_never_for_an_anchored_question(tmp_path: Path) -> None:
+    from delphi_ls.retrieval import spans as S
+
+    e = Engine(_linked_ws(tmp_path / "ws"), index_dir=str(tmp_path / "index"))
+    e.index(vectors=False)
+    try:
+        send_part = next(c for c in e.meta.chunks_of("client.py") if "send_part" in c.symbols)
+        order = ["settings.py", "client.py"]
+        for anchors, lifted in (([], True), (["settings.py"], False)):
             sq = S.SpanQuery({"retried": 1.0}, anchors=anchors)
-            order = ["settings.py", "client.py"]
             scored = {p: S.score_chunks(p, e.meta.chunks_of(p), sq) for p in order}
+            fresh = {p: [x.score for x in S.score_chunks(p, e.meta.chunks_of(p), sq)] for p in order}
             S.link_files(order, scored, sq)
-            sp = next(s for s in scored["client.py"] if s.chunk.id == send_part.id)
-            assert (sp.pack is not None and sp.links == [("retry_limit", "settings.py")]) is lifted
+            sp = next(x for x in scored["client.py"] if x.chunk.id == send_part.id)
+            assert (sp.lift > 0 and sp.links == [("retry_limit", "settings.py")]) is lifted
+            # The listing reads .score: the links leave it exactly as scored.
+            assert {p: [x.score for x in scored[p]] for p in order} == fresh
+            values = [x.value for x in scored["client.py"]]
+            S.link_files(order, scored, sq)  # a second call sets the same lift, it does not add another
+            assert [x.value for x in scored["client.py"]] == values
+    finally:
+        e.close()
+
+
+def test_a_name_many_files_define_links_nothing(tmp_path: Path) -> None:
+    from delphi_ls.retrieval import spans as S
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    # `shared_name` is defined in four files (more than LINK_MAX_DEFINERS): a namespace, not a dependency.
+    for i in range(4):
+        (root / f"m{i}.py").write_text(f"def shared_name():\n    return {i}\n")
+    (root / "user.py").write_text("import m0\n\n\ndef caller():\n    return m0.shared_name()\n")
+    e = Engine(root, index_dir=str(tmp_path / "index"))
+    e.index(vectors=False)
+    try:
+        order = ["m0.py", "m1.py", "m2.py", "m3.py", "user.py"]
+        sq = S.SpanQuery({"caller": 1.0})
+        scored = {p: S.score_chunks(p, e.meta.chunks_of(p), sq) for p in order}
+        S.link_files(order, scored, sq)
+        assert not any(x.links or x.lift for x in scored["user.py"])
+        # With three definers it is a link.
+        order3 = ["m0.py", "m1.py", "m2.py", "user.py"]
+        scored = {p: S.score_chunks(p, e.meta.chunks_of(p), sq) for p in order3}
+        S.link_files(order3, scored, sq)
+        assert any(x.links for x in scored["user.py"])
+    finally:
+        e.close()
+
+
+def test_a_files_preamble_is_not_listed_first(tmp_path: Path) -> None:
+    from delphi_ls.retrieval import spans as S
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    # The imports name the question's words three times; the function that does the work names them once.
+    (root / "upload.py").write_text("from retry import retry_policy, retry_delay, retry_count\nimport os\n\n\n"
+                                    + _body("send", "send the file with a retry policy"))
+    (root / "script.py").write_text("import retry\nimport os\n\nprint(retry)\n")
+    e = Engine(root, index_dir=str(tmp_path / "index"))
+    e.index(vectors=False)
+    try:
+        sq = S.SpanQuery({"retry": 1.0})
+        chunks = e.meta.chunks_of("upload.py")
+        scored = S.score_chunks("upload.py", chunks, sq)
+        assert S._is_preamble(scored) and scored[0].score > scored[1].score
+        listed = S.listed_spans(scored, {"retry"})
+        assert listed[0]["symbol"] == "send" and listed[0]["startLine"] > 1
+        assert any(sp["startLine"] == 1 for sp in listed)  # still listed, after the definition
+        # A file with no definitions has no preamble to set apart.
+        assert not S._is_preamble(S.score_chunks("script.py", e.meta.chunks_of("script.py"), sq))
     finally:
         e.close()
