@@ -74,7 +74,7 @@ W_DEFINES = 1.0  # a chunk that defines a symbol named by a question word, beyon
 # [-0.001, +0.072] on dev_langs (held out); lifting the other way too (chunks defining what the top chunks
 # use) gained less.
 LINK_FILES, LINK_WEIGHT = 5, 0.3
-LINK_SCAN_NAMES = 128  # up to this many names are found by scanning each file's text, more from its words
+LINK_SCAN_NAMES = 48  # up to this many names are found by scanning each file's text, more from its words (below)
 LINK_MAX_DEFINERS = 3  # a name that more of the scored files define links none of them (a namespace)
 MAX_WORDS = 32
 SHORT = 4  # words shorter than this count only as whole words (`com` is not in `command`)
