@@ -93,3 +93,36 @@ def test_weights_hash_is_remembered_across_processes_and_redone_when_the_file_ch
     os.utime(weights, ns=(1, 2))
     embedders._sha256.cache_clear()
     assert embedders.file_sha256(weights) == hashlib.sha256(b"B" * 4096).hexdigest()
+
+
+def _texts() -> list[str]:
+    import random
+
+    rng = random.Random(7)
+    repo = Path(__file__).resolve().parents[1]
+    # Real code of this repository, plus what the fast path must hand to the full tokenizer: control
+    # characters, DEL, accents, CJK, a vertical tab, mixed case, a text past the 512-token cut.
+    out = [p.read_text(encoding="utf-8", errors="replace")[:3000] for p in sorted((repo / "delphi_ls").rglob("*.py"))[:40]]
+    out += ["Héllo Wörld café", "日本語のテキスト and ASCII", "tab\there\r\nCRLF", "nul\x00byte", "bell\x07 and del\x7f",
+            "vertical\x0btab", "form\x0cfeed", "CamelCaseName snake_case_name HTTPServer", "", "   ", "x" * 300,
+            " ".join(f"Word{i}" for i in range(2000)), "emoji 🙂 ok", "\u00a0non-breaking space"]
+    alphabet = [chr(i) for i in range(128)] + ["é", "ß", "中", "\u200b"]
+    out += ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 400))) for _ in range(300)]
+    return out
+
+
+def test_static_embedder_fast_path_gives_the_full_tokenizers_ids() -> None:
+    from delphi_ls.models.embedders import load_embedder
+
+    emb = load_embedder("potion-base-8M")
+    assert emb.bare is not None  # potion's normalizer is the lower-casing BERT one: the fast path is on
+    texts = _texts()
+    want = [enc.ids[: emb.max_tokens] for enc in emb.tokenizer.encode_batch(texts, add_special_tokens=False)]
+    assert emb.token_ids(texts) == want
+    # And so the vectors: the same ids, the same mean of the same rows.
+    bare, emb.bare = emb.bare, None
+    try:
+        slow = emb.embed(texts)
+    finally:
+        emb.bare = bare
+    assert np.array_equal(emb.embed(texts), slow)
