@@ -611,7 +611,7 @@ def listed_spans(scored: list[ScoredChunk], asked: set[str], n: int = LISTED_SPA
     eff = {id(s): s.score for s in scored}
     if PREAMBLE_SHARE != 1.0 and len(scored) > 1 and _is_preamble(scored):
         eff[id(scored[0])] = scored[0].score * PREAMBLE_SHARE
-    order = [sc for _i, sc in sorted(enumerate(scored), key=lambda t: (-eff[id(t[1])], t[0]))]
+    order = ranked(scored, eff)
     taken: set[int] = set()
     out: list[dict[str, Any]] = []
     for s in order:
@@ -648,9 +648,12 @@ def _is_preamble(scored: list[ScoredChunk]) -> bool:
     return any(n != "<module>" for s in scored[1:] for n in s.chunk.symbols)
 
 
-def ranked(scored: list[ScoredChunk]) -> list[ScoredChunk]:
-    """Best first; ties keep file order (the header before the body)."""
-    return [sc for _i, sc in sorted(enumerate(scored), key=lambda t: (-t[1].score, t[0]))]
+def ranked(scored: list[ScoredChunk], by: dict[int, float] | None = None) -> list[ScoredChunk]:
+    """Best first (by score, or by ``by``: ``id(chunk)`` -> the value to rank it by); ties keep file order
+    (the header before the body)."""
+    if by is None:
+        return [sc for _i, sc in sorted(enumerate(scored), key=lambda t: (-t[1].score, t[0]))]
+    return [sc for _i, sc in sorted(enumerate(scored), key=lambda t: (-by[id(t[1])], t[0]))]
 
 
 def legacy_spans(meta: MetaStore, path: str, evidence: list[str], asked: set[str]) -> list[dict[str, Any]]:
