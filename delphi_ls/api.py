@@ -148,6 +148,9 @@ class ContextRequest(_Request):
             raise RequestError("anchors", "must be a list of non-empty paths or URIs")
         if self.draft is not None and not isinstance(self.draft, str):
             raise RequestError("draft", "must be a string")
+        if not self.anchors and not self.draft and not any(ch.isalnum() for ch in self.query):
+            # `?!...` alone: the vector branch would still return three files, with nothing to say why
+            raise RequestError("query", "has no letters or digits to search for")
         _check_int("limit", self.limit, 1, MAX_LIMIT)
         if self.budget_tokens is not None:
             _check_int("budgetTokens", self.budget_tokens, 1, 10_000_000)

@@ -98,6 +98,25 @@ class ProgressBar:
         self._end_phase(time.perf_counter())
 
 
+# A terminal obeys the control characters it is sent: a file named `<ESC>]0;title<BEL>x.py` (a cloned repository
+# can hold one) would set the window's title or colours when its path is printed. Human output shows them as
+# `\x1b` text; JSON output escapes them already. Paths lose newlines and tabs too (a result stays one line);
+# file text keeps them.
+_CONTROLS = [*range(32), *range(127, 160)]
+_SHOWN_PATH = {c: f"\\x{c:02x}" for c in _CONTROLS}
+_SHOWN_TEXT = {c: v for c, v in _SHOWN_PATH.items() if chr(c) not in "\t\n"}
+
+
+def shown(path: str) -> str:
+    """A path as printed for a person: control characters as ``\\xNN`` text."""
+    return path.translate(_SHOWN_PATH)
+
+
+def shown_text(text: str) -> str:
+    """File text or a why-line as printed for a person: control characters but tabs and newlines as text."""
+    return text.translate(_SHOWN_TEXT)
+
+
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     overrides: dict[str, Any] = {}
     if getattr(args, "index_dir", None):
@@ -230,11 +249,11 @@ def cmd_context(args: argparse.Namespace) -> int:
         print(f"query shape: {q['shape']}" + (f" (prefers {', '.join(q['prefer'])})" if q["prefer"] else ""))
         for r in ans["results"]:
             branches = " ".join(f"{b}:{k}" for b, k in r["branches"].items())
-            print(f"{r['rank']:>3}. {r['path']}  [{r['kind']}] ({branches})")
-            print(f"      {r['why']}")
+            print(f"{r['rank']:>3}. {shown(r['path'])}  [{r['kind']}] ({branches})")
+            print(f"      {shown_text(r['why'])}")
             if r["spans"]:
                 s = r["spans"][0]
-                print(f"      L{s['startLine']}-{s['endLine']}: {s['preview'][:100]}")
+                print(f"      L{s['startLine']}-{s['endLine']}: {shown(s['preview'][:100])}")
         if not ans["results"]:
             print("no files match")
         for b, s in ans["branchesReady"].items():
@@ -243,9 +262,9 @@ def cmd_context(args: argparse.Namespace) -> int:
         if "packed" in ans:
             print(f"\npacked context: {len(ans['packed'])} spans, {ans['packedTokens']} of {args.budget_tokens} tokens")
             for p in ans["packed"]:
-                why = f" — {p['why']}" if p.get("why") and not p["whole"] else ""
-                print(f"\n--- {p['path']} L{p['startLine']}-{p['endLine']}{' (whole file)' if p['whole'] else ''}{why}")
-                print(p["text"].rstrip("\n"))
+                why = f" — {shown_text(p['why'])}" if p.get("why") and not p["whole"] else ""
+                print(f"\n--- {shown(p['path'])} L{p['startLine']}-{p['endLine']}{' (whole file)' if p['whole'] else ''}{why}")
+                print(shown_text(p["text"].rstrip("\n")))
         print(f"({ans['timingsMs']['total']:.0f} ms)")
         sys.stdout.flush()
         eng.save_for_next()  # after the answer is out: the next command loads what this one read slowly
@@ -274,13 +293,20 @@ def cmd_health(args: argparse.Namespace) -> int:
             for b, s in h["branches"].items():
                 print(f"branch {b:12} {s}")
             for p in h["problems"]:
-                print(f"{p['severity']:7} {p['message']}")
+                print(f"{p['severity']:7} {shown_text(p['message'])}")
             if h["skipped"]:
                 print("skipped files:")
                 for p, r in list(h["skipped"].items())[:50]:
-                    print(f"  {p}: {r}")
+                    print(f"  {shown(p)}: {shown_text(r)}")
                 if len(h["skipped"]) > 50:
                     print(f"  ... and {len(h['skipped']) - 50} more (--json lists all)")
+            replaced = h.get("decodedWithReplacement") or []
+            if replaced:  # indexed, but not as written: the text had bytes that are not UTF-8
+                print("indexed with replacement characters (not valid UTF-8):")
+                for p in replaced[:50]:
+                    print(f"  {shown(p)}")
+                if len(replaced) > 50:
+                    print(f"  ... and {len(replaced) - 50} more (--json lists all)")
         return 0 if h["ok"] else 1
 
 
@@ -293,7 +319,7 @@ def cmd_symbols(args: argparse.Namespace) -> int:
     with _engine(args, ranks=False) as eng:
         _index_quietly(eng, args, reembed=False, vectors=False)
         found = eng.symbols(args.query, args.limit)
-    return _emit(args, found, lambda s: f"{s['name']}  {s['kind']}  {s['path']}:{s['line']}",
+    return _emit(args, found, lambda s: f"{shown(s['name'])}  {s['kind']}  {shown(s['path'])}:{s['line']}",
                  f"no symbol matches {args.query!r}")
 
 
@@ -325,7 +351,7 @@ def _print_related(args: argparse.Namespace, which: str) -> int:
             print(f"delphi: error: {args.file}{str(e)[len(f'path: {rel}'):]}", file=sys.stderr)
             return USAGE
     what = "tests" if which == "tests" else "source files"
-    return _emit(args, found, lambda r: f"{r['path']}  ({r['why']})", f"no related {what} found for {rel}")
+    return _emit(args, found, lambda r: f"{shown(r['path'])}  ({shown_text(r['why'])})", f"no related {what} found for {rel}")
 
 
 def cmd_related_tests(args: argparse.Namespace) -> int:
@@ -437,6 +463,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "folder above it with .git or delphi.toml, else the current folder)")
     p.add_argument("--index-dir", help="where the index lives (default: the user cache dir)")
     p.add_argument("--no-daemon", action="store_true", help="open the index here even when a daemon serves it")
+    p.add_argument("--chroma-url", help="a `chroma run` server to hold the vectors")
     engine_options(p)
     p.set_defaults(fn=cmd_mcp)
 
@@ -445,6 +472,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--index-dir", help="where the index lives (default: the user cache dir)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=0, help="port (default: any free port; printed, and in daemon.json)")
+    p.add_argument("--chroma-url", help="a `chroma run` server to hold the vectors")
     engine_options(p)
     p.set_defaults(fn=cmd_serve)
 

@@ -485,3 +485,34 @@ def test_eval_runs_the_lexical_baseline_when_asked_and_counts_in_the_singular(tm
     assert ": 1 question from 1 merged change\n" in out.stdout, out.stdout
     assert "Read the last 2 changes on the first-parent line to find 1 that gives questions" in out.stdout
     assert ": 1 question\n" in out.stderr  # the progress line
+
+
+# ------------------------------------------------------------------- control characters in file names
+def test_control_characters_in_names_reach_the_terminal_as_text(tmp_path: Path) -> None:
+    """A cloned repository can hold a file whose name sets the terminal's title or colours (session 19's
+    newcomer run): human output shows its control characters as `\\x1b` text, and a newline in a name
+    does not split a result in two. File text keeps its newlines; its escape characters are text too."""
+    root = tmp_path / "ws"
+    (root / "src").mkdir(parents=True)
+    evil = "src/\x1b]0;pwned\x07\x1b[31mred\nline.py"
+    (root / evil).write_text("def zq_escape_probe():\n    return '\x1b[2J'\n")
+    (root / "src" / "latin.py").write_bytes(b"# caf\xe9\ndef zq_latin_probe():\n    return 1\n")
+    opts = ["--index-dir", str(tmp_path / "i"), "--no-vectors"]
+    assert delphi("index", str(root), *opts).returncode == 0
+    for args in (("context", str(root), "zq_escape_probe", "--budget-tokens", "500"),
+                 ("symbols", str(root), "zq_escape_probe"), ("health", str(root))):
+        out = delphi(*args, *opts)
+        assert "\x1b" not in out.stdout and "\x07" not in out.stdout, (args, out.stdout)
+        if args[0] != "health":
+            assert "src/\\x1b]0;pwned\\x07\\x1b[31mred\\x0aline.py" in out.stdout, out.stdout
+    # the file decoded with replacement characters is listed by the text report too, not only by --json
+    health = delphi("health", str(root), *opts).stdout
+    assert "indexed with replacement characters" in health and "  src/latin.py" in health, health
+
+
+def test_a_question_of_punctuation_only_is_an_error_not_an_answer(ws: Path, idx: list[str]) -> None:
+    out = delphi("context", str(ws), "?!...,;:()", *idx)
+    assert out.returncode == 2 and "query: has no letters or digits" in out.stderr, out.stderr
+    assert out.stdout == ""
+    # any letter or digit, in any script, is a question (the vector branch reads what BM25 cannot)
+    assert delphi("context", str(ws), "¿qué es 调度?", *idx).returncode in (0, 1)
