@@ -89,6 +89,11 @@ class Settings:
     # fusion's top files fed back (their shared words; the question's vector moved toward their chunks),
     # the second list replacing the first; "off" by default (session 8, bench/RESULTS.md).
     prf: str = "off"
+    # The BM25 branch's weight of a question's whole identifiers (`AssertJ` -> `assertj`; not their camel parts,
+    # `assert`, which the query also holds) against its other words: 1.0 is plain BM25.
+    bm25_identifier_weight: float = 1.0
+    # ... and of those camel/snake parts that the question never writes as words of their own (0 drops them).
+    bm25_identifier_parts: float = 1.0
     # How a change description is cleaned before it is searched (retrieval/description.py): "basic" (links,
     # trailers, template checklists and headings, issue numbers, bot lines; session 5), "squash" (also a
     # checklist item's wrapped lines, a squash-merge's housekeeping bullets, revert lines), "off" (the text as
@@ -230,6 +235,10 @@ class Settings:
             raise SettingsError("clean_description", f"{self.clean_description!r} is not one of {', '.join(CLEANINGS)}")
         if self.prf not in PRF_MODES:
             raise SettingsError("prf", f"{self.prf!r} is not one of {', '.join(PRF_MODES)}")
+        if not 0.0 < self.bm25_identifier_weight <= 10.0:
+            raise SettingsError("bm25_identifier_weight", "must be above 0 and at most 10")
+        if not 0.0 <= self.bm25_identifier_parts <= 1.0:
+            raise SettingsError("bm25_identifier_parts", "must be between 0 (dropped) and 1 (plain BM25)")
         if not 0.0 <= self.reranker_weight <= 1.0:
             raise SettingsError("reranker_weight", "must be between 0 and 1")
         if self.branch_weights:

@@ -2,9 +2,32 @@
 
 from __future__ import annotations
 
+from ...core.tokens import _WORD, split_identifier
 from ..context import SearchContext
 from ..query import QueryInfo
 from .base import Hit, files_from_chunks
+
+
+def identifier_weights(q: QueryInfo, terms: list[str], whole: float, parts: float) -> dict[str, float] | None:
+    """BM25 weights of a question's whole identifiers (`assertj` of `AssertJ`) and of their parts that the
+    question never writes as words of their own (`assert`): a named identifier is what a question points
+    at, its parts match every file that asserts anything. None when both weights are 1 (plain BM25)."""
+    if (whole == 1.0 and parts == 1.0) or not q.identifiers:
+        return None
+    words = {w.lower() for w in _WORD.findall(q.text)}
+    out: dict[str, float] = {}
+    for ident in q.identifiers:
+        for word in _WORD.findall(ident):  # `r.Route()` -> `r`, `Route`; `parse_args()` -> `parse_args`
+            low, split = word.lower().strip("_"), split_identifier(word)
+            if len(split) < 2:
+                continue
+            if whole != 1.0 and low in terms:
+                out[low] = whole
+            if parts != 1.0:
+                for p in split:
+                    if p != low and p not in words and p in terms:
+                        out.setdefault(p, parts)
+    return out or None
 
 
 class Bm25Branch:
@@ -12,7 +35,10 @@ class Bm25Branch:
 
     def search(self, q: QueryInfo, ctx: SearchContext) -> list[Hit]:
         terms = ctx.lexical.rarest(q.terms, 24)
-        rows = ctx.lexical.search_terms(terms, limit=400)
+        weights = identifier_weights(q, terms, ctx.settings.bm25_identifier_weight, ctx.settings.bm25_identifier_parts)
+        if weights and any(v == 0.0 for v in weights.values()):
+            terms = [t for t in terms if weights.get(t, 1.0) > 0.0]
+        rows = ctx.lexical.search_terms(terms, limit=400, weights=weights)
         hits = files_from_chunks(rows, limit=ctx.depth)
         for h in hits:
             h.note = "words match"
