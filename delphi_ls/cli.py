@@ -586,6 +586,20 @@ def _user_error(e: BaseException) -> bool:
     return False
 
 
+# A request's wire names as the command line spells them: `--budget-tokens: must be ...`, not `budgetTokens:`.
+_FLAGS = {"budgetTokens": "--budget-tokens", "limit": "--limit", "kinds": "--kind", "anchors": "--anchor",
+          "draft": "--draft"}
+
+
+def _as_flags(e: BaseException) -> str:
+    """A request error as the command line's user reads it: named by the flag they typed."""
+    field = getattr(e, "field", None)
+    text = str(e)
+    if field in _FLAGS and text.startswith(f"{field}:"):
+        return _FLAGS[field] + text[len(field):]
+    return text
+
+
 def _settings_warnings_on_stderr() -> None:
     """A repository's refused or unknown setting reaches the user as `delphi: warning: ...`, not as a
     bare line from logging's last-resort handler."""
@@ -619,7 +633,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:
         if not _user_error(e):
             raise
-        print(f"delphi: error: {e}", file=sys.stderr)
+        print(f"delphi: error: {_as_flags(e)}", file=sys.stderr)
         return USAGE
 
 

@@ -516,3 +516,10 @@ def test_a_question_of_punctuation_only_is_an_error_not_an_answer(ws: Path, idx:
     assert out.stdout == ""
     # any letter or digit, in any script, is a question (the vector branch reads what BM25 cannot)
     assert delphi("context", str(ws), "¿qué es 调度?", *idx).returncode in (0, 1)
+
+
+def test_a_bad_option_value_is_named_by_its_flag(ws: Path, idx: list[str]) -> None:
+    out = delphi("context", str(ws), "retry", "--budget-tokens", "0", *idx)
+    assert out.returncode == 2 and "delphi: error: --budget-tokens: must be" in out.stderr, out.stderr
+    out = delphi("context", str(ws), "retry", "--limit", "0", *idx)
+    assert out.returncode == 2 and "delphi: error: --limit: must be" in out.stderr, out.stderr
