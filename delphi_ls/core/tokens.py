@@ -28,6 +28,11 @@ STOPWORDS = frozenset(
 )
 
 
+def code_words(text: str) -> list[str]:
+    """The words of a text as written (`parse_args`, `AssertJ`, `42`), before any splitting."""
+    return _WORD.findall(text)
+
+
 def split_identifier(word: str) -> list[str]:
     """The lower-cased parts of one identifier (snake, camel, digits)."""
     parts: list[str] = []

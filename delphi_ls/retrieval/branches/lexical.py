@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...core.tokens import _WORD, split_identifier
+from ...core.tokens import code_words, split_identifier
 from ..context import SearchContext
 from ..query import QueryInfo
 from .base import Hit, files_from_chunks
@@ -14,10 +14,10 @@ def identifier_weights(q: QueryInfo, terms: list[str], whole: float, parts: floa
     at, its parts match every file that asserts anything. None when both weights are 1 (plain BM25)."""
     if (whole == 1.0 and parts == 1.0) or not q.identifiers:
         return None
-    words = {w.lower() for w in _WORD.findall(q.text)}
+    words = {w.lower() for w in code_words(q.text)}
     out: dict[str, float] = {}
     for ident in q.identifiers:
-        for word in _WORD.findall(ident):  # `r.Route()` -> `r`, `Route`; `parse_args()` -> `parse_args`
+        for word in code_words(ident):  # `r.Route()` -> `r`, `Route`; `parse_args()` -> `parse_args`
             low, split = word.lower().strip("_"), split_identifier(word)
             if len(split) < 2:
                 continue
