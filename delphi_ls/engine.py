@@ -52,6 +52,12 @@ from .workspace.kinds import file_kind
 
 INDEX_FORMAT = 3
 NO_GIT_COCHANGE = "off: not a git repository (no history to learn co-change from)"
+
+
+def history_status(stored: dict[str, Any]) -> str:
+    """The history branches' status line from what the last history read stored."""
+    return (f"ready: {stored['commits']} commits up to {stored['head'][:12]}, {stored['pairs']} file pairs, "
+            f"{stored.get('messages', 0)} messages")
 # Lexical segments a small update may leave unmerged before it merges them itself (issue 18): one
 # segment per save until maintain() or a full run merges them.
 MAX_SEGMENTS = 48
@@ -193,8 +199,7 @@ class Engine:
         self._exact_slow = False  # the matrix in memory took long enough to load that it is kept saved
         self.view_source = ""  # how the view in memory came: "built in N s" / "loaded ..." (health)
         stored_cc = self.meta.get_state("cochange")
-        self.cochange_status = (f"ready: {stored_cc['commits']} commits up to {stored_cc['head'][:12]}, "
-                                f"{stored_cc['pairs']} file pairs (as of the last index)") if stored_cc else \
+        self.cochange_status = history_status(stored_cc) + " (as of the last index)" if stored_cc else \
             NO_GIT_COCHANGE if git_head(self.root) is None else "not computed yet (runs with indexing)"
 
     def _load_rerankers(self) -> str:
@@ -839,12 +844,12 @@ class Engine:
             try:
                 files = {p for p, _k, _n in self.meta.files()}
                 h = change_history(self.root, files)
-                self.meta.set_cochange(h.pairs, head, h.commits, COCHANGE_VERSION, h.changes)
-                stored = {"head": head, "commits": h.commits, "pairs": len(h.pairs), "version": COCHANGE_VERSION}
+                self.meta.set_cochange(h.pairs, head, h.commits, COCHANGE_VERSION, h.changes, h.messages)
+                stored = self.meta.get_state("cochange")
             except (OSError, RuntimeError, subprocess.SubprocessError) as e:
                 self.cochange_status = f"error: git log failed: {e}"
                 return
-        self.cochange_status = f"ready: {stored['commits']} commits up to {head[:12]}, {stored['pairs']} file pairs"
+        self.cochange_status = history_status(stored)
 
     def stop_indexing(self) -> None:
         """Ask a running index() to stop at the next batch boundary (state stays consistent)."""

@@ -12,6 +12,11 @@ How often each file changed (the same weighted count) is kept too: the file a ch
 is usually one that changes often (issue 19: in 20 of the 26 dev_mined intent2code questions the
 engine missed at rank 1, the gold file had changed more often in the 500 commits before the change
 than the file ranked above it; in 6 less), so the learned ranker reads it as a column.
+
+Each commit's message is kept with the files it changed (``History.messages``): the ``commits`` branch
+finds the past changes described like a question and ranks the files they edited (issue 19: a change's
+description rarely shares a word with the central module it edits, but earlier changes to that module
+were described in the same words).
 """
 
 from __future__ import annotations
@@ -19,10 +24,11 @@ from __future__ import annotations
 import math
 import subprocess
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-COCHANGE_VERSION = 3  # 2: strengths normalised by each file's own change count; 3: those counts kept
+COCHANGE_VERSION = 4  # 2: strengths normalised by each file's own change count; 3: those counts kept;
+# 4: commit messages kept with their files
 
 
 def git_head(root: Path) -> str | None:
@@ -40,6 +46,8 @@ class History:
     pairs: dict[tuple[str, str], float]  # (a, b) -> co-change strength, both directions
     commits: int  # commits read
     changes: dict[str, float]  # file -> its weighted change count over those commits
+    # (message, the files it changed that are indexed) per commit that changed 1..max_files of them
+    messages: list[tuple[str, list[str]]] = field(default_factory=list)
 
 
 def cochange_pairs(root: Path, files: set[str], max_commits: int = 500,
@@ -49,18 +57,24 @@ def cochange_pairs(root: Path, files: set[str], max_commits: int = 500,
 
 
 def change_history(root: Path, files: set[str], max_commits: int = 500, max_files: int = 40) -> History:
-    res = subprocess.run(["git", "-C", str(root), "log", f"-n{max_commits}", "--no-merges", "--name-only",
-                          "--format=format:@@commit"], capture_output=True, text=True, timeout=120)
+    # Each commit opens with NUL SOH and its message ends with NUL: neither can stand in a message or a path.
+    res = subprocess.run(["git", "-c", "core.quotepath=off", "-C", str(root), "log", f"-n{max_commits}",
+                          "--no-merges", "--name-only", "--format=format:%x00%x01%s%n%n%b%x00"],
+                         capture_output=True, text=True, errors="replace", timeout=120)
     if res.returncode != 0:
         raise RuntimeError(res.stderr.strip() or "git log failed")
     pairs: dict[tuple[str, str], float] = defaultdict(float)
     changes: dict[str, float] = defaultdict(float)
+    messages: list[tuple[str, list[str]]] = []
     commits = 0
-    for block in res.stdout.split("@@commit")[1:]:
-        changed = sorted({ln.strip() for ln in block.splitlines() if ln.strip() in files})
+    for block in res.stdout.split("\x00\x01")[1:]:
+        message, _, names = block.partition("\x00")
+        changed = sorted({ln.strip() for ln in names.splitlines() if ln.strip() in files})
         commits += 1
         if not changed or len(changed) > max_files:
             continue
+        if message.strip():
+            messages.append((message.strip(), changed))
         w = 1.0 / math.log2(1 + len(changed))
         for a in changed:
             changes[a] += w
@@ -69,4 +83,4 @@ def change_history(root: Path, files: set[str], max_commits: int = 500, max_file
                 pairs[(a, b)] += w
                 pairs[(b, a)] += w
     return History({(a, b): w / math.sqrt(changes[a] * changes[b]) for (a, b), w in pairs.items()}, commits,
-                   dict(changes))
+                   dict(changes), messages)

@@ -68,6 +68,8 @@ CREATE INDEX IF NOT EXISTS imports_path ON imports(path);
 CREATE TABLE IF NOT EXISTS cochange (a TEXT, b TEXT, weight REAL, PRIMARY KEY (a, b));
 -- Each file's weighted change count over the same commits (the learned ranker's churn columns).
 CREATE TABLE IF NOT EXISTS changes (path TEXT PRIMARY KEY, weight REAL);
+-- The same commits' messages, each with the indexed files it changed (newline-separated): the commits branch.
+CREATE TABLE IF NOT EXISTS commit_messages (message TEXT, files TEXT);
 CREATE TABLE IF NOT EXISTS skipped (path TEXT PRIMARY KEY, reason TEXT);
 CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT);
 -- Chroma writes an update of named paths left for later (issue 18): 'add' (upsert the embedded chunk from
@@ -145,7 +147,7 @@ _CORRUPT_CODES = {11, 26}
 
 _SCHEMA_NAMES = set(re.findall(r"IF NOT EXISTS (\w+)", SCHEMA))
 # Added to older manifests when they are opened for writing; a read-only one answers without them (slower).
-_SCHEMA_OPTIONAL = {"symbols_name_nocase", "changes"}  # changes: an older read-only one has no churn
+_SCHEMA_OPTIONAL = {"symbols_name_nocase", "changes", "commit_messages"}  # older read-only: no churn, no messages
 
 
 def _locked(e: sqlite3.OperationalError) -> bool:
@@ -355,7 +357,8 @@ class MetaStore:
             # deletes below leave it alone and the rebuild's chunks are added in bulk (build_grams).
             self.db.execute("INSERT INTO chunk_grams(chunk_grams) VALUES ('delete-all')")
             self.db.execute("INSERT OR REPLACE INTO state VALUES ('grams_upto', '0')")
-            for table in ("files", "chunks", "symbols", "imports", "skipped", "cochange", "changes", "chroma_pending"):
+            for table in ("files", "chunks", "symbols", "imports", "skipped", "cochange", "changes", "commit_messages",
+                          "chroma_pending"):
                 self.db.execute(f"DELETE FROM {table}")
             self.db.execute("DELETE FROM state WHERE key IN ('lexical_ready', 'parser_version', 'cochange')")
             self.db.execute("COMMIT")
@@ -830,15 +833,20 @@ class MetaStore:
         return out
 
     def set_cochange(self, pairs: dict[tuple[str, str], float], head: str, commits: int, version: int = 1,
-                     changes: dict[str, float] | None = None) -> None:
+                     changes: dict[str, float] | None = None,
+                     messages: list[tuple[str, list[str]]] | None = None) -> None:
         with self._lock:
             self.db.execute("BEGIN")
             self.db.execute("DELETE FROM cochange")
             self.db.execute("DELETE FROM changes")
+            self.db.execute("DELETE FROM commit_messages")
             self.db.executemany("INSERT INTO cochange VALUES (?,?,?)", [(a, b, w) for (a, b), w in pairs.items()])
             self.db.executemany("INSERT INTO changes VALUES (?,?)", list((changes or {}).items()))
+            self.db.executemany("INSERT INTO commit_messages VALUES (?,?)",
+                                [(m, "\n".join(files)) for m, files in messages or ()])
             self.db.execute("INSERT OR REPLACE INTO state VALUES ('cochange', ?)",
-                            (json.dumps({"head": head, "commits": commits, "pairs": len(pairs), "version": version}),))
+                            (json.dumps({"head": head, "commits": commits, "pairs": len(pairs),
+                                         "messages": len(messages or ()), "version": version}),))
             self.db.execute("COMMIT")
 
     def change_weights(self, paths: list[str]) -> dict[str, float]:
@@ -855,6 +863,17 @@ class MetaStore:
                         raise
                     return {}  # an older manifest opened read-only: no change counts, as outside git
         return out
+
+    def commit_messages(self) -> list[tuple[str, list[str]]]:
+        """The history's commit messages, newest first, each with the indexed files it changed."""
+        with self._lock:
+            try:
+                rows = self.db.execute("SELECT message, files FROM commit_messages ORDER BY rowid").fetchall()
+            except sqlite3.OperationalError as e:
+                if "no such table" not in str(e):
+                    raise
+                return []  # an older manifest opened read-only: no messages, as outside git
+        return [(m, f.split("\n")) for m, f in rows]
 
     def cochanged_with(self, path: str, limit: int = 50) -> list[tuple[str, float]]:
         with self._lock:

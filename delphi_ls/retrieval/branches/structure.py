@@ -7,7 +7,7 @@ from ..query import QueryInfo
 from .base import Hit, ranked_hits
 
 
-def _wanted(scores: dict[str, float], q: QueryInfo, ctx: SearchContext) -> dict[str, float]:
+def of_wanted_kinds(scores: dict[str, float], q: QueryInfo, ctx: SearchContext) -> dict[str, float]:
     """Only files of the kinds the question asks for, when it asks: a neighbour or a co-changed file
     of another kind (the anchor's imports, the changelog) is not an answer to "which tests cover this?"."""
     if not q.prefer:
@@ -35,7 +35,7 @@ class GraphBranch:
                 scores[n] = scores.get(n, 0.0) + add
         for a in ctx.anchors:  # files in hand are the anchor branch's business
             scores.pop(a, None)
-        return ranked_hits(_wanted(scores, q, ctx), why, ctx.depth)
+        return ranked_hits(of_wanted_kinds(scores, q, ctx), why, ctx.depth)
 
 
 class CochangeBranch:
@@ -52,4 +52,4 @@ class CochangeBranch:
                 why.setdefault(b, f"changed together with {a}")
         for a in ctx.anchors:
             scores.pop(a, None)
-        return ranked_hits(_wanted(scores, q, ctx), why, ctx.depth)
+        return ranked_hits(of_wanted_kinds(scores, q, ctx), why, ctx.depth)
