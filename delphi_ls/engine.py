@@ -199,7 +199,9 @@ class Engine:
         self._exact_slow = False  # the matrix in memory took long enough to load that it is kept saved
         self.view_source = ""  # how the view in memory came: "built in N s" / "loaded ..." (health)
         stored_cc = self.meta.get_state("cochange")
-        self.cochange_status = history_status(stored_cc) + " (as of the last index)" if stored_cc else \
+        # A history read by an older version (no messages) or emptied outside git is not "ready".
+        self.cochange_status = history_status(stored_cc) + " (as of the last index)" \
+            if stored_cc and stored_cc.get("head") and stored_cc.get("version") == COCHANGE_VERSION else \
             NO_GIT_COCHANGE if git_head(self.root) is None else "not computed yet (runs with indexing)"
 
     def _load_rerankers(self) -> str:

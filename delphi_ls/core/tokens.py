@@ -76,14 +76,18 @@ def token_string(text: str) -> str:
     return " ".join(filter(None, map(_word_tokens, _WORD.findall(text))))
 
 
-def query_terms(text: str) -> list[str]:
-    """Distinct useful terms of a question, in order, stop words dropped."""
-    seen: dict[str, None] = {}
+def useful_tokens(text: str) -> Iterator[str]:
+    """The tokens of ``text`` worth searching for, repeats kept: stop words, single characters and short
+    numbers dropped."""
     for tok, _ in code_tokens(text):
         if len(tok) < 2 or tok in STOPWORDS or tok.isdigit() and len(tok) < 3:
             continue
-        seen.setdefault(tok, None)
-    return list(seen)
+        yield tok
+
+
+def query_terms(text: str) -> list[str]:
+    """Distinct useful terms of a question, in order, stop words dropped."""
+    return list(dict.fromkeys(useful_tokens(text)))
 
 
 def is_identifier_like(word: str) -> bool:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 COCHANGE_VERSION = 4  # 2: strengths normalised by each file's own change count; 3: those counts kept;
 # 4: commit messages kept with their files
+MAX_MESSAGE = 4000  # characters of a message kept (subject and the start of the body say what a change is)
 
 
 def git_head(root: Path) -> str | None:
@@ -57,9 +58,10 @@ def cochange_pairs(root: Path, files: set[str], max_commits: int = 500,
 
 
 def change_history(root: Path, files: set[str], max_commits: int = 500, max_files: int = 40) -> History:
-    # Each commit opens with NUL SOH and its message ends with NUL: neither can stand in a message or a path.
-    res = subprocess.run(["git", "-c", "core.quotepath=off", "-C", str(root), "log", f"-n{max_commits}",
-                          "--no-merges", "--name-only", "--format=format:%x00%x01%s%n%n%b%x00"],
+    # Each commit opens with NUL SOH and its message ends with NUL; -z ends every path with NUL, unquoted
+    # (git refuses NUL in a message, and no path holds one).
+    res = subprocess.run(["git", "-C", str(root), "log", f"-n{max_commits}", "--no-merges", "--name-only", "-z",
+                          "--format=format:%x00%x01%s%n%n%b%x00"],
                          capture_output=True, text=True, errors="replace", timeout=120)
     if res.returncode != 0:
         raise RuntimeError(res.stderr.strip() or "git log failed")
@@ -69,12 +71,12 @@ def change_history(root: Path, files: set[str], max_commits: int = 500, max_file
     commits = 0
     for block in res.stdout.split("\x00\x01")[1:]:
         message, _, names = block.partition("\x00")
-        changed = sorted({ln.strip() for ln in names.splitlines() if ln.strip() in files})
+        changed = sorted({n for n in names.removeprefix("\n").split("\x00") if n in files})
         commits += 1
         if not changed or len(changed) > max_files:
             continue
-        if message.strip():
-            messages.append((message.strip(), changed))
+        if message.strip():  # a cloned repository's messages are its own: at most MAX_MESSAGE characters kept
+            messages.append((message.strip()[:MAX_MESSAGE], changed))
         w = 1.0 / math.log2(1 + len(changed))
         for a in changed:
             changes[a] += w

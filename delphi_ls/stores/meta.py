@@ -846,7 +846,8 @@ class MetaStore:
                                 [(m, "\n".join(files)) for m, files in messages or ()])
             self.db.execute("INSERT OR REPLACE INTO state VALUES ('cochange', ?)",
                             (json.dumps({"head": head, "commits": commits, "pairs": len(pairs),
-                                         "messages": len(messages or ()), "version": version}),))
+                                         "messages": len(messages or ()), "version": version,
+                                         "read": uuid.uuid4().hex}),))  # readers' caches key on it
             self.db.execute("COMMIT")
 
     def change_weights(self, paths: list[str]) -> dict[str, float]:

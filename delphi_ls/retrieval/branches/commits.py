@@ -15,7 +15,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from ...core.tokens import STOPWORDS, code_tokens
+from ...core.tokens import useful_tokens
 from ..context import SearchContext
 from ..description import clean_request
 from ..query import QueryInfo
@@ -28,7 +28,7 @@ K1, B = 1.2, 0.75
 
 def message_terms(message: str) -> list[str]:
     """A message's search tokens, by the question's own tokenizer and cleaning (trailers, links, templates go)."""
-    return [t for t, _ in code_tokens(clean_request(message)) if len(t) >= 2 and t not in STOPWORDS]
+    return list(useful_tokens(clean_request(message)))
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ class CommitsBranch:
     def _index(self, ctx: SearchContext) -> MessageIndex | None:
         if ctx.meta is None:
             return None
-        key = ctx.meta.get_state("cochange")  # head, commit count, version: changes when the history is read again
+        key = ctx.meta.get_state("cochange")  # holds a token drawn anew each time the history is read
         cached = self._cached
         if cached is not None and cached[0] == key:
             return cached[1]
