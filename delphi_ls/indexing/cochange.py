@@ -27,8 +27,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-COCHANGE_VERSION = 4  # 2: strengths normalised by each file's own change count; 3: those counts kept;
-# 4: commit messages kept with their files
+COCHANGE_VERSION = 5  # 2: strengths normalised by each file's own change count; 3: those counts kept;
+# 4: commit messages kept with their files; 5: paths read NUL-separated, messages capped
 MAX_MESSAGE = 4000  # characters of a message kept (subject and the start of the body say what a change is)
 
 
