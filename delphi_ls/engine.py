@@ -53,11 +53,6 @@ from .workspace.kinds import file_kind
 INDEX_FORMAT = 3
 NO_GIT_COCHANGE = "off: not a git repository (no history to learn co-change from)"
 
-
-def history_status(stored: dict[str, Any]) -> str:
-    """The history branches' status line from what the last history read stored."""
-    return (f"ready: {stored['commits']} commits up to {stored['head'][:12]}, {stored['pairs']} file pairs, "
-            f"{stored.get('messages', 0)} messages")
 # Lexical segments a small update may leave unmerged before it merges them itself (issue 18): one
 # segment per save until maintain() or a full run merges them.
 MAX_SEGMENTS = 48
@@ -109,6 +104,12 @@ def _checked_ranker(folder: Path, names: list[str]) -> LearnedRanker:
     ltr = LearnedRanker(folder)
     ltr.columns(names)  # a trained column the engine no longer computes refuses here
     return ltr
+
+
+def history_status(stored: dict[str, Any]) -> str:
+    """The history branches' status line from what the last history read stored."""
+    return (f"ready: {stored['commits']} commits up to {stored['head'][:12]}, {stored['pairs']} file pairs, "
+            f"{stored.get('messages', 0)} messages")
 
 
 class Engine:

@@ -33,7 +33,7 @@ def message_terms(message: str) -> list[str]:
 
 @dataclass(frozen=True)
 class MessageIndex:
-    """An inverted index over one history's messages, built once per history (a few ms for 500 messages)."""
+    """An inverted index over one history's messages, built once per history read (89 ms for black's 472)."""
 
     postings: dict[str, list[tuple[int, int]]]  # term -> (message, term frequency)
     lengths: list[int]
