@@ -110,3 +110,12 @@ def test_message_index_ranks_by_bm25():
     assert [i for i, _ in index.search(["starvation", "worker"])] == [0, 2]
     assert [i for i, _ in index.search(["backoff"])] == [1]
     assert index.subjects == ["Fix worker starvation", "Cap backoff delay", "Starvation again: starvation in workers"]
+
+
+def test_stored_messages_keep_paths_with_newlines(tmp_path: Path):
+    """A path may hold a newline (git reads it whole with -z); the manifest gives it back whole."""
+    from delphi_ls.stores.meta import MetaStore
+
+    meta = MetaStore(tmp_path / "meta.sqlite")
+    meta.set_cochange({}, "abc", 1, 5, {}, [("Fix odd names", ["a\nb.py", "c.py"])])
+    assert meta.commit_messages() == [("Fix odd names", ["a\nb.py", "c.py"])]

@@ -68,7 +68,7 @@ CREATE INDEX IF NOT EXISTS imports_path ON imports(path);
 CREATE TABLE IF NOT EXISTS cochange (a TEXT, b TEXT, weight REAL, PRIMARY KEY (a, b));
 -- Each file's weighted change count over the same commits (the learned ranker's churn columns).
 CREATE TABLE IF NOT EXISTS changes (path TEXT PRIMARY KEY, weight REAL);
--- The same commits' messages, each with the indexed files it changed (newline-separated): the commits branch.
+-- The same commits' messages, each with the indexed files it changed (a JSON list: a path may hold a newline).
 CREATE TABLE IF NOT EXISTS commit_messages (message TEXT, files TEXT);
 CREATE TABLE IF NOT EXISTS skipped (path TEXT PRIMARY KEY, reason TEXT);
 CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT);
@@ -843,7 +843,7 @@ class MetaStore:
             self.db.executemany("INSERT INTO cochange VALUES (?,?,?)", [(a, b, w) for (a, b), w in pairs.items()])
             self.db.executemany("INSERT INTO changes VALUES (?,?)", list((changes or {}).items()))
             self.db.executemany("INSERT INTO commit_messages VALUES (?,?)",
-                                [(m, "\n".join(files)) for m, files in messages or ()])
+                                [(m, json.dumps(files)) for m, files in messages or ()])
             self.db.execute("INSERT OR REPLACE INTO state VALUES ('cochange', ?)",
                             (json.dumps({"head": head, "commits": commits, "pairs": len(pairs),
                                          "messages": len(messages or ()), "version": version,
@@ -874,7 +874,7 @@ class MetaStore:
                 if "no such table" not in str(e):
                     raise
                 return []  # an older manifest opened read-only: no messages, as outside git
-        return [(m, f.split("\n")) for m, f in rows]
+        return [(m, json.loads(f)) for m, f in rows]
 
     def cochanged_with(self, path: str, limit: int = 50) -> list[tuple[str, float]]:
         with self._lock:
