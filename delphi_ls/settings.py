@@ -94,6 +94,10 @@ class Settings:
     bm25_identifier_weight: float = 1.0
     # ... and of those camel/snake parts that the question never writes as words of their own (0 drops them).
     bm25_identifier_parts: float = 1.0
+    # The BM25 branch's weight of other forms of a question's plain words (`pushing` -> `push`, `retries` ->
+    # `retry`, `option` -> `options`) that the index holds: code names things in the stem, a description
+    # writes them inflected. 0 searches the words as written.
+    bm25_inflections: float = 0.0
     # How a change description is cleaned before it is searched (retrieval/description.py): "basic" (links,
     # trailers, template checklists and headings, issue numbers, bot lines; session 5), "squash" (also a
     # checklist item's wrapped lines, a squash-merge's housekeeping bullets, revert lines), "off" (the text as
@@ -239,6 +243,8 @@ class Settings:
             raise SettingsError("bm25_identifier_weight", "must be above 0 and at most 10")
         if not 0.0 <= self.bm25_identifier_parts <= 1.0:
             raise SettingsError("bm25_identifier_parts", "must be between 0 (dropped) and 1 (plain BM25)")
+        if not 0.0 <= self.bm25_inflections <= 1.0:
+            raise SettingsError("bm25_inflections", "must be between 0 (off) and 1 (as much as the word itself)")
         if not 0.0 <= self.reranker_weight <= 1.0:
             raise SettingsError("reranker_weight", "must be between 0 and 1")
         if self.branch_weights:

@@ -90,6 +90,38 @@ def query_terms(text: str) -> list[str]:
     return list(dict.fromkeys(useful_tokens(text)))
 
 
+_VOWELS = frozenset("aeiou")
+
+
+def inflections(word: str) -> list[str]:
+    """Other forms of a lower-case English word that code may spell it as: ``pushing`` -> ``push``,
+    ``parsing`` -> ``parse``, ``retries`` -> ``retry``, ``stopped`` -> ``stop``, ``overload`` ->
+    ``overloads``. Candidates only, some not words at all (``pars``): a caller keeps those its index holds.
+    Words under four letters, and any with a digit or an underscore, have none."""
+    w = word
+    if len(w) < 4 or not w.isalpha() or not w.isascii():
+        return []
+    out: list[str] = []
+    if w.endswith("ies") and len(w) > 4:
+        out.append(w[:-3] + "y")
+    elif w.endswith("es") and len(w) > 4:
+        out += [w[:-2], w[:-1]]  # matches -> match; caches -> cache
+    elif w.endswith("s") and not w.endswith(("ss", "us", "is")):
+        out.append(w[:-1])
+    for suffix in ("ing", "ed"):
+        if w.endswith(suffix) and len(w) - len(suffix) >= 3:
+            base = w[: -len(suffix)]
+            if suffix == "ed" and base.endswith("i"):
+                out.append(base[:-1] + "y")  # copied -> copy
+                continue
+            out += [base, base + "e"]  # pushing -> push; parsing -> parse
+            if len(base) >= 3 and base[-1] == base[-2] and base[-1] not in _VOWELS:
+                out.append(base[:-1])  # stopped -> stop
+    if not w.endswith(("s", "ing", "ed")):
+        out.append(w + ("es" if w.endswith(("sh", "ch", "x", "z")) else "s"))  # option -> options
+    return [x for x in dict.fromkeys(out) if x != w and len(x) >= 3]
+
+
 def is_identifier_like(word: str) -> bool:
     """Code-shaped words: camelCase, snake_case, dotted, with digits or parens."""
     if "_" in word.strip("_") or "." in word.strip("."):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...core.tokens import code_words, split_identifier
+from ...core.tokens import code_words, inflections, split_identifier
 from ..context import SearchContext
 from ..query import QueryInfo
 from .base import Hit, files_from_chunks
@@ -38,8 +38,35 @@ class Bm25Branch:
         weights = identifier_weights(q, terms, ctx.settings.bm25_identifier_weight, ctx.settings.bm25_identifier_parts)
         if weights and any(v == 0.0 for v in weights.values()):
             terms = [t for t in terms if weights.get(t, 1.0) > 0.0]
+        if ctx.settings.bm25_inflections > 0:
+            terms, weights = with_inflections(q, terms, weights, ctx)
         rows = ctx.lexical.search_terms(terms, limit=400, weights=weights)
         hits = files_from_chunks(rows, limit=ctx.depth)
         for h in hits:
             h.note = "words match"
         return hits
+
+
+def with_inflections(q: QueryInfo, terms: list[str], weights: dict[str, float] | None,
+                     ctx: SearchContext) -> tuple[list[str], dict[str, float] | None]:
+    """``terms`` with the other forms of the question's plain words that the index holds, each weighed
+    ``bm25_inflections`` (never above the word itself): a question's own identifiers and their parts are
+    names, searched as written."""
+    named = {p for ident in q.identifiers for w in code_words(ident) for p in (w.lower(), *split_identifier(w))}
+    have = set(terms)
+    cands: dict[str, str] = {}
+    for t in terms:
+        if t in named:
+            continue
+        for v in inflections(t):
+            if v not in have:
+                cands.setdefault(v, t)
+    if not cands:
+        return terms, weights
+    _n, df = ctx.lexical.doc_freqs(list(cands))
+    w = ctx.settings.bm25_inflections
+    out = dict(weights or {})
+    added = [v for v in cands if df.get(v, 0) > 0]
+    for v in added:
+        out[v] = w * out.get(cands[v], 1.0)
+    return terms + added, out if out else None
