@@ -4,7 +4,7 @@
 export const SERVER_SETTING_KEYS = [
   "indexDir", "chromaUrl", "embedder", "vectors", "maxFileBytes", "chunkChars", "extraIgnores",
   "reranker", "rerankerWindow", "rerankerWeight", "rrfK", "ltrKeepTop", "branchWeights", "pathCapPerDir", "traceFile",
-  "embedBatch", "vectorSearch", "lexicalStore", "snapshot", "indexWorkers", "bm25Scoring", "bm25IdentifierWeight", "bm25IdentifierParts", "prf", "warmStart", "implementationFirst", "cleanDescription",
+  "embedBatch", "vectorSearch", "lexicalStore", "snapshot", "indexWorkers", "bm25Scoring", "bm25IdentifierWeight", "bm25IdentifierParts", "bm25Inflections", "prf", "warmStart", "implementationFirst", "cleanDescription",
 ] as const;
 
 export type ServerSettingKey = (typeof SERVER_SETTING_KEYS)[number];
