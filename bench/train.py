@@ -44,6 +44,7 @@ from delphi_ls.evaluation.scoring import ask, gold_of
 from delphi_ls.models.ltr import SHIPPED_LTR, LearnedRanker
 from delphi_ls.retrieval.features import FEATURE_NAMES
 from delphi_ls.retrieval.rerank import keep_depth
+from delphi_ls.settings import Settings
 
 from .spans_sweep import record as span_record
 from .windows import TRAIN_LIST, load_windows, train_repos
@@ -71,7 +72,8 @@ def _checkout_with_history(mirror: Path, commit: str, tree: Path) -> bool:
 
 
 def mine_repo(repo: str, mirror: Path, out: Path, work: Path, per_repo: int, history: bool = False,
-              branch_weights: dict[str, float] | None = None) -> dict[str, Any]:
+              branch_weights: dict[str, float] | None = None,
+              twins: dict[Path, dict[str, Any]] | None = None) -> dict[str, Any]:
     git_dir = git_dir_of(mirror)
     samples = mine(mirror, per_repo, repo=repo)
     by_base: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -84,7 +86,9 @@ def mine_repo(repo: str, mirror: Path, out: Path, work: Path, per_repo: int, his
     stats = {"repo": repo, "samples": 0, "gold_in_window": 0, "gold": 0, "seconds": 0.0, "without_history": 0}
     t_start = time.perf_counter()
     span_records: list[dict[str, Any]] = []  # issue 17: what span choice reads, plain trees only
-    with (out / f"{repo.replace('/', '+')}.jsonl").open("w") as fh:
+    name = f"{repo.replace('/', '+')}.jsonl"
+    twin_fh = {d: (d / name).open("w") for d in (twins or {})}
+    with (out / name).open("w") as fh:
         for base in order:
             if not (history and _checkout_with_history(mirror, base, tree)):
                 checkout(git_dir, base, tree)  # a plain tree (or blobs missing from the mirror): no history
@@ -108,10 +112,21 @@ def mine_repo(repo: str, mirror: Path, out: Path, work: Path, per_repo: int, his
                     stats["gold_in_window"] += sum(c["label"] for c in cands)
                     fh.write(json.dumps({"id": s["id"], "repo": repo, "task": s["task_type"], "query": text,
                                          "anchors": valid, "gold": gold, "candidates": cands}) + "\n")
+                    for d, overrides in (twins or {}).items():  # the same question under a settings lever
+                        with Engine(tree, index_dir=str(index), embedder="potion-base-8M", reranker="off",
+                                    branch_weights=dict(branch_weights or {}), **overrides) as twin:
+                            tc = twin.candidates(text, valid, depth=DEPTH, passages=PASSAGES)
+                        for c in tc:
+                            c["label"] = int(c["path"] in gold)
+                        twin_fh[d].write(json.dumps({"id": s["id"], "repo": repo, "task": s["task_type"],
+                                                     "query": text, "anchors": valid, "gold": gold,
+                                                     "candidates": tc}) + "\n")
                     if not history and s.get("fix_commit"):
                         order = [c["path"] for c in cands[:20]]
                         if (rec := span_record(eng, s, text, valid, order, git_dir, tree)) is not None:
                             span_records.append(rec)
+    for tfh in twin_fh.values():
+        tfh.close()
     if span_records:
         (out / "spans").mkdir(exist_ok=True)
         with (out / "spans" / f"{repo.replace('/', '+')}.pkl").open("wb") as pf:
@@ -129,6 +144,18 @@ def cmd_mine(args: argparse.Namespace) -> None:
     weights = json.loads(args.branch_weights) if args.branch_weights else {}
     # The fused order the windows come from depends on these: recorded beside the columns, copied into ltr.json.
     (out / "branch_weights.json").write_text(json.dumps(weights))
+    # --twin DIR=JSON: each question's window again under further (query-time) settings, on the same index and
+    # into its own folder, so a settings lever's ranker is trained on exactly the questions of its control.
+    twins: dict[Path, dict[str, Any]] = {}
+    for spec in args.twin or []:
+        d, _, js = spec.partition("=")
+        overrides = json.loads(js)
+        Settings.from_dict(overrides)  # a typo fails here, before an hour of mining
+        twins[Path(d)] = overrides
+        Path(d).mkdir(parents=True, exist_ok=True)
+        (Path(d) / "features.json").write_text(json.dumps(list(FEATURE_NAMES)))
+        (Path(d) / "branch_weights.json").write_text(json.dumps(weights))
+        (Path(d) / "settings.json").write_text(json.dumps(overrides))
     for repo in wanted:
         if repo not in allowed:
             raise SystemExit(f"{repo} is not in {TRAIN_LIST}: only those repositories may be trained on")
@@ -140,7 +167,7 @@ def cmd_mine(args: argparse.Namespace) -> None:
             print(f"skip {repo}: already mined", file=sys.stderr)
             continue
         stats = mine_repo(repo, mirror, out, Path(args.work) / repo.replace("/", "+"), args.per_repo, args.with_history,
-                          weights)
+                          weights, twins)
         print(json.dumps(stats), file=sys.stderr, flush=True)
 
 
@@ -241,6 +268,12 @@ def _mined_weights(data: Path) -> dict[str, float]:
     return json.loads(f.read_text()) if f.is_file() else {}
 
 
+def _mined_settings(data: Path) -> dict[str, Any]:
+    """The settings a window folder was mined with beyond the defaults (``mine --twin``; {} for others)."""
+    f = data / "settings.json"
+    return json.loads(f.read_text()) if f.is_file() else {}
+
+
 def _question_records(model: Mlp, test: list[dict[str, Any]], mean: np.ndarray, std: np.ndarray,
                       window: int) -> list[dict[str, Any]]:
     """Per-question held-out results in bench.arb's record shape (systems "fused" and "ltr"), so
@@ -324,6 +357,10 @@ def cmd_ltr(args: argparse.Namespace) -> None:
     mined_with = {json.dumps(_mined_weights(Path(d)), sort_keys=True) for d in args.data.split(",")}
     if len(mined_with) > 1:
         raise SystemExit(f"the window folders were mined with different branch weights: {', '.join(sorted(mined_with))}")
+    # A ranker learns the fused order of the settings its windows came from; it is meant to run with them.
+    mined_settings = {json.dumps(_mined_settings(Path(d)), sort_keys=True) for d in args.data.split(",")}
+    if len(mined_settings) > 1:
+        raise SystemExit(f"the window folders were mined with different settings: {', '.join(sorted(mined_settings))}")
     for r in rows:
         # Anchors keep their fused place at run time (rerank.learned_rerank): not the ranker's to judge.
         r["candidates"] = [c for c in r["candidates"] if c["path"] not in r["anchors"]]
@@ -386,6 +423,7 @@ def cmd_ltr(args: argparse.Namespace) -> None:
     out.mkdir(parents=True, exist_ok=True)
     doc = {"name": args.name, "features": list(FEATURE_NAMES), "window": window, "shapes": shapes, "seed": args.seed,
            "dropped": dropped, "mined_with_branch_weights": json.loads(next(iter(mined_with))),
+           "mined_with_settings": json.loads(next(iter(mined_settings))),
            "mean": [round(float(v), 6) for v in mean.astype(np.float32)],
            "std": [round(float(v), 6) for v in std.astype(np.float32)], "members": members}
     (out / "ltr.json").write_text(json.dumps(doc, separators=(",", ":")))
@@ -451,6 +489,8 @@ def build_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--window", type=int, choices=(20, DEPTH), help="fix the window instead of choosing it on the folds")
     ap.add_argument("--branch-weights", help="JSON branch weights to mine with, e.g. '{\"filedoc\": 0.6}' "
                     "(a branch at weight 0 does not run, so its columns would never vary)")
+    ap.add_argument("--twin", action="append", metavar="DIR=JSON",
+                    help="mine: also record every window under these settings into DIR (same index, same questions)")
     ap.add_argument("--name", default="delphi-ltr-3", help="the ranker's name (health, model card)")
     ap.add_argument("--heldout", help="write the chosen configuration's per-question held-out-fold results here "
                     "(JSONL in bench.arb's record shape, for bench.paired)")

@@ -79,6 +79,8 @@ def candidate_features(fused: list[Fused], q: QueryInfo, ctx: SearchContext,
     wants_churn = ctx.meta is not None and ("log_changes" in col or "changes_rel" in col)
     changes = ctx.meta.change_weights([f.path for f in fused]) if wants_churn else {}
     most_changed = max(changes.values(), default=0.0)
+    # A file named one letter off counts as named (the path branch's why-line says so): "Fixed regisry-inl.h".
+    misspelt = {p for m in q.paths for p in ctx.resolve_misspelt(m)}
     for i, f in enumerate(fused):
         row = x[i]
         for b, r in f.branches.items():
@@ -101,7 +103,7 @@ def candidate_features(fused: list[Fused], q: QueryInfo, ctx: SearchContext,
             row[col["path_term_frac"]] = len(words & terms) / min(len(terms), 8)
         stem = stem_of(f.path).lower()
         row[col["stem_in_query"]] = 1.0 if len(stem) >= 3 and (stem in terms or stripped(stem) in terms) else 0.0
-        row[col["basename_in_query"]] = 1.0 if os.path.basename(f.path).lower() in text_low else 0.0
+        row[col["basename_in_query"]] = 1.0 if os.path.basename(f.path).lower() in text_low or f.path in misspelt else 0.0
         if anchors:
             row[col["has_anchor"]] = 1.0
             row[col["is_anchor"]] = 1.0 if f.path in anchors else 0.0

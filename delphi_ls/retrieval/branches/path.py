@@ -27,6 +27,12 @@ class PathBranch:
                 if s > scores.get(path, 0):
                     scores[path] = s
                     why[path] = f"named in the question ({mention})"
+            # A name no file has, one letter off a file's: typed by hand in a title ("Fixed regisry-inl.h").
+            for path in ctx.resolve_misspelt(mention):
+                s = 9.0 - 0.01 * i
+                if s > scores.get(path, 0):
+                    scores[path] = s
+                    why[path] = f"named in the question ({mention}, spelt {os.path.basename(path)})"
         terms = {stripped(t) for t in q.terms + q.identifiers}
         # Sorted: a set's order varies by process (hash seed), and with it the why-line and float sums.
         terms = sorted(t for t in terms if len(t) >= 3)
