@@ -33,6 +33,7 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,17 @@ def _checkout_with_history(mirror: Path, commit: str, tree: Path) -> bool:
     return True
 
 
+def _window(fh: Any, eng: Engine, s: dict[str, Any], repo: str, text: str, anchors: list[str],
+            gold: list[str]) -> list[dict[str, Any]]:
+    """One question's fused window, labelled and written as a line of ``fh``; the window."""
+    cands = eng.candidates(text, anchors, depth=DEPTH, passages=PASSAGES)
+    for c in cands:
+        c["label"] = int(c["path"] in gold)
+    fh.write(json.dumps({"id": s["id"], "repo": repo, "task": s["task_type"], "query": text,
+                         "anchors": anchors, "gold": gold, "candidates": cands}) + "\n")
+    return cands
+
+
 def mine_repo(repo: str, mirror: Path, out: Path, work: Path, per_repo: int, history: bool = False,
               branch_weights: dict[str, float] | None = None,
               twins: dict[Path, dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -87,46 +99,37 @@ def mine_repo(repo: str, mirror: Path, out: Path, work: Path, per_repo: int, his
     t_start = time.perf_counter()
     span_records: list[dict[str, Any]] = []  # issue 17: what span choice reads, plain trees only
     name = f"{repo.replace('/', '+')}.jsonl"
-    twin_fh = {d: (d / name).open("w") for d in (twins or {})}
-    with (out / name).open("w") as fh:
+    with ExitStack() as files:
+        fh = files.enter_context((out / name).open("w"))
+        twin_fh = {d: files.enter_context((d / name).open("w")) for d in (twins or {})}
         for base in order:
             if not (history and _checkout_with_history(mirror, base, tree)):
                 checkout(git_dir, base, tree)  # a plain tree (or blobs missing from the mirror): no history
                 stats["without_history"] += 1
             # branch_weights: a branch off by default (weight 0 does not run, so its columns would be all zero)
             # is mined switched on, so the ranker can learn its columns (issue 19: filedoc).
-            with Engine(tree, index_dir=str(index), embedder="potion-base-8M", reranker="off",
-                        branch_weights=dict(branch_weights or {})) as eng:
+            opts = {"index_dir": str(index), "embedder": "potion-base-8M", "reranker": "off",
+                    "branch_weights": dict(branch_weights or {})}
+            with Engine(tree, **opts) as eng, ExitStack() as twin_engines:
                 eng.index()
+                # The twins read the index just built (as bench.arb's variants do): only their settings differ.
+                twin_of = {d: twin_engines.enter_context(Engine(tree, **opts, **ov)) for d, ov in (twins or {}).items()}
                 for s in by_base[base]:
                     text, anchors = ask(s)
                     gold = [g for g in gold_of(s) if (tree / g).is_file()]
                     if not gold:
                         continue
                     valid = [a for a in anchors if (tree / a).is_file()]
-                    cands = eng.candidates(text, valid, depth=DEPTH, passages=PASSAGES)
-                    for c in cands:
-                        c["label"] = int(c["path"] in gold)
+                    cands = _window(fh, eng, s, repo, text, valid, gold)
                     stats["samples"] += 1
                     stats["gold"] += len(gold)
                     stats["gold_in_window"] += sum(c["label"] for c in cands)
-                    fh.write(json.dumps({"id": s["id"], "repo": repo, "task": s["task_type"], "query": text,
-                                         "anchors": valid, "gold": gold, "candidates": cands}) + "\n")
-                    for d, overrides in (twins or {}).items():  # the same question under a settings lever
-                        with Engine(tree, index_dir=str(index), embedder="potion-base-8M", reranker="off",
-                                    branch_weights=dict(branch_weights or {}), **overrides) as twin:
-                            tc = twin.candidates(text, valid, depth=DEPTH, passages=PASSAGES)
-                        for c in tc:
-                            c["label"] = int(c["path"] in gold)
-                        twin_fh[d].write(json.dumps({"id": s["id"], "repo": repo, "task": s["task_type"],
-                                                     "query": text, "anchors": valid, "gold": gold,
-                                                     "candidates": tc}) + "\n")
+                    for d, twin in twin_of.items():  # the same question under a settings lever
+                        _window(twin_fh[d], twin, s, repo, text, valid, gold)
                     if not history and s.get("fix_commit"):
-                        order = [c["path"] for c in cands[:20]]
-                        if (rec := span_record(eng, s, text, valid, order, git_dir, tree)) is not None:
+                        top = [c["path"] for c in cands[:20]]
+                        if (rec := span_record(eng, s, text, valid, top, git_dir, tree)) is not None:
                             span_records.append(rec)
-    for tfh in twin_fh.values():
-        tfh.close()
     if span_records:
         (out / "spans").mkdir(exist_ok=True)
         with (out / "spans" / f"{repo.replace('/', '+')}.pkl").open("wb") as pf:
