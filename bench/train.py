@@ -151,9 +151,16 @@ def cmd_mine(args: argparse.Namespace) -> None:
     # into its own folder, so a settings lever's ranker is trained on exactly the questions of its control.
     twins: dict[Path, dict[str, Any]] = {}
     for spec in args.twin or []:
-        d, _, js = spec.partition("=")
+        at = spec.find("={")  # the JSON object starts there (a folder name may hold "=")
+        if at <= 0:
+            raise SystemExit(f"--twin {spec!r}: expected DIR={{JSON object of settings}}")
+        d, js = spec[:at], spec[at + 1:]
         overrides = json.loads(js)
         Settings.from_dict(overrides)  # a typo fails here, before an hour of mining
+        # The index and the fused order are the control's: a twin differs in query-time settings only.
+        fixed = sorted(set(overrides) & {"index_dir", "embedder", "reranker", "branch_weights", "vectors"})
+        if fixed:
+            raise SystemExit(f"--twin {d}: {', '.join(fixed)} cannot differ from the control's (same index, same order)")
         twins[Path(d)] = overrides
         Path(d).mkdir(parents=True, exist_ok=True)
         (Path(d) / "features.json").write_text(json.dumps(list(FEATURE_NAMES)))
@@ -166,7 +173,8 @@ def cmd_mine(args: argparse.Namespace) -> None:
         if not mirror.exists():
             print(f"skip {repo}: no mirror at {mirror}", file=sys.stderr)
             continue
-        if (out / f"{repo.replace('/', '+')}.jsonl").exists() and not args.force:
+        name = f"{repo.replace('/', '+')}.jsonl"
+        if (out / name).exists() and all((d / name).exists() for d in twins) and not args.force:
             print(f"skip {repo}: already mined", file=sys.stderr)
             continue
         stats = mine_repo(repo, mirror, out, Path(args.work) / repo.replace("/", "+"), args.per_repo, args.with_history,

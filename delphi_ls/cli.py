@@ -19,6 +19,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from . import __version__  # the package's __init__ is light: its heavy names load on first use
 from .core import KINDS, State, state_of  # standard library only, like this module's other imports
+from .shown import cut_note, shown, shown_text
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -96,25 +97,6 @@ class ProgressBar:
     def close(self) -> None:
         """End the last phase's line, so whatever is printed next starts on a line of its own."""
         self._end_phase(time.perf_counter())
-
-
-# A terminal obeys the control characters it is sent: a file named `<ESC>]0;title<BEL>x.py` (a cloned repository
-# can hold one) would set the window's title or colours when its path is printed. Human output shows them as
-# `\x1b` text; JSON output escapes them already. Paths lose newlines and tabs too (a result stays one line);
-# file text keeps them.
-_CONTROLS = [*range(32), *range(127, 160)]
-_SHOWN_PATH = {c: f"\\x{c:02x}" for c in _CONTROLS}
-_SHOWN_TEXT = {c: v for c, v in _SHOWN_PATH.items() if chr(c) not in "\t\n"}
-
-
-def shown(path: str) -> str:
-    """A path as printed for a person: control characters as ``\\xNN`` text."""
-    return path.translate(_SHOWN_PATH)
-
-
-def shown_text(text: str) -> str:
-    """File text or a why-line as printed for a person: control characters but tabs and newlines as text."""
-    return text.translate(_SHOWN_TEXT)
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -224,7 +206,32 @@ def cmd_index(args: argparse.Namespace) -> int:
     return 0
 
 
+def _question_of(args: argparse.Namespace) -> str | None:
+    """The question: as given, or read from stdin for ``-`` (a pasted log passes the shell's argument limit,
+    about 128 KB). None, with the message printed, when the folder and the question look swapped or the
+    folder was left out: argparse alone said "required: question" for `delphi context "where is x"`."""
+    if args.question is None:
+        if not Path(args.path).is_dir():
+            print(f"delphi context: error: give the workspace folder first, then the question: "
+                  f"delphi context . {args.path!r}", file=sys.stderr)
+        else:
+            print("delphi context: error: the question is missing (after the folder; `-` reads it from stdin)",
+                  file=sys.stderr)
+        return None
+    if not Path(args.path).is_dir() and Path(args.question).is_dir():
+        print(f"delphi context: error: the folder comes first: delphi context {args.question} {args.path!r}",
+              file=sys.stderr)
+        return None
+    if args.question == "-":
+        return sys.stdin.read()
+    return args.question
+
+
 def cmd_context(args: argparse.Namespace) -> int:
+    question = _question_of(args)
+    if question is None:
+        return USAGE
+    args.question = question
     draft = None
     if args.draft:  # checked before the engine opens: a typo costs no indexing, and the message names the flag
         if not Path(args.draft).exists():
@@ -256,6 +263,8 @@ def cmd_context(args: argparse.Namespace) -> int:
                 print(f"      L{s['startLine']}-{s['endLine']}: {shown(s['preview'][:100])}")
         if not ans["results"]:
             print("no files match")
+        if cut := cut_note(q):
+            print(f"note: {cut}")
         for b, s in ans["branchesReady"].items():
             if state_of(s) not in (State.READY, State.OFF):
                 print(f"note: branch {b}: {s}")
@@ -425,7 +434,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("context", help="ask a question; ranked files with reasons")
     common(p)
-    p.add_argument("question")
+    p.add_argument("question", nargs="?",
+                   help="in plain English, a pasted stack trace or an identifier; `-` reads it from stdin")
     p.add_argument("--anchor", action="append", metavar="FILE",
                    help="a file you already have (repeatable); relative to the current folder or the workspace")
     p.add_argument("--draft", metavar="FILE", help="a file holding code you think the answer looks like")

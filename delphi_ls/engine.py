@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import gc
 import os
 import re
@@ -36,7 +35,7 @@ from .retrieval import related
 from .retrieval.branches.registry import BranchSpec, registered
 from .retrieval.context import IndexView, SearchContext
 from .retrieval.features import feature_names
-from .retrieval.query import analyse
+from .retrieval.query import QUESTION_HEAD_CHARS, QUESTION_TAIL_CHARS, analyse, question_read
 from .retrieval.retriever import IndexState, Retrieval, Retriever
 from .settings import RERANKERS, Settings
 from .stores.exact import ExactVectors, exact_bound
@@ -51,7 +50,14 @@ from .traces import write_trace
 from .workspace.kinds import file_kind
 
 INDEX_FORMAT = 3
-NO_GIT_COCHANGE = "off: not a git repository (no history to learn co-change from)"
+
+
+def no_history(root: Path) -> str:
+    """The history branches' status (co-change, commits) where git has no history to give."""
+    if (root / ".git").exists():
+        return "off: the git repository has no commits yet (no history to read)"
+    return "off: not a git repository (no history to read)"
+
 
 # Lexical segments a small update may leave unmerged before it merges them itself (issue 18): one
 # segment per save until maintain() or a full run merges them.
@@ -203,7 +209,7 @@ class Engine:
         # A history read by an older version (no messages) or emptied outside git is not "ready".
         self.cochange_status = history_status(stored_cc) + " (as of the last index)" \
             if stored_cc and stored_cc.get("head") and stored_cc.get("version") == COCHANGE_VERSION else \
-            NO_GIT_COCHANGE if git_head(self.root) is None else "not computed yet (runs with indexing)"
+            no_history(self.root) if git_head(self.root) is None else "not computed yet (runs with indexing)"
 
     def _load_rerankers(self) -> str:
         """Fill the reranker slot from ``settings.reranker``; the returned status is what health shows."""
@@ -841,7 +847,7 @@ class Engine:
         if head is None:
             if stored.get("head"):  # history gone (.git removed, a snapshot unpacked without it): no stale counts
                 self.meta.set_cochange({}, "", 0, COCHANGE_VERSION, {})
-            self.cochange_status = NO_GIT_COCHANGE
+            self.cochange_status = no_history(self.root)
             return
         if stored.get("head") != head or stored.get("version") != COCHANGE_VERSION:
             try:
@@ -919,8 +925,8 @@ class Engine:
         kinds, graph = patched
         # The definitions are read from the manifest as queries ask for names (SymbolTable): the patched
         # view reads every name again, so it holds these files' definitions as they are now.
-        return dataclasses.replace(view, symbols=view.symbols.fresh(view.files),
-                                   chunk_lines=view.chunk_lines.without(set(kinds)), graph=graph)
+        return view.patched(symbols=view.symbols.fresh(view.files),
+                            chunk_lines=view.chunk_lines.without(set(kinds)), graph=graph)
 
     def is_indexed(self) -> bool:
         return bool(self.meta.get_state("lexical_ready", False))
@@ -976,8 +982,10 @@ class Engine:
         """Save ``view`` (for the state ``key``) when it was slow to build, is not saved already and no index
         run writes (review 8, M2: a cold index of the 100k workspace pickled a 120 MB view for a query in every
         batch, each stale at the next; the end of a run or an idle spell saves it then, save_view)."""
-        if self._view_build_s < VIEW_SAVE_MIN_S or key == self._view_saved_key or self._writing() \
-                or not self._view_cache.save(key, view):
+        if self._view_build_s < VIEW_SAVE_MIN_S or key == self._view_saved_key or self._writing():
+            return False
+        view.stripped_paths.prepare()  # saved with it: the next process's first question does not build them
+        if not self._view_cache.save(key, view):
             return False
         self._view_saved_key = key
         self.view_source = self.view_source.split(", saved")[0] + f", saved to {self._view_cache.path.name}"
@@ -1020,7 +1028,7 @@ class Engine:
         if not self.settings.warm_start or not self.is_indexed():
             return took
         t0 = time.perf_counter()
-        self.view()
+        self.view().stripped_paths.prepare()  # loaded with a saved view; built here for one made now
         took["view"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         counts = self.meta.counts()
@@ -1155,8 +1163,9 @@ class Engine:
         """Answer one validated request: ranked files with reasons (the ``delphi/context`` result)."""
         t_start = time.perf_counter()
         anchors = [self.normalise_anchor(a) for a in req.anchors]
-        r = self.retrieve(req.query, anchors, req.draft)
-        fused = self.retriever.order(r, req.query, anchors, req.kinds)
+        query = question_read(req.query)
+        r = self.retrieve(query, anchors, req.draft)
+        fused = self.retriever.order(r, query, anchors, req.kinds)
         # Spans (issue 17): `span_mode = "legacy"` keeps the old spans and packer for the benchmark.
         answered = self.retriever.results(r, fused, anchors, req.limit, self.root,
                                           legacy_spans=getattr(self, "span_mode", "scored") == "legacy")
@@ -1171,6 +1180,8 @@ class Engine:
             "traceId": uuid.uuid4().hex[:16],
             "timingsMs": r.timings,
         }
+        if len(query) < len(req.query):  # said, with what was read: a long paste is not searched whole
+            out["query"]["cut"] = {"chars": len(req.query), "head": QUESTION_HEAD_CHARS, "tail": QUESTION_TAIL_CHARS}
         running = self.indexing  # read once: the indexer thread sets it back to None when done
         if running is not None:
             out["indexing"] = dict(running)
@@ -1189,6 +1200,7 @@ class Engine:
         the stores' state (counts, view, searcher, status lines) is read once for this query and handed
         to the retriever with the live manifest and lexical store."""
         anchors = anchors or []
+        query = question_read(query)
         q = analyse(query, self.settings.clean_description)
         self._catch_up()
         indexing = self.indexing  # one read: the indexing thread sets it to None when it ends

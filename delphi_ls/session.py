@@ -29,6 +29,16 @@ DEBOUNCE_S = 0.3
 MAINTAIN_AFTER_S = 5.0
 # The most a folder's first (catch-up) run waits for its warm start (Engine.warm) before it walks the tree.
 WARM_WAIT_S = 120.0
+# A question asked before a folder's first run (the catch-up of what changed while no server ran) is done:
+# a small folder's catch-up takes a fraction of a second, so the question waits for it (at most
+# CATCH_UP_WAIT_S) and sees files added or edited meanwhile; a large folder's takes long (a 40 s walk of the
+# 100,000-file workspace), so its questions are answered at once and the answer says the catch-up is pending
+# (`indexing.phase = "catch-up"`). A newcomer's agent got the old index, marked ready (session 23).
+CATCH_UP_WAIT_FILES = 2_000
+CATCH_UP_WAIT_S = 3.0
+# The catch-up's walk waits, at most this long, while questions are answered: it held the interpreter
+# from the first question (0.3 s of the first answer's 2.4 s at 100,000 files, session 23).
+ASKING_WAIT_S = 5.0
 MAX_FILE_PROBLEMS = 500
 STALENESS_EVERY_S = 10.0
 # With file events, a full incremental pass this often anyway: events cannot see `.git/info/exclude`
@@ -94,6 +104,9 @@ class Session:
         self._watch_interval = 5.0
         self._engines_lock = threading.Lock()
         self._warming: dict[Path, threading.Event] = {}  # root -> set when its warm start is done
+        self._caught_up: dict[Path, threading.Event] = {}  # root -> set when its first run is done
+        self._asking = 0  # questions being answered (the catch-up's walk lets them finish first)
+        self._ask_cv = threading.Condition()
         if options:
             self.configure(options)
 
@@ -133,6 +146,7 @@ class Session:
                 self.events.message("error", f"Delphi cannot open {root}: {e}")
                 return None
         self.queued.add(root)
+        self._caught_up[root] = threading.Event()
         self._schedule(root, None)
         eng = self.engines[root]
         if eng.settings.warm_start and eng.is_indexed():
@@ -165,6 +179,9 @@ class Session:
             self.watch_state.pop(root, None)
         if watcher is not None:
             watcher.stop()
+        caught_up = self._caught_up.pop(root, None)
+        if caught_up is not None:
+            caught_up.set()  # a question waiting for its catch-up goes on (and meets the closed engine)
         if eng is not None:
             eng.stop_indexing()
             eng.close()
@@ -178,6 +195,8 @@ class Session:
             self._stopping = True
             self._cv.notify_all()
         self._stop_watchers()
+        for ev in list(self._caught_up.values()):
+            ev.set()
         for eng in list(self.engines.values()):
             eng.stop_indexing()
         if self._worker is not None and self._worker is not threading.current_thread():
@@ -325,7 +344,10 @@ class Session:
                 warming.wait(timeout=WARM_WAIT_S)
                 if self._stopping:  # shut down meanwhile: start no run (review 9)
                     return
+            first = self._caught_up.get(root)
             try:
+                if first is not None and not first.is_set():
+                    self._questions_answered(ASKING_WAIT_S)
                 rep = self._index(eng, paths)
                 wrote = bool(rep.files_indexed or rep.files_deleted)
                 if wrote or (eng.settings.warm_start and eng.view_unsaved()):
@@ -339,6 +361,9 @@ class Session:
             except Exception as e:  # an indexing failure must show, and not kill the worker
                 log.exception("indexing %s failed", root)
                 self.events.message("error", f"Delphi: indexing {root} failed: {type(e).__name__}: {e}")
+            finally:
+                if first is not None:
+                    first.set()
             self._staleness.pop(root, None)  # a run just brought it up to date: look afresh next time
             if not self._stopping:
                 self.publish_problems(eng)
@@ -507,11 +532,31 @@ class Session:
     # ------------------------------------------------------------------ requests
     def context(self, req: ContextRequest) -> ContextAnswer:
         eng = self.engine_for(req.workspace, req.anchors)
-        ans = eng.answer(req)
-        if "indexing" not in ans and eng.root in self.queued and not eng.is_indexed():
-            # Asked before the first run began: the empty answer is "not yet", not "nothing".
-            ans["indexing"] = {"phase": "queued", "done": 0, "total": 0, "chunks": 0}
+        first = self._caught_up.get(eng.root)
+        indexed = eng.is_indexed()
+        if first is not None and not first.is_set() and indexed \
+                and eng.counts()["files"] <= CATCH_UP_WAIT_FILES:
+            first.wait(CATCH_UP_WAIT_S)
+        with self._ask_cv:
+            self._asking += 1
+        try:
+            ans = eng.answer(req)
+        finally:
+            with self._ask_cv:
+                self._asking -= 1
+                self._ask_cv.notify_all()
+        if "indexing" not in ans and first is not None and not first.is_set():
+            # Asked before the first run began ("queued": the empty answer is "not yet", not "nothing"), or
+            # on an index from an earlier run before the catch-up found what changed since.
+            ans["indexing"] = {"phase": "catch-up" if indexed else "queued", "done": 0, "total": 0, "chunks": 0}
         return ans
+
+    def _questions_answered(self, timeout: float) -> None:
+        """Wait until no question is being answered, at most ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        with self._ask_cv:
+            while self._asking and not self._stopping and (left := deadline - time.monotonic()) > 0:
+                self._ask_cv.wait(left)
 
     def related_tests(self, req: RelatedRequest) -> list[dict[str, Any]]:
         eng = self.engine_for(req.workspace, (req.path,))

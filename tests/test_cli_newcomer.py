@@ -103,6 +103,23 @@ def test_budget_tokens_prints_the_packed_spans(ws: Path, idx: list[str]) -> None
     assert "--- shipyard/retry.py L" in packed[1] and "def delay_for" in packed[1]  # the code itself
 
 
+def test_a_question_from_stdin_and_the_folder_forgotten_or_swapped(ws: Path, idx: list[str]) -> None:
+    """A pasted log passes the shell's argument limit (about 128 KB): `-` reads the question from stdin, and a
+    long one is searched as its head and tail, which the output says. The folder left out or given second is
+    named as such (argparse said "required: question", session 23's newcomer run)."""
+    log = "how long to wait between retry attempts\n" + "noise line\n" * 20_000
+    out = subprocess.run([*DELPHI, "context", str(ws), "-", *idx], input=log, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "shipyard/retry.py" in out.stdout
+    assert f"note: the question has {len(log):,} characters; its first 12,000 and last 4,000 were searched" \
+        in out.stdout
+    forgot = delphi("context", "where is the retry policy", *idx)
+    assert forgot.returncode == 2 and "give the workspace folder first" in forgot.stderr, forgot.stderr
+    swapped = delphi("context", "where is the retry policy", str(ws), *idx)
+    assert swapped.returncode == 2 and "the folder comes first" in swapped.stderr, swapped.stderr
+
+
 @pytest.mark.parametrize("cmd", [["health"], ["context", "retry policy", "--json"]])
 def test_a_closed_pipe_is_not_a_traceback(ws: Path, idx: list[str], cmd: list[str]) -> None:
     # `delphi health | head -1` with the reader gone before Delphi writes: exit quietly, as SIGPIPE would.

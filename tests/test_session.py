@@ -102,6 +102,55 @@ def test_query_before_first_run_says_queued(tmp_path: Path):
         s.shutdown()
 
 
+def _indexed_then_edited(tmp_path: Path) -> tuple[Path, Path]:
+    """A folder indexed by one session, then a file added while no session runs."""
+    ws = build_workspace(tmp_path / "ws")
+    index = tmp_path / "index"
+    s = Session(None, {"indexDir": str(index), "vectors": False})
+    try:
+        s.start([ws])
+        assert s.wait_idle(120)
+    finally:
+        s.shutdown()
+    (ws / "zeta_added_meanwhile.py").write_text("def brand_new_function_zeta():\n    return 42\n")
+    return ws, index
+
+
+def test_first_question_on_a_small_folder_waits_for_its_catch_up(tmp_path: Path):
+    """An agent's first call after a start: files added while no server ran are in the answer (a newcomer's
+    first answer came from the old index, every branch marked ready, session 23)."""
+    ws, index = _indexed_then_edited(tmp_path)
+    s = Session(None, {"indexDir": str(index), "vectors": False})
+    try:
+        s.start([ws])
+        ans = s.context(ContextRequest(query="brand_new_function_zeta"))
+        assert ans["results"][0]["path"] == "zeta_added_meanwhile.py"
+        assert "indexing" not in ans or ans["indexing"]["phase"] != "catch-up"
+    finally:
+        s.shutdown()
+
+
+def test_a_large_folder_answers_at_once_and_says_its_catch_up_is_pending(tmp_path: Path, monkeypatch):
+    """Above CATCH_UP_WAIT_FILES the catch-up's walk takes long (40 s at 100,000 files): the question is not
+    held for it, and the answer says what it may miss."""
+    import delphi_ls.session as session_mod
+
+    ws, index = _indexed_then_edited(tmp_path)
+    monkeypatch.setattr(session_mod, "CATCH_UP_WAIT_FILES", 0)
+    s = Session(None, {"indexDir": str(index), "vectors": False})
+    try:
+        s.add_folder(ws)  # scheduled, but no worker started yet: the catch-up cannot have run
+        ans = s.context(ContextRequest(query="brand_new_function_zeta"))
+        assert ans["indexing"]["phase"] == "catch-up"
+        assert all(r["path"] != "zeta_added_meanwhile.py" for r in ans["results"])
+        s.start([])
+        assert s.wait_idle(120)
+        ans = s.context(ContextRequest(query="brand_new_function_zeta"))
+        assert "indexing" not in ans and ans["results"][0]["path"] == "zeta_added_meanwhile.py"
+    finally:
+        s.shutdown()
+
+
 def test_ignored_buffer_never_reaches_a_store(tmp_path: Path):
     """A gitignored secret opened in the editor: the session passes it on, the engine drops it."""
     ws = build_workspace(tmp_path / "ws")

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..api import KINDS, ContextRequest, RelatedRequest, RequestError, SymbolsRequest
 from ..core import State, state_of
+from ..shown import cut_note, shown, shown_question, shown_text
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -160,17 +161,17 @@ def run_tool(session: Session, name: str, args: Any) -> ToolOutput:
             req = RelatedRequest.from_wire(args)
             rows = session.related_tests(req) if name == "related_tests" else session.related_code(req)
             what = "tests" if name == "related_tests" else "source files"
-            lines = [f"{len(rows)} {what} for {req.path}" + (f" ({req.symbol})" if req.symbol else "")]
-            lines += [f"{i}. {r['path']} — {r['why']}" for i, r in enumerate(rows, 1)]
+            lines = [f"{len(rows)} {what} for {shown(req.path)}" + (f" ({shown(req.symbol)})" if req.symbol else "")]
+            lines += [f"{i}. {shown(r['path'])} — {shown(r['why'])}" for i, r in enumerate(rows, 1)]
             data = {"results": [{k: r[k] for k in ("path", "why") if k in r} for r in rows]}
             text = _cap("\n".join(lines))
             return ToolOutput(text, _fit_structured(data, len(text)))
         if name == "symbols":
             req_s = SymbolsRequest.from_wire(args)
             rows = session.symbols(req_s)
-            lines = [f"{len(rows)} definitions matching {req_s.query!r}"]
-            lines += [f"{r['name']}  {r['kind']}  {r['path']}:{r['line']}"
-                      + (f"  (in {r['container']})" if r.get("container") else "") for r in rows]
+            lines = [f"{len(rows)} definitions matching {shown_question(req_s.query)}"]
+            lines += [f"{shown(r['name'])}  {r['kind']}  {shown(r['path'])}:{r['line']}"
+                      + (f"  (in {shown(r['container'])})" if r.get("container") else "") for r in rows]
             data = {"results": [{k: r[k] for k in ("name", "kind", "path", "line", "endLine", "container")}
                                 for r in rows]}
             text = _cap("\n".join(lines))
@@ -183,7 +184,7 @@ def run_tool(session: Session, name: str, args: Any) -> ToolOutput:
                 c = w["counts"]
                 lines.append(f"{w['root']}: {w['state']}; {c['files']} files, {c['chunks']} chunks, "
                              f"{c['vectors']} vectors")
-                lines += [f"  {p['severity']}: {p['message']}" for p in w["problems"]]
+                lines += [f"  {p['severity']}: {shown(p['message'])}" for p in w["problems"]]
                 if w.get("changes"):
                     lines.append(f"  changes: {w['changes']}")
             lines += [f"settings: {e}" for e in st["settingsErrors"]]
@@ -221,27 +222,32 @@ def _context(session: Session, args: dict[str, Any]) -> ToolOutput:
 
 def render_context(ans: dict[str, Any], req: ContextRequest, notes: list[str] | None = None) -> ToolOutput:
     """The ranked list first (path:lines — why), then the packed spans, within the cap."""
-    lines = [f"Delphi: {len(ans['results'])} files for {req.query!r}"]
+    lines = [f"Delphi: {len(ans['results'])} files for {shown_question(req.query)}"]
     for r in ans["results"]:
         span = r["spans"][0] if r["spans"] else None
         where = f":{span['startLine']}-{span['endLine']}" if span else ""
-        lines.append(f"{r['rank']}. {r['path']}{where} [{r['kind']}] — {r['why']}")
+        lines.append(f"{r['rank']}. {shown(r['path'])}{where} [{r['kind']}] — {shown(r['why'])}")
     running = ans.get("indexing")
-    if running:
+    if running and running["phase"] == "catch-up":
+        lines.append("note: files changed since Delphi last ran are still being looked for; this answer comes "
+                     "from the index as that run left it and may miss them")
+    elif running:
         lines.append(f"note: indexing in progress ({running['phase']} {running['done']}/{running['total']}); "
                      "this answer comes from what is indexed so far")
     for b, s in ans["branchesReady"].items():
         if state_of(s) not in (State.READY, State.OFF):
             lines.append(f"note: branch {b}: {s}")
+    if cut := cut_note(ans["query"]):
+        lines.append(f"note: {cut}")
     lines += [f"note: {n}" for n in notes or []]
     packed = ans.get("packed") or []
     if packed:
         lines.append("")
         lines.append(f"Code ({ans.get('packedTokens', 0)} tokens):")
         for p in packed:
-            why = f" ({p['why']})" if p.get("why") else ""
-            lines.append(f"--- {p['path']} lines {p['startLine']}-{p['endLine']}{why} ---")
-            lines.append(p["text"].rstrip("\n"))
+            why = f" ({shown(p['why'])})" if p.get("why") else ""
+            lines.append(f"--- {shown(p['path'])} lines {p['startLine']}-{p['endLine']}{why} ---")
+            lines.append(shown_text(p["text"].rstrip("\n")))
     text = _cap("\n".join(lines))
     data = {"results": [{"path": r["path"], "rank": r["rank"], "kind": r["kind"], "why": r["why"],
                          "spans": r["spans"], "branches": r["branches"]} for r in ans["results"]],

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +18,7 @@ from ..stores.lexical import LexicalStore
 from ..stores.meta import MetaStore
 from ..stores.vectors import VectorStore
 from .path_index import StrippedPaths
+from .query import QueryInfo
 
 
 class ChunkLines:
@@ -59,6 +62,15 @@ class ChunkLines:
 
 # Past this many names at once, one pass over the whole symbol table costs less than a query per 500 names.
 FETCH_SCAN_NAMES = 20_000
+# The most names no file has that one question looks up as misspellings (SearchContext.misspelt_named).
+MISSPELT_MENTIONS = 5
+_LEADING_DOTS = re.compile(r"^(?:\.\.?/)+")
+
+
+def plain_mention(mention: str) -> str:
+    """A mentioned path without its leading ``./`` and ``../`` parts; a dotfile keeps its dot (``.eslintrc.json``:
+    ``lstrip("./")`` made it ``eslintrc.json``, which no file is)."""
+    return _LEADING_DOTS.sub("", mention)
 
 
 class SymbolTable:
@@ -175,6 +187,19 @@ class IndexView:
         if not isinstance(self.stripped_paths, StrippedPaths):  # rows given as a list (tests, older callers)
             self.stripped_paths = StrippedPaths(list(self.stripped_paths))
 
+    def __getstate__(self) -> dict[str, Any]:
+        # What questions filled in (the test list, the misspelling tables) is rebuilt by the process that
+        # loads a saved view (stores/view_cache.py): it costs milliseconds and keeps the saved file small.
+        return {**self.__dict__, "_tests": None, "_by_shape": None, "_misspelt": {}}
+
+    def patched(self, **changes: Any) -> IndexView:
+        """A copy with ``changes`` (a save's definitions, chunk lines and import edges) for the same files of
+        the same kinds, so the tables that hang on the file list alone carry over (the misspelling table
+        took 58-142 ms to build again at 100,000 files, review of session 22)."""
+        out = dataclasses.replace(self, **changes)
+        out._tests, out._by_shape, out._misspelt = self._tests, self._by_shape, self._misspelt
+        return out
+
     def tests(self) -> list[str]:
         if self._tests is None:
             self._tests = [p for p, k in self.files.items() if k == "test"]
@@ -182,26 +207,29 @@ class IndexView:
 
     def misspelt(self, name: str) -> list[str]:
         """Files whose basename is one edit (a letter dropped, added, changed or two swapped) from ``name``,
-        a file name no indexed file has: a change titled "Fixed regisry-inl.h" edits ``registry-inl.h``.
-        Only a name of 5+ letters before a short extension, the extension itself spelt right, and at most
-        three files: more is a guess."""
+        a file name no indexed file has: a change titled "Fixed regisry-inl.h" edits ``registry-inl.h``; a
+        name that differs in case alone ("Readme.md") is the file too. Only a name of 5+ letters before a
+        short extension, the extension itself spelt right, and at most three files: more is a guess."""
         stem, dot, ext = name.rpartition(".")
         if not dot or len(stem) < 5 or not ext.isalnum() or len(ext) > 5 or name in self.by_basename:
             return []
-        if self._by_shape is None:
-            shapes: dict[tuple[str, int], list[str]] = {}
+        hit = self._misspelt.get(name)  # .get: another thread may clear the memo between a test and a read
+        if hit is not None:
+            return hit
+        shapes = self._by_shape
+        if shapes is None:
+            shapes = {}
             for b in self.by_basename:
-                shapes.setdefault((b.rpartition(".")[2], len(b)), []).append(b)
+                shapes.setdefault((b.rpartition(".")[2].lower(), len(b)), []).append(b)
             self._by_shape = shapes
-        if name in self._misspelt:
-            return self._misspelt[name]
         low = name.lower()
         near = [b for n in (len(name) - 1, len(name), len(name) + 1)
-                for b in self._by_shape.get((ext, n), []) if _one_edit(b.lower(), low)]
+                for b in shapes.get((ext.lower(), n), []) if (bl := b.lower()) == low or _one_edit(bl, low)]
         out = sorted(p for b in near for p in self.by_basename[b])
+        out = out if len(out) <= 3 else []
         if len(self._misspelt) >= 1024:
             self._misspelt.clear()
-        self._misspelt[name] = out = out if len(out) <= 3 else []
+        self._misspelt[name] = out
         return out
 
     def bind(self, meta: MetaStore) -> IndexView:
@@ -266,19 +294,31 @@ class SearchContext:
         i = bisect.bisect_right(entry[0], line) - 1
         return [entry[1][max(i, 0)]]
 
-    def resolve_misspelt(self, mention: str) -> list[str]:
-        """Files a mentioned name refers to when no file has it but one is a letter off (:meth:`IndexView.misspelt`).
-        Never for a frame's absolute path: it names files outside the workspace (`socket.py` is no typo of
-        `sockets.py`)."""
-        if mention.startswith(("/", "~")) or ":" in mention:
+    def misspelt_named(self, q: QueryInfo) -> list[tuple[int, str, str]]:
+        """(mention's position, mention, file) for the names a question misspells (:meth:`IndexView.misspelt`).
+        Never in a question with stack frames: a frame names the files the program ran, library files
+        outside the workspace among them, and a Java or Kotlin frame carries a bare name
+        (``Thread.java`` is no typo of ``Threads.java``, nor ``socket.py`` of ``sockets.py``). Only the
+        first few names no file has: each costs a pass over the names of its length (about 30 ms at
+        100,000 files, review of session 22)."""
+        if q.frames:
             return []
-        m = mention.lstrip("./")
-        if self.resolve_mention(m):
-            return []
-        # A mention with folders must agree on the nearest one ("details/regisry-inl.h").
-        folder = os.path.basename(os.path.dirname(m))
-        return [p for p in self.view.misspelt(os.path.basename(m))
-                if not folder or os.path.basename(os.path.dirname(p)) == folder]
+        out: list[tuple[int, str, str]] = []
+        tried = 0
+        for i, mention in enumerate(q.paths):
+            if mention.startswith(("/", "~")) or ":" in mention:
+                continue
+            m = plain_mention(mention)
+            if self.resolve_mention(m):
+                continue
+            tried += 1
+            if tried > MISSPELT_MENTIONS:
+                break
+            # A mention with folders must agree on the nearest one ("details/regisry-inl.h").
+            folder = os.path.basename(os.path.dirname(m))
+            out += [(i, mention, p) for p in self.view.misspelt(os.path.basename(m))
+                    if not folder or os.path.basename(os.path.dirname(p)) == folder]
+        return out
 
     def resolve_mention(self, mention: str) -> list[str]:
         """Workspace files a mentioned path refers to: exact, or by suffix (frames carry absolute paths)."""

@@ -80,7 +80,7 @@ def candidate_features(fused: list[Fused], q: QueryInfo, ctx: SearchContext,
     changes = ctx.meta.change_weights([f.path for f in fused]) if wants_churn else {}
     most_changed = max(changes.values(), default=0.0)
     # A file named one letter off counts as named (the path branch's why-line says so): "Fixed regisry-inl.h".
-    misspelt = {p for m in q.paths for p in ctx.resolve_misspelt(m)}
+    misspelt = {p for _i, _m, p in ctx.misspelt_named(q)}
     for i, f in enumerate(fused):
         row = x[i]
         for b, r in f.branches.items():

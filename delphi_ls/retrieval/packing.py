@@ -220,5 +220,5 @@ def _merged(picks: list[ScoredChunk], lines: list[str]) -> list[dict[str, Any]]:
         else:
             text = "".join(lines[start - 1: end])
         best = max(g, key=lambda s: s.value)  # the chunk that earned the span its place (links included)
-        out.append({"startLine": start, "endLine": end, "text": text, "whole": False, "why": why_of(best, packed=True)})
+        out.append({"startLine": start, "endLine": end, "text": text, "whole": False, "why": why_of(best, packed=True, head=g[0].chunk)})
     return out

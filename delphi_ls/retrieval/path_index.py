@@ -51,10 +51,22 @@ class StrippedPaths:
     __hash__ = None  # type: ignore[assignment]
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"rows": self.rows}  # the joined texts are rebuilt on first use (~30 ms at 100k files)
+        # The joined texts are rebuilt on first use (~30 ms at 100k files); the tables prepare() builds are
+        # saved with the view when built: 0.8-1.0 s of the first question at 100k files, a few ms to load.
+        return {"rows": self.rows, "order": self._order, "len": self._len, "dirs": self._dirs}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["rows"])  # type: ignore[misc]
+        self._order, self._len, self._dirs = state.get("order"), state.get("len"), state.get("dirs")
+
+    def prepare(self) -> None:
+        """Build what every question's path search reads (the order, lengths and folder table), ahead of the
+        first question: a warm start, and before the view is saved (Engine._store_view). At 100,000 files
+        the first question spent 0.8-1.0 s here (bench/RESULTS.md, session 23)."""
+        self.ranks()
+        self.path_len()
+        self._folders()
+        self._joined(2)  # not saved (12.8 MB of text at 100k files): 0.1 s, in the warm start
 
     def _joined(self, column: int) -> tuple[str, list[int]]:
         got = self._text.get(column)
@@ -105,13 +117,25 @@ class StrippedPaths:
         hit[_rows_in(f.text, f.starts, term)] = True
         mask = hit[f.of_row]
         mask[self.rows_with(term, basename=True)] = True
+        ends = np.zeros(len(f.texts), dtype=bool)
         for k in range(1, len(term)):
             head, tail = term[:k], term[k:]
             lo = bisect.bisect_left(f.bases, tail)
             hi = bisect.bisect_left(f.bases, tail + "\x7f", lo)  # every stripped basename starting with ``tail``
-            for r in f.base_rows[lo:hi]:
-                if f.texts[f.of_row[r]].endswith(head):
-                    mask[r] = True
+            if lo == hi:
+                continue
+            # The folders ending with ``head``: a prefix range of the reversed folder texts. A check of each
+            # basename's folder in Python was 1 M `endswith` calls for 163 terms at 100k files (2.5 s of a
+            # pasted log's answer, session 23); two ranges and a mask give the same rows.
+            rhead = head[::-1]
+            a = bisect.bisect_left(f.reversed, rhead)
+            b = bisect.bisect_left(f.reversed, rhead + "\x7f", a)
+            if a == b:
+                continue
+            ends[f.reversed_ids[a:b]] = True
+            rows = f.base_rows_np[lo:hi]
+            mask[rows[ends[f.of_row[rows]]]] = True
+            ends[f.reversed_ids[a:b]] = False
         return np.flatnonzero(mask).astype(np.int32)
 
     def rows_with(self, term: str, basename: bool = False) -> np.ndarray:
@@ -171,4 +195,7 @@ class _Folders:
         self.of_row = np.array(of_row, dtype=np.int64)
         order = sorted(range(len(rows)), key=lambda i: rows[i][2])
         self.bases = [rows[i][2] for i in order]
-        self.base_rows = order
+        self.base_rows_np = np.array(order, dtype=np.int64)
+        by_end = sorted(range(len(self.texts)), key=lambda i: self.texts[i][::-1])
+        self.reversed = [self.texts[i][::-1] for i in by_end]  # each folder's text reversed, sorted
+        self.reversed_ids = np.array(by_end, dtype=np.int64)

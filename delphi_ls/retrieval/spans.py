@@ -487,8 +487,9 @@ def link_files(order: list[str], scored: dict[str, list[ScoredChunk]], sq: SpanQ
             s.lift, s.links = (LINK_WEIGHT * best * x / mx, u) if x > 0 else (0.0, [])
 
 
-def why_of(sc: ScoredChunk, packed: bool = False) -> str:
-    """A span's reason; a ``packed`` span's also says which of the other top files' names it uses."""
+def why_of(sc: ScoredChunk, packed: bool = False, head: ChunkRow | None = None) -> str:
+    """A span's reason; a ``packed`` span's also says which of the other top files' names it uses. ``head``:
+    the first chunk of a span merged from several (``sc`` is the one that earned it its place)."""
     bits = []
     if sc.matched:
         bits.append("names " + ", ".join(f"`{w}`" for w in sc.matched[:3]))
@@ -497,7 +498,14 @@ def why_of(sc: ScoredChunk, packed: bool = False) -> str:
         bits.append("uses " + ", ".join(f"`{k}` ({src.rsplit('/', 1)[-1]})" for k, src in links[:2]))
     if sc.branches:
         bits.append("hit by " + ", ".join(sc.branches))
-    return "; ".join(bits) or "start of the file"
+    if bits:
+        return "; ".join(bits)
+    # No word, name or branch in it: the first chunk is the file's start (imports, the module's head); any
+    # other is the span model's pick by shape alone, and says so (it was labelled "start of the file"
+    # wherever it was, a newcomer's report, session 23).
+    first = head or sc.chunk
+    start = first.ord == 0 or first.start_line <= 1
+    return "start of the file" if start else "no word of the question in it (picked by its shape)"
 
 
 def _preview(c: ChunkRow) -> str:

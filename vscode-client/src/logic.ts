@@ -51,6 +51,8 @@ export interface ContextAnswer {
   packed?: { path: string; startLine: number; endLine: number; text: string; whole: boolean }[];
   packedTokens?: number;
   branchesReady?: Record<string, string>;
+  /** `cut`: a long question was searched as its head and tail (the server's QUESTION_HEAD_CHARS / TAIL). */
+  query?: { cut?: { chars: number; head: number; tail: number } };
 }
 
 export interface PickItem { label: string; description: string; detail: string; uri: string; line: number }

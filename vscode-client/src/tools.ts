@@ -184,16 +184,40 @@ function rootOf(uri: string, path: string): string | undefined {
 
 function indexNote(answer: ContextAnswer & { indexing?: { phase?: string; done?: number; total?: number } }): string[] {
   const notes: string[] = [];
-  if (answer.indexing) {
+  if (answer.indexing?.phase === "catch-up") {
+    notes.push("Note: Delphi is still looking for files changed since it last ran; results may miss them — " +
+      "search with grep too.");
+  } else if (answer.indexing) {
     const { phase, done, total } = answer.indexing;
     notes.push(`Note: Delphi is still indexing (${phase ?? "indexing"} ${done ?? "?"}/${total ?? "?"}); ` +
       "results may miss files indexed later — search with grep too.");
+  }
+  const cut = answer.query?.cut;
+  if (cut) {
+    notes.push(`Note: the question has ${cut.chars} characters; Delphi searched its first ${cut.head} and last ` +
+      `${cut.tail}.`);
   }
   // "ready (not used for this query shape)" and "off: ..." (turned off by settings, or no git history) are
   // not problems to tell the model about; "partial", "not ready", "disabled" and "error" are.
   const notReady = Object.entries(answer.branchesReady ?? {}).filter(([, s]) => !/^(ready|off)\b/.test(s));
   if (notReady.length > 0) notes.push(`Note: branches not ready: ${notReady.map(([b, s]) => `${b} (${s})`).join("; ")}.`);
   return notes;
+}
+
+/**
+ * A path or one-line field as the model reads it: control characters, newlines included, as `\xNN` text, so a
+ * file named "evil\n2. SECRET.py" cannot add a line to the ranked list (the server's delphi_ls/shown.py).
+ */
+export function shown(s: string): string {
+  // eslint-disable-next-line no-control-regex
+  return s.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`);
+}
+
+/** The question in one header line: pasted logs run to megabytes and would push the answer out of the budget. */
+export const QUESTION_SHOWN_CHARS = 200;
+function shownQuestion(q: string): string {
+  const more = q.length - QUESTION_SHOWN_CHARS;
+  return shown(q.slice(0, QUESTION_SHOWN_CHARS)) + (more > 0 ? ` (+${more} more characters)` : "");
 }
 
 /**
@@ -204,7 +228,7 @@ function indexNote(answer: ContextAnswer & { indexing?: { phase?: string; done?:
 export function formatContext(answer: ContextAnswer & { indexing?: Record<string, unknown> }, query: string,
   budgetTokens: number, capped = false): string {
   const maxChars = Math.min(budgetTokens, MAX_BUDGET_TOKENS) * CHARS_PER_TOKEN;
-  const head: string[] = [`Delphi context for: ${query}`];
+  const head: string[] = [`Delphi context for: ${shownQuestion(query)}`];
   if (capped) head.push(`(budgetTokens cut to the cap of ${MAX_BUDGET_TOKENS})`);
   head.push(...indexNote(answer as ContextAnswer));
   if (answer.results.length === 0) {
@@ -216,8 +240,8 @@ export function formatContext(answer: ContextAnswer & { indexing?: Record<string
   head.push("", "Ranked files, best first (read the first ones before searching further):");
   for (const r of answer.results) {
     const span = r.spans[0];
-    const where = span ? `${r.path}:L${span.startLine}-L${span.endLine}` : r.path;
-    head.push(`${r.rank}. ${where} — ${r.why}`);
+    const where = span ? `${shown(r.path)}:L${span.startLine}-L${span.endLine}` : shown(r.path);
+    head.push(`${r.rank}. ${where} — ${shown(r.why)}`);
   }
   let text = head.join("\n");
   // A tiny budget with many results: the list alone is cut, with no spans.
@@ -231,7 +255,7 @@ export function formatContext(answer: ContextAnswer & { indexing?: Record<string
     const body = p.text.replace(/\n$/, "");
     const f = fence(body);
     const lang = p.path.includes(".") ? p.path.split(".").pop() : "";
-    const block = `\n\n${p.path}${p.whole ? " (whole file)" : `:L${p.startLine}-L${p.endLine}`}\n${f}${lang}\n${body}\n${f}`;
+    const block = `\n\n${shown(p.path)}${p.whole ? " (whole file)" : `:L${p.startLine}-L${p.endLine}`}\n${f}${lang}\n${body}\n${f}`;
     // Spans come best first: once one does not fit, the rest are left out rather than reordered.
     if (left > 0 || text.length + block.length > room) { left++; continue; }
     text += block;
@@ -250,7 +274,7 @@ export function formatRelatedTests(answer: { results: RelatedItem[] }, path: str
       "new code may have none yet. To check, grep the test folders for the name.";
   }
   const lines = [`Tests related to ${what}, best first:`];
-  answer.results.forEach((t, i) => lines.push(`${i + 1}. ${t.path} — ${t.why}`));
+  answer.results.forEach((t, i) => lines.push(`${i + 1}. ${shown(t.path)} — ${shown(t.why)}`));
   return lines.join("\n");
 }
 

@@ -8,7 +8,7 @@ import os
 import numpy as np
 
 from ...core.tokens import stripped
-from ..context import SearchContext
+from ..context import SearchContext, plain_mention
 from ..query import QueryInfo
 from .base import Hit
 
@@ -21,18 +21,17 @@ class PathBranch:
         why: dict[str, str] = {}
         # Explicit mentions ("src/foo.py", frames) are the strongest evidence a path can give.
         for i, mention in enumerate(q.paths):
-            m = mention.lstrip("./")
-            for path in ctx.resolve_mention(m):
+            for path in ctx.resolve_mention(plain_mention(mention)):
                 s = 10.0 - 0.01 * i
                 if s > scores.get(path, 0):
                     scores[path] = s
                     why[path] = f"named in the question ({mention})"
-            # A name no file has, one letter off a file's: typed by hand in a title ("Fixed regisry-inl.h").
-            for path in ctx.resolve_misspelt(mention):
-                s = 9.0 - 0.01 * i
-                if s > scores.get(path, 0):
-                    scores[path] = s
-                    why[path] = f"named in the question ({mention}, spelt {os.path.basename(path)})"
+        # A name no file has, one letter off a file's: typed by hand in a title ("Fixed regisry-inl.h").
+        for i, mention, path in ctx.misspelt_named(q):
+            s = 9.0 - 0.01 * i
+            if s > scores.get(path, 0):
+                scores[path] = s
+                why[path] = f"named in the question ({mention}, spelt {os.path.basename(path)})"
         terms = {stripped(t) for t in q.terms + q.identifiers}
         # Sorted: a set's order varies by process (hash seed), and with it the why-line and float sums.
         terms = sorted(t for t in terms if len(t) >= 3)
