@@ -146,7 +146,8 @@ class Session:
                 self.events.message("error", f"Delphi cannot open {root}: {e}")
                 return None
         self.queued.add(root)
-        self._caught_up[root] = threading.Event()
+        with self._engines_lock:
+            self._caught_up[root] = threading.Event()
         self._schedule(root, None)
         eng = self.engines[root]
         if eng.settings.warm_start and eng.is_indexed():
@@ -195,8 +196,12 @@ class Session:
             self._stopping = True
             self._cv.notify_all()
         self._stop_watchers()
-        for ev in list(self._caught_up.values()):
+        with self._engines_lock:  # add_folder may add one meanwhile
+            waiting = list(self._caught_up.values())
+        for ev in waiting:
             ev.set()
+        with self._ask_cv:  # the worker's wait for questions in flight ends now, not after ASKING_WAIT_S
+            self._ask_cv.notify_all()
         for eng in list(self.engines.values()):
             eng.stop_indexing()
         if self._worker is not None and self._worker is not threading.current_thread():
