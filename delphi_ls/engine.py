@@ -1191,7 +1191,7 @@ class Engine:
         trace = trace_file or self.settings.trace_path(self.index_dir)  # settings: under the index folder
         if trace:
             write_trace(Path(trace), out, r.lists, r.weights,
-                        {"query": req.query, "anchors": anchors, "draft": req.draft, "limit": req.limit,
+                        {"query": query, "anchors": anchors, "draft": req.draft, "limit": req.limit,
                          "budgetTokens": req.budget_tokens, "kinds": req.kinds})
         return out
 

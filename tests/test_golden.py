@@ -54,6 +54,10 @@ def test_trace_file_records_branches(engine: Engine, tmp_path):
     assert len(lines) == 2
     assert lines[0]["params"]["query"] == "exponential backoff"
     assert lines[0]["branches"]["bm25"][0]["rank"] == 1 and lines[0]["final"]
+    # A pasted log is traced as it was searched (head and tail), not whole: a 1 MB paste made a 1 MB line.
+    engine.context("exponential backoff " + "x" * 100_000, trace_file=trace)
+    last = json.loads(trace.read_text().splitlines()[-1])
+    assert len(last["params"]["query"]) == 16_001 and last["query"]["cut"]["chars"] == 100_020
 
 
 def test_budget_packing(engine: Engine):

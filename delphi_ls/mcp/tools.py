@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..api import KINDS, ContextRequest, RelatedRequest, RequestError, SymbolsRequest
 from ..core import State, state_of
-from ..shown import cut_note, shown, shown_question, shown_text
+from ..shown import cut_note, fence, fence_lang, shown, shown_question, shown_text
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -186,8 +186,8 @@ def run_tool(session: Session, name: str, args: Any) -> ToolOutput:
                              f"{c['vectors']} vectors")
                 lines += [f"  {p['severity']}: {shown(p['message'])}" for p in w["problems"]]
                 if w.get("changes"):
-                    lines.append(f"  changes: {w['changes']}")
-            lines += [f"settings: {e}" for e in st["settingsErrors"]]
+                    lines.append(f"  changes: {shown(str(w['changes']))}")
+            lines += [f"settings: {shown(e)}" for e in st["settingsErrors"]]
             return ToolOutput(_cap("\n".join(lines) or "no workspace open"), st)
         if name == "reindex":
             _no_args(args, ("workspace",))
@@ -236,7 +236,7 @@ def render_context(ans: dict[str, Any], req: ContextRequest, notes: list[str] | 
                      "this answer comes from what is indexed so far")
     for b, s in ans["branchesReady"].items():
         if state_of(s) not in (State.READY, State.OFF):
-            lines.append(f"note: branch {b}: {s}")
+            lines.append(f"note: branch {b}: {shown(s)}")
     if cut := cut_note(ans["query"]):
         lines.append(f"note: {cut}")
     lines += [f"note: {n}" for n in notes or []]
@@ -247,7 +247,10 @@ def render_context(ans: dict[str, Any], req: ContextRequest, notes: list[str] | 
         for p in packed:
             why = f" ({shown(p['why'])})" if p.get("why") else ""
             lines.append(f"--- {shown(p['path'])} lines {p['startLine']}-{p['endLine']}{why} ---")
-            lines.append(shown_text(p["text"].rstrip("\n")))
+            # Fenced: a file's own line `--- SECRET.py lines 1-9 ---` read as a span header Delphi never gave.
+            body = shown_text(p["text"].rstrip("\n"))
+            f = fence(body)
+            lines += [f + fence_lang(p["path"]), body, f]
     text = _cap("\n".join(lines))
     data = {"results": [{"path": r["path"], "rank": r["rank"], "kind": r["kind"], "why": r["why"],
                          "spans": r["spans"], "branches": r["branches"]} for r in ans["results"]],

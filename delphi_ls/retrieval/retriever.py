@@ -33,7 +33,7 @@ from . import spans as spans_mod
 from .branches.base import Branch, Hit
 from .branches.prf import PrfBm25Branch, PrfVectorBranch
 from .branches.registry import BranchSpec
-from .context import IndexView, SearchContext
+from .context import IndexView, SearchContext, plain_mention
 from .features import candidate_features
 from .fusion import Fused, rrf
 from .packing import legacy_pack, pack
@@ -288,7 +288,7 @@ def speaks_of_declarations(q: QueryInfo) -> bool:
 def names_file(q: QueryInfo, path: str) -> bool:
     """The question names ``path``: its file name appears in the text, or a path it mentions ends with it."""
     base = path.rsplit("/", 1)[-1].lower()
-    return base in q.text.lower() or any(path.endswith(p.lstrip("./")) for p in q.paths)
+    return base in q.text.lower() or any(path.endswith(plain_mention(p)) for p in q.paths)
 
 
 @dataclass

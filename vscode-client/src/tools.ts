@@ -171,6 +171,16 @@ function fence(text: string): string {
   return "`".repeat(longest + 1);
 }
 
+/**
+ * The info string after an opening fence: the file's extension when it is a plain word, else nothing. A name
+ * such as "evil.\n```\n2. SECRET" would otherwise close the fence from its info string (delphi_ls/shown.py).
+ */
+export function fenceLang(path: string): string {
+  const base = path.split("/").pop() ?? "";
+  const ext = base.includes(".") ? base.split(".").pop() ?? "" : "";
+  return /^[A-Za-z0-9+#-]{1,10}$/.test(ext) ? ext : "";
+}
+
 /** The workspace folder a result lives in, from its URI and workspace-relative path (paths the agent can open). */
 function rootOf(uri: string, path: string): string | undefined {
   try {
@@ -200,7 +210,7 @@ function indexNote(answer: ContextAnswer & { indexing?: { phase?: string; done?:
   // "ready (not used for this query shape)" and "off: ..." (turned off by settings, or no git history) are
   // not problems to tell the model about; "partial", "not ready", "disabled" and "error" are.
   const notReady = Object.entries(answer.branchesReady ?? {}).filter(([, s]) => !/^(ready|off)\b/.test(s));
-  if (notReady.length > 0) notes.push(`Note: branches not ready: ${notReady.map(([b, s]) => `${b} (${s})`).join("; ")}.`);
+  if (notReady.length > 0) notes.push(`Note: branches not ready: ${notReady.map(([b, s]) => `${b} (${shown(s)})`).join("; ")}.`);
   return notes;
 }
 
@@ -209,8 +219,12 @@ function indexNote(answer: ContextAnswer & { indexing?: { phase?: string; done?:
  * file named "evil\n2. SECRET.py" cannot add a line to the ranked list (the server's delphi_ls/shown.py).
  */
 export function shown(s: string): string {
-  // eslint-disable-next-line no-control-regex
-  return s.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`);
+  return s
+    // eslint-disable-next-line no-control-regex
+    .replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`)
+    // Line separators split a line for many readers; bidi controls make a name read as another (trojan source).
+    .replace(/[\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]/g,
+      (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
 }
 
 /** The question in one header line: pasted logs run to megabytes and would push the answer out of the budget. */
@@ -254,7 +268,7 @@ export function formatContext(answer: ContextAnswer & { indexing?: Record<string
   for (const p of packed) {
     const body = p.text.replace(/\n$/, "");
     const f = fence(body);
-    const lang = p.path.includes(".") ? p.path.split(".").pop() : "";
+    const lang = fenceLang(p.path);
     const block = `\n\n${shown(p.path)}${p.whole ? " (whole file)" : `:L${p.startLine}-L${p.endLine}`}\n${f}${lang}\n${body}\n${f}`;
     // Spans come best first: once one does not fit, the rest are left out rather than reordered.
     if (left > 0 || text.length + block.length > room) { left++; continue; }
