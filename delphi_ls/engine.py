@@ -173,6 +173,10 @@ class Engine:
         # exact search never imports chromadb (0.65-0.8 s CPU of a 1.7 s `delphi context`, issue 13).
         self._vectors: VectorStore | None = None
         self._vectors_opened = False
+        # Its own lock: opening Chroma imports chromadb (1.3 s of CPU), and under the view's lock a server's
+        # first question waited for the health report's open while the exact search it needed was loaded
+        # (a `delphi mcp` first answer 1.37 s, the question's own work 15 ms; session 24).
+        self._vectors_lock = threading.Lock()
         self._exact: ExactVectors | None = None  # the exact search's matrix, per index generation
         self._exact_key: tuple[Any, ...] | None = None
         self._probe: dict[str, Any] | None = None
@@ -269,7 +273,7 @@ class Engine:
         and health()'s damage checks, and by a query when HNSW answers (above the exact bound or
         ``vector_search = "hnsw"``). A failure to open goes into ``problems`` (health shows it)."""
         if not self._vectors_opened and self.settings.vectors:
-            with self._lock:
+            with self._vectors_lock:
                 if not self._vectors_opened:
                     self._vectors_opened = True
                     try:
@@ -1314,10 +1318,12 @@ class Engine:
         open and check Chroma. Not full (what agents poll as `index_status`, diagnostics after each run):
         the last probe and what is open, so polling costs a few queries of the manifest."""
         self._catch_up()
+        # The report names the vector store, so Chroma is opened (queries may not have opened it): before the
+        # view's lock, which a question waiting for its exact search would otherwise wait out (1.3 s).
+        _ = self.vectors
         with self._lock:
             if full:
                 self._probe = None  # a full health request always re-probes
-                _ = self.vectors  # and checks Chroma too (queries may not have opened it)
                 self.check_stores()
             return health_mod.report(self, check_staleness)
 

@@ -163,3 +163,42 @@ def test_equal_chunks_share_a_row_and_both_loaders_agree(indexed):
             assert np.allclose([g[2] for g in got], [w[2] for w in want], atol=1e-6)
         copies = {c for c, p, _s in loaded.query(eng.embedder.embed([QUESTION])[0], n) if p.startswith("copy")}
         assert len(copies) == 3 * len(eng.meta.chunks_of("copy0.py"))  # every copy is still answered
+
+
+def test_a_question_does_not_wait_for_health_opening_chroma(indexed: tuple[Path, Path],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a server's catch-up, the health report opens Chroma (its import alone is 1.3 s of CPU). It did so
+    under the view's lock, and the first question, answered by the exact search, waited it out: `delphi mcp`'s
+    first answer took 1.37 s of which its own work was 15 ms (session 24). Chroma's open is made slow here;
+    the question must be answered while it is still under way."""
+    import threading
+    import time
+
+    from delphi_ls import engine as engine_mod
+
+    real = engine_mod.VectorStore
+    opening = threading.Event()
+
+    def slow_store(*args, **kwargs):  # the real store, after a pause that stands for the import
+        opening.set()
+        time.sleep(4)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(engine_mod, "VectorStore", slow_store)
+    ws, idx = indexed
+    with Engine(ws, index_dir=str(idx), reranker="off") as eng:
+        done: dict[str, float] = {}
+
+        def health() -> None:
+            eng.health()
+            done["health"] = time.monotonic()
+
+        t = threading.Thread(target=health)
+        t.start()
+        assert opening.wait(30)
+        res = eng.context(QUESTION)
+        done["question"] = time.monotonic()
+        t.join()
+        assert res["results"] and res["branchesReady"]["vector"].startswith("ready")
+        assert done["question"] < done["health"] - 1, done
+        assert eng.health()["vectorStore"]  # the store did open, and health names it

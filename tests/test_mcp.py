@@ -68,6 +68,8 @@ async def test_stdio_tools_answer_and_survive_bad_arguments(ws: Path, tmp_path: 
                             ({"query": "x", "anchors": ["/etc/passwd"]}, "anchors"), ({"query": "x", "kinds": ["z"]}, "kinds")]:
             bad = await client.call_tool("context", args)
             assert bad.is_error and field in _text(bad), (args, _text(bad))
+        bad = await client.call_tool("symbols", {"query": "  "})  # as the CLI: a name is asked for
+        assert bad.is_error and _text(bad).startswith("argument 'query': must not be empty"), _text(bad)
         bad = await client.call_tool("related_tests", {"path": "../outside.py"})
         assert bad.is_error and "path" in _text(bad).split(":")[0] + _text(bad)
         # Still serving after all of that.
@@ -313,3 +315,16 @@ def test_discovery_files_another_user_could_plant_are_not_trusted(tmp_path: Path
         if os.getuid() == 0:  # as root the test can hand the file to another user
             os.chown(index / "daemon.json", 12345, 12345)
             assert find_daemon(index) is None
+
+
+async def test_a_folder_that_cannot_be_opened_says_why_on_every_call(ws: Path, tmp_path: Path):
+    """`delphi mcp` answers `initialize` before it opens the index (Codex gives a server 10 s to start; the
+    open took 6-12.8 s under load, session 23). An index that cannot be opened (here its folder is a file)
+    used to exit 2 before `initialize`, which clients show as "connection closed": each call now says why."""
+    blocked = tmp_path / "index"
+    blocked.write_text("not a folder")
+    async with Client(stdio_params(ws, blocked)) as client:
+        assert sorted(t.name for t in (await client.list_tools()).tools) == sorted(TOOL_NAMES)
+        for tool, args in (("context", {"query": "BuildGraph"}), ("index_status", {})):
+            res = await client.call_tool(tool, args)
+            assert res.is_error and "Delphi cannot open" in _text(res) and str(ws.resolve()) in _text(res), _text(res)

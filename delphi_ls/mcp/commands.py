@@ -25,19 +25,76 @@ if TYPE_CHECKING:
 WATCH_INTERVAL_S = 2.0
 
 
-def _session(overrides: dict[str, Any], root: Path) -> Session:
-    """A session whose messages go to stderr (stdout is the protocol's; MCP clients log stderr).
-    Imported here, not at the top: a `delphi mcp` that forwards to a daemon never loads the engine."""
+def _session(overrides: dict[str, Any], root: Path, errors: list[str] | None = None) -> Session:
+    """A session whose messages go to stderr (stdout is the protocol's; MCP clients log stderr); its error
+    messages are also kept in ``errors``. Imported here, not at the top: a `delphi mcp` that forwards to a
+    daemon never loads the engine."""
     from ..session import Session, SessionEvents
 
     class StderrEvents(SessionEvents):
         def message(self, severity: str, text: str) -> None:
             print(f"delphi {severity}: {text}", file=sys.stderr, flush=True)
+            if severity == "error" and errors is not None:
+                errors.append(text)
 
     session = Session(StderrEvents(), overrides)
     session.start([root])
     session.watch(WATCH_INTERVAL_S)  # no editor reports edits to these processes
     return session
+
+
+class Opening:
+    """`delphi mcp`'s session, opened beside the stdio loop once the loop is built. The client's `initialize`
+    is answered when the MCP SDK is imported instead of after the engine's imports and the index's open as well
+    (2.40 s → see bench/RESULTS.md "Session 24"): Codex gives a server 10 s to start by default, and under load
+    that start took 6-12.8 s. Calls wait for the open; a folder that cannot be opened answers every call with
+    the reason (it used to exit 2 before `initialize`, which clients show as "connection closed")."""
+
+    def __init__(self, overrides: dict[str, Any], root: Path) -> None:
+        self.root = root
+        self._overrides = overrides
+        self._done = threading.Event()
+        self._session: Session | None = None
+        self._errors: list[str] = []
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        threading.Thread(target=self._open, name="delphi-open", daemon=True).start()
+
+    def _open(self) -> None:
+        try:
+            session = _session(self._overrides, self.root, self._errors)
+        except Exception as e:  # said on every call, never a silent exit
+            self._errors.append(f"Delphi cannot open {self.root}: {type(e).__name__}: {e}")
+            self._done.set()
+            return
+        with self._lock:
+            if self._closed or not session.engines:  # stopped meanwhile, or the folder refused: nothing to keep
+                session.shutdown()
+            else:
+                self._session = session
+        self._done.set()
+
+    def get(self) -> Session:
+        """The open session (waits for the open); raises OpeningFailed with the reason if there is none."""
+        self._done.wait()
+        if self._session is None:
+            raise OpeningFailed("; ".join(self._errors) or f"Delphi cannot open {self.root}")
+        return self._session
+
+    def close(self, wait_s: float = 60.0) -> None:
+        """Shut the session down, waiting for an open in progress so no store is left half-open."""
+        self._done.wait(wait_s)
+        with self._lock:
+            self._closed = True
+            session, self._session = self._session, None
+        if session is not None:
+            session.shutdown()
+
+
+class OpeningFailed(Exception):
+    """The workspace could not be opened; the message says why."""
 
 
 def project_root(start: Path) -> Path:
@@ -57,7 +114,6 @@ def index_dir_of(root: Path, overrides: dict[str, Any]) -> Path:
 
 def run_mcp(path: str | None, overrides: dict[str, Any], connect: bool = True) -> int:
     from .daemon import find_daemon
-    from .server import build_server, local_call, serve_stdio
 
     root = Path(path).expanduser().resolve() if path is not None else project_root(Path.cwd())
     if not root.is_dir():
@@ -69,13 +125,15 @@ def run_mcp(path: str | None, overrides: dict[str, Any], connect: bool = True) -
         print(f"delphi mcp: forwarding to the daemon at {url}", file=sys.stderr, flush=True)
         anyio.run(_proxy, url, token, root, index_dir)
         return 0
-    session = _session(overrides, root)
-    if not session.engines:
-        return 2
+    from .server import build_server, local_call, serve_stdio
+
+    opening = Opening(overrides, root)
+    server = build_server(local_call(opening.get))
+    opening.start()
     try:
-        anyio.run(serve_stdio, build_server(local_call(session)))
+        anyio.run(serve_stdio, server)
     finally:
-        session.shutdown()
+        opening.close()
     return 0
 
 

@@ -44,10 +44,21 @@ def to_result(out: ToolOutput) -> types.CallToolResult:
                                 structured_content=out.structured, is_error=out.is_error)
 
 
-def local_call(session: Session) -> Call:
+def local_call(session: Session | Callable[[], Session]) -> Call:
+    """Calls answered by ``session`` in this process; a callable gives it when ready (``delphi mcp`` opens it
+    beside the stdio loop) or raises with why there is none."""
+    get = session if callable(session) else (lambda: session)
+
+    def answer(name: str, args: dict[str, Any]) -> ToolOutput:
+        try:
+            sess = get()
+        except Exception as e:  # the folder could not be opened: every call says why
+            return ToolOutput(str(e), {"error": {"field": None, "message": str(e)}}, True)
+        return run_tool(sess, name, args)
+
     async def call(name: str, args: dict[str, Any]) -> types.CallToolResult:
         try:
-            out = await anyio.to_thread.run_sync(run_tool, session, name, args)
+            out = await anyio.to_thread.run_sync(answer, name, args)
         except Exception as e:  # a failure inside the engine answers as an error; the server keeps serving
             log.exception("tool %s failed", name)
             out = ToolOutput(f"Delphi failed on this call: {type(e).__name__}: {e}", {"error": {"field": None}}, True)

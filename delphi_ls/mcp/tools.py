@@ -168,6 +168,8 @@ def run_tool(session: Session, name: str, args: Any) -> ToolOutput:
             return ToolOutput(text, _fit_structured(data, len(text)))
         if name == "symbols":
             req_s = SymbolsRequest.from_wire(args)
+            if not req_s.query.strip():  # as the CLI: an agent asks for a name (the editor's empty query lists all)
+                raise RequestError("query", "must not be empty (a name, or the start of one)")
             rows = session.symbols(req_s)
             lines = [f"{len(rows)} definitions matching {shown_question(req_s.query)}"]
             lines += [f"{shown(r['name'])}  {r['kind']}  {shown(r['path'])}:{r['line']}"
