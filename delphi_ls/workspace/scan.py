@@ -16,7 +16,7 @@ import errno
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,11 +72,58 @@ class ScanResult:
     skipped: dict[str, str] = field(default_factory=dict)  # path -> reason
 
 
+class _Spec:
+    """One ignore file's patterns, with one regular expression that any of them matching matches. Most paths a
+    walk checks match none, and pathspec tries each pattern in Python: at the 100k workspace (163,100 checks
+    against 41 patterns on average) that was 18 of a 29 s scan under the profiler, the staleness check every
+    health report runs and every catch-up's walk (session 24). A path the quick test matches is decided by
+    pathspec itself (the last matching pattern wins), so the verdicts are pathspec's."""
+
+    __slots__ = ("spec", "_any")
+
+    def __init__(self, patterns: list[GitIgnoreSpecPattern]) -> None:
+        self.spec = pathspec.PathSpec(patterns)
+        regexes = [p.regex.pattern for p in patterns if p.include is not None and p.regex is not None]
+        # Group names repeat across patterns (`ps_d`); the quick test needs no groups.
+        plain = [re.sub(r"\(\?P<[A-Za-z_]\w*>", "(?:", r) for r in regexes]
+        self._any: Callable[[str], object] = _no_match  # no pattern with a verdict: pathspec gives None
+        if plain:
+            # Most lines are a name anywhere (`*.pyc`, `node_modules/`): `^(?:.+/)?TAIL`. Their tails go in one
+            # group behind one such prefix, which the engine then backtracks through once, not once per line
+            # (26 → N µs a check at the 100k workspace).
+            anywhere = [r[len(_ANYWHERE):] for r in plain if r.startswith(_ANYWHERE)]
+            rest = [r for r in plain if not r.startswith(_ANYWHERE)]
+            alts = ([_ANYWHERE + "(?:" + "|".join(f"(?:{t})" for t in anywhere) + ")"] if anywhere else []) + rest
+            try:
+                quick = re.compile("|".join(f"(?:{r})" for r in alts))
+            except re.error:  # not seen (an inline flag mid-expression would do it): pathspec alone decides
+                self._any = _any_match
+                return
+            # Every gitignore regex is anchored at the start (`^`): `match` tries each alternative once.
+            self._any = quick.match if all(r.startswith("^") for r in plain) else quick.search
+
+    def include(self, probe: str) -> bool | None:
+        if self._any(probe) is None:
+            return None
+        return self.spec.check_file(probe).include
+
+
+_ANYWHERE = "^(?:.+/)?"
+
+
+def _no_match(_probe: str) -> None:
+    return None
+
+
+def _any_match(_probe: str) -> bool:
+    return True
+
+
 class _Ignores:
     """Gitignore specs, each anchored at the folder that holds it; a child folder's view shares its
     parent's specs (immutable), so the walk needs no recursion and no push/pop."""
 
-    def __init__(self, specs: tuple[tuple[str, pathspec.PathSpec], ...] = ()) -> None:
+    def __init__(self, specs: tuple[tuple[str, _Spec], ...] = ()) -> None:
         self._specs = specs
 
     def child(self, base: str, lines: list[str]) -> _Ignores:
@@ -91,7 +138,7 @@ class _Ignores:
                 continue  # git ignores a line it cannot read; so do we
         if not patterns:
             return self
-        return _Ignores(self._specs + ((base, pathspec.PathSpec(patterns)),))
+        return _Ignores(self._specs + ((base, _Spec(patterns)),))
 
     def ignored(self, rel: str, is_dir: bool) -> bool:
         # Later (deeper) files win; within a file, pathspec applies negations in order.
@@ -100,14 +147,13 @@ class _Ignores:
             sub = rel[len(base) + 1:] if base else rel
             if base and not rel.startswith(base + "/"):
                 continue
-            probe = sub + "/" if is_dir else sub
-            res = spec.check_file(probe)
-            if res.include is not None:
-                verdict = res.include
+            include = spec.include(sub + "/" if is_dir else sub)
+            if include is not None:
+                verdict = include
         return bool(verdict)
 
 
-def _read_lines(p: Path) -> list[str]:
+def _read_lines(p: str | Path) -> list[str]:
     """An ignore file's lines; a link in its place is not followed (its target could be anywhere)."""
     try:
         fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -152,7 +198,8 @@ def scan(root: Path, max_file_bytes: int, extra_ignores: list[str] | None = None
     stack: list[tuple[Iterator[os.DirEntry[str]], str, _Ignores]] = []
 
     def enter(dir_abs: str, dir_rel: str, ign: _Ignores) -> None:
-        ign = ign.child(dir_rel, _read_lines(Path(dir_abs) / ".gitignore"))
+        # A string join: a Path per folder was 2 of the 100k workspace's 13 s scan under the profiler.
+        ign = ign.child(dir_rel, _read_lines(os.path.join(dir_abs, ".gitignore")))
         try:
             with os.scandir(dir_abs) as it:
                 entries = sorted(it, key=lambda e: e.name)
