@@ -176,7 +176,9 @@ class Engine:
         # Its own lock: opening Chroma imports chromadb (1.3 s of CPU), and under the view's lock a server's
         # first question waited for the health report's open while the exact search it needed was loaded
         # (a `delphi mcp` first answer 1.37 s, the question's own work 15 ms; session 24).
-        self._vectors_lock = threading.Lock()
+        # Taken after _lock where both are held (close, the catch-up's reopen), never before it.
+        self._vectors_lock = threading.RLock()
+        self._vectors_closed = False  # close() ran: an open that was waiting must not leave a client behind
         self._exact: ExactVectors | None = None  # the exact search's matrix, per index generation
         self._exact_key: tuple[Any, ...] | None = None
         self._probe: dict[str, Any] | None = None
@@ -274,14 +276,17 @@ class Engine:
         ``vector_search = "hnsw"``). A failure to open goes into ``problems`` (health shows it)."""
         if not self._vectors_opened and self.settings.vectors:
             with self._vectors_lock:
-                if not self._vectors_opened:
-                    self._vectors_opened = True
+                if not self._vectors_opened and not self._vectors_closed:
                     try:
                         self._vectors = VectorStore(self.index_dir / "chroma", self._collection_name(),
                                                     self.settings.chroma_url)
                     except Exception as e:
                         self.problems["vector_store"] = (f"Chroma unavailable ({self.settings.chroma_url or 'embedded'}): "
                                                          f"{e}")
+                    finally:
+                        # Set once the store is there: another thread meanwhile waits on the lock above
+                        # instead of reading None (an HNSW query with no searcher, a run skipping its vectors).
+                        self._vectors_opened = True
         return self._vectors
 
     @vectors.setter
@@ -580,13 +585,14 @@ class Engine:
         """Embedded Chroma keeps its index in memory; after another process wrote, reopen before writing
         so this one does not write back its older picture."""
         gen = self.meta.get_state("generation", 0)
-        if gen != self._generation and self._vectors is not None and not self.settings.chroma_url:
-            self._vectors.close()
-            try:
-                self.vectors = VectorStore(self.index_dir / "chroma", self._collection_name(), None)
-            except Exception as e:
-                self.vectors = None
-                self.problems["vector_store"] = f"Chroma unavailable (embedded): {e}"
+        with self._vectors_lock:  # an open under way finishes first, and is then reopened if it is behind
+            if gen != self._generation and self._vectors is not None and not self.settings.chroma_url:
+                self._vectors.close()
+                try:
+                    self.vectors = VectorStore(self.index_dir / "chroma", self._collection_name(), None)
+                except Exception as e:
+                    self.vectors = None
+                    self.problems["vector_store"] = f"Chroma unavailable (embedded): {e}"
         self._generation = gen
 
     def _catch_up(self) -> None:
@@ -1332,7 +1338,8 @@ class Engine:
         self.stop_indexing()
         got = self._index_lock.acquire(timeout=120)
         try:
-            with self._lock:
+            with self._lock, self._vectors_lock:  # an open of Chroma under way finishes, then is closed
+                self._vectors_closed = True
                 self.lexical.close()
                 if self._vectors is not None:
                     self._vectors.close()

@@ -16,7 +16,7 @@ from typing import Any
 _CONTROLS = [*range(32), *range(127, 160)]
 # Line and paragraph separators split a line for `str.splitlines()` and many readers; the bidi controls reorder
 # what is shown from what is there ("trojan source", CVE-2021-42574): a name can read as another.
-_UNICODE_CONTROLS = [0x2028, 0x2029, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
+_UNICODE_CONTROLS = [0x2028, 0x2029, 0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
 _SHOWN_PATH = {c: f"\\x{c:02x}" for c in _CONTROLS} | {c: f"\\u{c:04x}" for c in _UNICODE_CONTROLS}
 _SHOWN_TEXT = {c: v for c, v in _SHOWN_PATH.items() if chr(c) not in "\t\n"}
 # A question is echoed in a header line; pasted logs run to megabytes (the whole of one pushed the answer out

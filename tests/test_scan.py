@@ -99,9 +99,11 @@ def test_the_quick_ignore_test_gives_pathspecs_verdicts() -> None:
     from delphi_ls.workspace.scan import GitIgnoreSpecPattern, _Spec
 
     rng = random.Random(7)
-    parts = ["a", "b", "build", "node_modules", "x.pyc", "keep.pyc", "docs", "y.md", "src", "Foo.JS", "lib", ".env"]
+    parts = ["a", "b", "build", "node_modules", "x.pyc", "keep.pyc", "docs", "y.md", "src", "Foo.JS", "lib", ".env",
+             "xqy", "xPy", "(", "<"]
     lines = ["*.pyc", "/build", "node_modules/", "!keep.pyc", "docs/**/*.md", "a/b", "!/a", "**/lib", "*.js", "src/*",
-             "!src/keep", "z/", "[ab]", "?.md", "\\!x", ".env*", "/*.md", "**", "a/**", "!**/z", "foo bar", "b/", "!b/"]
+             "!src/keep", "z/", "[ab]", "?.md", "\\!x", ".env*", "/*.md", "**", "a/**", "!**/z", "foo bar", "b/", "!b/",
+             "x[(?P<q>]y", "[(?P<ps_d>]", "a/[(]*"]  # a line's own `(?P<` inside a class (review, session 24)
     checked = matched = 0
     for _ in range(600):
         patterns = [GitIgnoreSpecPattern(rng.choice(lines)) for _ in range(rng.randint(1, 8))]

@@ -12,6 +12,7 @@ def test_separators_and_bidi_controls_show_as_text() -> None:
     assert out == "evil\\u2028SECRET\\u202etxt.py\\u2066x\\u2069"
     assert len(out.splitlines()) == 1
     assert shown_text("a\tb\nc\u2029d") == "a\tb\nc\\u2029d"
+    assert shown("x\u061cy") == "x\\u061cy"  # the Arabic letter mark, a bidi control too
     assert shown("naïve/日本.py") == "naïve/日本.py"  # letters are not controls
 
 

@@ -38,8 +38,12 @@ def _session(overrides: dict[str, Any], root: Path, errors: list[str] | None = N
                 errors.append(text)
 
     session = Session(StderrEvents(), overrides)
-    session.start([root])
-    session.watch(WATCH_INTERVAL_S)  # no editor reports edits to these processes
+    try:
+        session.start([root])
+        session.watch(WATCH_INTERVAL_S)  # no editor reports edits to these processes
+    except BaseException:
+        session.shutdown()  # what it opened is closed (its locks too): this process goes on serving
+        raise
     return session
 
 
@@ -63,18 +67,19 @@ class Opening:
         threading.Thread(target=self._open, name="delphi-open", daemon=True).start()
 
     def _open(self) -> None:
+        errors: list[str] = []  # the open's own errors: later messages of the session are not the reason
         try:
-            session = _session(self._overrides, self.root, self._errors)
+            session = _session(self._overrides, self.root, errors)
+            with self._lock:
+                if self._closed or not session.engines:  # stopped meanwhile, or the folder refused: none kept
+                    session.shutdown()
+                else:
+                    self._session = session
         except Exception as e:  # said on every call, never a silent exit
-            self._errors.append(f"Delphi cannot open {self.root}: {type(e).__name__}: {e}")
-            self._done.set()
-            return
-        with self._lock:
-            if self._closed or not session.engines:  # stopped meanwhile, or the folder refused: nothing to keep
-                session.shutdown()
-            else:
-                self._session = session
-        self._done.set()
+            errors.append(f"Delphi cannot open {self.root}: {type(e).__name__}: {e}")
+        finally:
+            self._errors = list(errors)
+            self._done.set()  # calls and close() never wait on an open that ended
 
     def get(self) -> Session:
         """The open session (waits for the open); raises OpeningFailed with the reason if there is none."""

@@ -223,7 +223,7 @@ export function shown(s: string): string {
     // eslint-disable-next-line no-control-regex
     .replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`)
     // Line separators split a line for many readers; bidi controls make a name read as another (trojan source).
-    .replace(/[\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]/g,
+    .replace(/[\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g,
       (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
 }
 
