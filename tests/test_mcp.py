@@ -93,6 +93,27 @@ async def test_output_never_exceeds_the_cap(tmp_path: Path):
         size = len(_text(res)) + len(json.dumps(res.structured_content))
         assert size <= MAX_TOOL_TOKENS * 4, size
         assert "lowered to the cap" in _text(res)
+        _outside_fences(_text(res))  # every fence closed
+
+
+def test_spans_past_the_cap_are_left_out_whole_not_cut_inside_their_fence():
+    """The text's cap cut the last span midway, its fence left open and the truncation note read as code
+    (review, session 24). Spans that do not fit are now left out whole, and counted."""
+    from delphi_ls.api import ContextRequest
+    from delphi_ls.mcp.tools import CHARS_PER_TOKEN, MAX_TEXT_TOKENS, render_context
+
+    body = "".join(f"def handler_{j}(request):\n    return request.value + {j}\n\n" for j in range(400))
+    packed = [{"path": f"pkg/mod{i}.py", "startLine": 1, "endLine": 1200, "text": body, "why": "bm25", "whole": False}
+              for i in range(8)]
+    results = [{"path": p["path"], "rank": i + 1, "kind": "code", "why": "bm25 #1", "branches": {"bm25": i + 1},
+                "spans": [{"startLine": 1, "endLine": 1200}]} for i, p in enumerate(packed)]
+    ans = {"results": results, "packed": packed, "packedTokens": 8 * len(body) // 4, "query": {},
+           "branchesReady": {"bm25": "ready"}}
+    text = render_context(ans, ContextRequest.from_wire({"query": "handler"})).text
+    assert len(text) <= MAX_TEXT_TOKENS * CHARS_PER_TOKEN
+    outside = _outside_fences(text)
+    shown_spans = sum(ln.startswith("--- pkg/mod") for ln in outside)
+    assert 0 < shown_spans < 8 and outside[-1] == f"({8 - shown_spans} more spans left out to stay within the output cap)"
 
 
 async def test_a_file_name_cannot_add_a_line_and_a_long_question_does_not_push_the_answer_out(ws: Path, tmp_path: Path):
@@ -127,7 +148,8 @@ async def test_a_file_name_cannot_add_a_line_and_a_long_question_does_not_push_t
 
 
 def _outside_fences(text: str) -> list[str]:
-    """The lines of ``text`` that are not inside a backtick fence (closed by a run at least as long)."""
+    """The lines of ``text`` that are not inside a backtick fence (closed by a run at least as long); a fence
+    left open fails."""
     out, open_run = [], ""
     for ln in text.splitlines():
         run = re.match(r"`{3,}", ln)
@@ -138,6 +160,7 @@ def _outside_fences(text: str) -> list[str]:
             open_run = run.group(0)
         else:
             out.append(ln)
+    assert not open_run, "a fence is left open"
     return out
 
 

@@ -246,13 +246,26 @@ def render_context(ans: dict[str, Any], req: ContextRequest, notes: list[str] | 
     if packed:
         lines.append("")
         lines.append(f"Code ({ans.get('packedTokens', 0)} tokens):")
+        # Whole spans, best first, while they fit under the cap: a span cut midway left its fence open, with the
+        # truncation note read as code (review, session 24). The rest are counted, as the VS Code tool does.
+        room = MAX_TEXT_TOKENS * CHARS_PER_TOKEN - 100
+        size = sum(len(ln) + 1 for ln in lines)
+        left = 0
         for p in packed:
             why = f" ({shown(p['why'])})" if p.get("why") else ""
-            lines.append(f"--- {shown(p['path'])} lines {p['startLine']}-{p['endLine']}{why} ---")
             # Fenced: a file's own line `--- SECRET.py lines 1-9 ---` read as a span header Delphi never gave.
             body = shown_text(p["text"].rstrip("\n"))
             f = fence(body)
-            lines += [f + fence_lang(p["path"]), body, f]
+            block = [f"--- {shown(p['path'])} lines {p['startLine']}-{p['endLine']}{why} ---",
+                     f + fence_lang(p["path"]), body, f]
+            need = sum(len(ln) + 1 for ln in block)
+            if left or size + need > room:
+                left += 1
+                continue
+            lines += block
+            size += need
+        if left:
+            lines.append(f"({left} more span{'s' if left > 1 else ''} left out to stay within the output cap)")
     text = _cap("\n".join(lines))
     data = {"results": [{"path": r["path"], "rank": r["rank"], "kind": r["kind"], "why": r["why"],
                          "spans": r["spans"], "branches": r["branches"]} for r in ans["results"]],
