@@ -19,7 +19,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from . import __version__  # the package's __init__ is light: its heavy names load on first use
 from .core import KINDS, State, state_of  # standard library only, like this module's other imports
-from .shown import cut_note, fence, fence_lang, shown, shown_text
+from .shown import cut_note, fenced, shown, shown_text
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -273,9 +273,7 @@ def cmd_context(args: argparse.Namespace) -> int:
             for p in ans["packed"]:
                 why = f" — {shown_text(p['why'])}" if p.get("why") and not p["whole"] else ""
                 print(f"\n--- {shown(p['path'])} L{p['startLine']}-{p['endLine']}{' (whole file)' if p['whole'] else ''}{why}")
-                body = shown_text(p["text"].rstrip("\n"))
-                f = fence(body)  # no line of the file can pass for a span header or close the block
-                print(f"{f}{fence_lang(p['path'])}\n{body}\n{f}")
+                print(fenced(p["path"], p["text"]))  # no line of the file can pass for a span header
         print(f"({ans['timingsMs']['total']:.0f} ms)")
         sys.stdout.flush()
         eng.save_for_next()  # after the answer is out: the next command loads what this one read slowly

@@ -46,8 +46,16 @@ _LANG = re.compile(r"[A-Za-z0-9+#-]{1,10}")
 def fence_lang(path: str) -> str:
     """The info string after an opening fence: the file's extension when it is a plain word, else nothing (a name
     such as ``evil.\\n```\\n2. SECRET`` would close the fence from its info string)."""
-    ext = path.rsplit("/", 1)[-1].rpartition(".")[2] if "." in path.rsplit("/", 1)[-1] else ""
+    base = path.rsplit("/", 1)[-1]
+    ext = base.rpartition(".")[2] if "." in base else ""
     return ext if _LANG.fullmatch(ext) else ""
+
+
+def fenced(path: str, text: str) -> str:
+    """A file's text as printed, in a fence none of its lines can close (see :func:`fence`), with its language."""
+    body = shown_text(text.rstrip("\n"))
+    f = fence(body)
+    return f"{f}{fence_lang(path)}\n{body}\n{f}"
 
 
 def shown_question(query: str) -> str:

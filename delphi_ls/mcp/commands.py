@@ -11,6 +11,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,17 +26,17 @@ if TYPE_CHECKING:
 WATCH_INTERVAL_S = 2.0
 
 
-def _session(overrides: dict[str, Any], root: Path, errors: list[str] | None = None) -> Session:
+def _session(overrides: dict[str, Any], root: Path, on_error: Callable[[str], None] | None = None) -> Session:
     """A session whose messages go to stderr (stdout is the protocol's; MCP clients log stderr); its error
-    messages are also kept in ``errors``. Imported here, not at the top: a `delphi mcp` that forwards to a
+    messages also go to ``on_error``. Imported here, not at the top: a `delphi mcp` that forwards to a
     daemon never loads the engine."""
     from ..session import Session, SessionEvents
 
     class StderrEvents(SessionEvents):
         def message(self, severity: str, text: str) -> None:
             print(f"delphi {severity}: {text}", file=sys.stderr, flush=True)
-            if severity == "error" and errors is not None:
-                errors.append(text)
+            if severity == "error" and on_error is not None:
+                on_error(text)
 
     session = Session(StderrEvents(), overrides)
     try:
@@ -50,7 +51,7 @@ def _session(overrides: dict[str, Any], root: Path, errors: list[str] | None = N
 class Opening:
     """`delphi mcp`'s session, opened beside the stdio loop once the loop is built. The client's `initialize`
     is answered when the MCP SDK is imported instead of after the engine's imports and the index's open as well
-    (2.40 s → see bench/RESULTS.md "Session 24"): Codex gives a server 10 s to start by default, and under load
+    (2.0 → 1.3 s on the shipyard fixture, bench/RESULTS.md "Session 24"): Codex gives a server 10 s to start by default, and under load
     that start took 6-12.8 s. Calls wait for the open; a folder that cannot be opened answers every call with
     the reason (it used to exit 2 before `initialize`, which clients show as "connection closed")."""
 
@@ -66,19 +67,21 @@ class Opening:
     def start(self) -> None:
         threading.Thread(target=self._open, name="delphi-open", daemon=True).start()
 
+    def _error(self, text: str) -> None:
+        if not self._done.is_set():  # the open's own errors: later messages of the session are not the reason
+            self._errors.append(text)
+
     def _open(self) -> None:
-        errors: list[str] = []  # the open's own errors: later messages of the session are not the reason
         try:
-            session = _session(self._overrides, self.root, errors)
+            session = _session(self._overrides, self.root, self._error)
             with self._lock:
                 if self._closed or not session.engines:  # stopped meanwhile, or the folder refused: none kept
                     session.shutdown()
                 else:
                     self._session = session
         except Exception as e:  # said on every call, never a silent exit
-            errors.append(f"Delphi cannot open {self.root}: {type(e).__name__}: {e}")
+            self._errors.append(f"Delphi cannot open {self.root}: {type(e).__name__}: {e}")
         finally:
-            self._errors = list(errors)
             self._done.set()  # calls and close() never wait on an open that ended
 
     def get(self) -> Session:

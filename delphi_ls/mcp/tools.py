@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..api import KINDS, ContextRequest, RelatedRequest, RequestError, SymbolsRequest
 from ..core import State, state_of
-from ..shown import cut_note, fence, fence_lang, shown, shown_question, shown_text
+from ..shown import cut_note, fenced, shown, shown_question
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -254,10 +254,8 @@ def render_context(ans: dict[str, Any], req: ContextRequest, notes: list[str] | 
         for p in packed:
             why = f" ({shown(p['why'])})" if p.get("why") else ""
             # Fenced: a file's own line `--- SECRET.py lines 1-9 ---` read as a span header Delphi never gave.
-            body = shown_text(p["text"].rstrip("\n"))
-            f = fence(body)
             block = [f"--- {shown(p['path'])} lines {p['startLine']}-{p['endLine']}{why} ---",
-                     f + fence_lang(p["path"]), body, f]
+                     fenced(p["path"], p["text"])]
             need = sum(len(ln) + 1 for ln in block)
             if left or size + need > room:
                 left += 1
