@@ -595,3 +595,19 @@ def test_loading_an_index_another_engine_has_open_is_refused(built, tmp_path: Pa
             Engine.load_snapshot(snap, other, index_dir=idx, vectors=False)
         assert eng.counts() == counts and eng.check_stores() == {}
     Engine.load_snapshot(snap, other, index_dir=idx, vectors=False)  # closed: loads
+
+
+def test_a_snapshot_inside_the_workspace_is_refused(built, tmp_path: Path) -> None:
+    """A newcomer's finding (session 25): `--out ./inside.delphi-snapshot` in the checkout wrote it there,
+    because the refusal (a ValueError) was raised inside the try that caught relative_to's ValueError."""
+    ws, _snap, _answers = built
+    with Engine(ws, index_dir=ws.parent.parent / "index-a") as eng:
+        for out in (ws / "inside.delphi-snapshot", ws / "src" / ".." / "deep.delphi-snapshot"):
+            with pytest.raises(SnapshotError, match="inside the workspace"):
+                eng.snapshot(out)
+            assert not out.exists()
+    proc = subprocess.run([sys.executable, "-m", "delphi_ls.cli", "snapshot", "create", ".", "--out",
+                           "./inside.delphi-snapshot", "--index-dir", str(ws.parent.parent / "index-a")],
+                          cwd=ws, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "inside the workspace" in proc.stderr, (proc.stdout, proc.stderr)
+    assert not (ws / "inside.delphi-snapshot").exists()

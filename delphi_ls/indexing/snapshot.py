@@ -173,12 +173,10 @@ def create(root: Path, index_dir: Path, writer: WriterLock, settings: Settings, 
     out = Path(out).resolve()
     if out.is_dir():
         raise SnapshotError(f"--out {out} is a folder; name the snapshot file to write")
-    try:
-        out.relative_to(root)
+    # (SnapshotError is a ValueError: a try/except around relative_to() once swallowed this refusal.)
+    if out.is_relative_to(Path(root).resolve()):
         raise SnapshotError(f"the snapshot {out} would be written inside the workspace {root}; write it elsewhere "
                             "(an index holds the text of every indexed file)")
-    except ValueError:
-        pass
     stage = index_dir / f".snapshot-out-{os.getpid()}"
     shutil.rmtree(stage, ignore_errors=True)
     stage.mkdir(mode=0o700)
