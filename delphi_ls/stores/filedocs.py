@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..core.tokens import STOPWORDS, token_string
-from .meta import MetaStore
+from .meta import MetaStore, transaction
 
 # Bumped when what a document holds changes: a full index run refills every document from the manifest.
 FILEDOCS_VERSION = 3
@@ -205,8 +205,7 @@ class FileDocs:
         db = self.meta.db
         moved = False
         with self.meta._lock:
-            db.execute("BEGIN")
-            try:
+            with transaction(db):
                 for d in docs:
                     old = db.execute("SELECT importers, imports FROM file_docs WHERE path=?", (d.path,)).fetchone()
                     moved = moved or old is None or old[1] != d.imports
@@ -215,18 +214,13 @@ class FileDocs:
                     db.execute("INSERT INTO file_docs VALUES (?,?,?,?,?,?,?)",
                                (d.path, d.pathwords, d.about, d.defs, d.keywords, d.imports,
                                 old[0] if old else d.importers))
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
         return moved
 
     def remove(self, paths: Iterable[str]) -> None:
         db = self.meta.db
         with self.meta._lock:
-            db.execute("BEGIN")
-            db.executemany("DELETE FROM file_docs WHERE path=?", [(p,) for p in paths])
-            db.execute("COMMIT")
+            with transaction(db):
+                db.executemany("DELETE FROM file_docs WHERE path=?", [(p,) for p in paths])
 
     def prune(self) -> int:
         """Drop documents of files the manifest does not list (a full run's last step)."""
@@ -251,9 +245,8 @@ class FileDocs:
             changed = [(w, p) for p, old in stored.items()
                        if (w := importer_words(importers.get(p, ()))) != (old or "")]
             if changed:
-                db.execute("BEGIN")
-                db.executemany("UPDATE file_docs SET importers=? WHERE path=?", changed)
-                db.execute("COMMIT")
+                with transaction(db):
+                    db.executemany("UPDATE file_docs SET importers=? WHERE path=?", changed)
         return len(changed)
 
     def rebuild_from_manifest(self) -> int:
@@ -272,17 +265,12 @@ class FileDocs:
             imps: dict[str, list[str]] = {}
             for path, spec in db.execute("SELECT path, spec FROM imports"):
                 imps.setdefault(path, []).append(spec)
-            db.execute("BEGIN")
-            try:
+            with transaction(db):
                 db.execute("DELETE FROM file_docs")
                 for p in paths:
                     d = build_doc(p, texts.get(p, []), defs.get(p, []), imps.get(p, []))
                     db.execute("INSERT INTO file_docs VALUES (?,?,?,?,?,?,'')",
                                (d.path, d.pathwords, d.about, d.defs, d.keywords, d.imports))
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
         return len(paths)
 
     def count(self) -> int:

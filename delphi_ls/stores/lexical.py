@@ -74,6 +74,12 @@ class BulkSegmentWriter(SegmentWriter):
         if pdr:
             pdr.close()
 
+    def cancel(self) -> None:
+        # After commit() (a Ctrl-C between the commit and the end of its try lands in the caller's
+        # cancel): Whoosh raises "This writer is closed" over the interrupt. Nothing is left to cancel.
+        if not self.is_closed:
+            super().cancel()
+
 
 def schema() -> Schema:
     code = CodeTokenizer()

@@ -137,6 +137,28 @@ class FileWrite:
 _CHUNK_COLS = "id,path,ord,start_line,end_line,symbols,kind,content_hash,text"
 
 
+@contextmanager
+def transaction(db: sqlite3.Connection, mode: str = "") -> Iterator[None]:
+    """``BEGIN [mode]`` … ``COMMIT``; on any exception, an interrupt included, ``ROLLBACK`` while a
+    transaction is still open. A Ctrl-C can land after COMMIT took effect, with none left to roll back: a
+    bare ROLLBACK then raised "no transaction is active" over the KeyboardInterrupt (a newcomer's
+    finding, session 25), and a block without one left the connection inside a transaction."""
+    db.execute(f"BEGIN {mode}".rstrip())
+    try:
+        yield
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+
+
+def _rollback(db: sqlite3.Connection) -> None:
+    """ROLLBACK where a block's own try does it: only while a transaction is open (see transaction)."""
+    if db.in_transaction:
+        db.execute("ROLLBACK")
+
+
 def _chunk(r: tuple) -> ChunkRow:
     return ChunkRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], r[7], r[8])
 
@@ -252,13 +274,13 @@ class MetaStore:
                 change()
             self.db.execute("COMMIT")
         except sqlite3.OperationalError as e:
-            self.db.execute("ROLLBACK")
+            _rollback(self.db)
             if not _readonly(e):
                 raise
             log.warning("%s: %s (%s)", self.path, refused, e)
             return False
         except BaseException:
-            self.db.execute("ROLLBACK")
+            _rollback(self.db)
             raise
         return True
 
@@ -357,16 +379,15 @@ class MetaStore:
         """Forget every indexed file (for a rebuild); the embedding cache and model identity stay, so
         the rebuild embeds nothing that was embedded before."""
         with self._lock:
-            self.db.execute("BEGIN")
-            # The trigram index emptied at once (no row-by-row delete by the trigger): watermark 0, so the
-            # deletes below leave it alone and the rebuild's chunks are added in bulk (build_grams).
-            self.db.execute("INSERT INTO chunk_grams(chunk_grams) VALUES ('delete-all')")
-            self.db.execute("INSERT OR REPLACE INTO state VALUES ('grams_upto', '0')")
-            for table in ("files", "chunks", "symbols", "imports", "skipped", "cochange", "changes", "commit_messages",
-                          "chroma_pending"):
-                self.db.execute(f"DELETE FROM {table}")
-            self.db.execute("DELETE FROM state WHERE key IN ('lexical_ready', 'parser_version', 'cochange')")
-            self.db.execute("COMMIT")
+            with transaction(self.db):
+                # The trigram index emptied at once (no row-by-row delete by the trigger): watermark 0, so the
+                # deletes below leave it alone and the rebuild's chunks are added in bulk (build_grams).
+                self.db.execute("INSERT INTO chunk_grams(chunk_grams) VALUES ('delete-all')")
+                self.db.execute("INSERT OR REPLACE INTO state VALUES ('grams_upto', '0')")
+                for table in ("files", "chunks", "symbols", "imports", "skipped", "cochange", "changes",
+                              "commit_messages", "chroma_pending"):
+                    self.db.execute(f"DELETE FROM {table}")
+                self.db.execute("DELETE FROM state WHERE key IN ('lexical_ready', 'parser_version', 'cochange')")
             self._moved += 1
 
     # --- files -------------------------------------------------------------
@@ -409,14 +430,9 @@ class MetaStore:
             delta = {"files": 0, "chunks": 0, "vectors": 0, "symbols": 0}
             # IMMEDIATE: the write lock first (with the busy timeout), since the transaction reads before it
             # writes: a deferred one fails at once when another connection committed in between (review).
-            self.db.execute("BEGIN IMMEDIATE")
-            try:
+            with transaction(self.db, "IMMEDIATE"):
                 for w in writes:
                     self._replace_one(w, delta)
-                self.db.execute("COMMIT")
-            except BaseException:
-                self.db.execute("ROLLBACK")
-                raise
             if tally is not None:
                 for k, v in delta.items():
                     tally[k] += v
@@ -496,17 +512,16 @@ class MetaStore:
     def remove_files(self, paths: Iterable[str]) -> None:
         with self._lock, self._counted() as tally:
             gone = {"files": 0, "chunks": 0, "vectors": 0, "symbols": 0}
-            self.db.execute("BEGIN IMMEDIATE")  # reads before it writes (replace_file)
-            for p in paths:
-                n, emb = self.db.execute("SELECT COUNT(*), COALESCE(SUM(embedded), 0) FROM chunks WHERE path=?",
-                                         (p,)).fetchone()
-                gone["files"] += self.db.execute("DELETE FROM files WHERE path=?", (p,)).rowcount
-                self.db.execute("DELETE FROM chunks WHERE path=?", (p,))
-                gone["chunks"] += n
-                gone["vectors"] += emb
-                gone["symbols"] += self.db.execute("DELETE FROM symbols WHERE path=?", (p,)).rowcount
-                self.db.execute("DELETE FROM imports WHERE path=?", (p,))
-            self.db.execute("COMMIT")
+            with transaction(self.db, "IMMEDIATE"):  # reads before it writes (replace_file)
+                for p in paths:
+                    n, emb = self.db.execute("SELECT COUNT(*), COALESCE(SUM(embedded), 0) FROM chunks "
+                                             "WHERE path=?", (p,)).fetchone()
+                    gone["files"] += self.db.execute("DELETE FROM files WHERE path=?", (p,)).rowcount
+                    self.db.execute("DELETE FROM chunks WHERE path=?", (p,))
+                    gone["chunks"] += n
+                    gone["vectors"] += emb
+                    gone["symbols"] += self.db.execute("DELETE FROM symbols WHERE path=?", (p,)).rowcount
+                    self.db.execute("DELETE FROM imports WHERE path=?", (p,))
             if tally is not None:
                 for k, v in gone.items():
                     tally[k] -= v
@@ -518,10 +533,9 @@ class MetaStore:
     # --- skipped -----------------------------------------------------------
     def set_skipped(self, skipped: dict[str, str]) -> None:
         with self._lock:
-            self.db.execute("BEGIN")
-            self.db.execute("DELETE FROM skipped")
-            self.db.executemany("INSERT OR REPLACE INTO skipped VALUES (?, ?)", list(skipped.items()))
-            self.db.execute("COMMIT")
+            with transaction(self.db):
+                self.db.execute("DELETE FROM skipped")
+                self.db.executemany("INSERT OR REPLACE INTO skipped VALUES (?, ?)", list(skipped.items()))
 
     def add_skipped(self, path: str, reason: str) -> None:
         with self._lock:
@@ -599,28 +613,26 @@ class MetaStore:
 
     def mark_embedded(self, ids: list[str]) -> None:
         with self._lock, self._counted() as tally:
-            self.db.execute("BEGIN")
-            marked = self.db.executemany("UPDATE chunks SET embedded=1 WHERE id=? AND embedded=0",
-                                         [(i,) for i in ids]).rowcount
-            self.db.execute("COMMIT")
+            with transaction(self.db):
+                marked = self.db.executemany("UPDATE chunks SET embedded=1 WHERE id=? AND embedded=0",
+                                             [(i,) for i in ids]).rowcount
             if tally is not None:
                 tally["vectors"] += marked
 
     def reset_embedded(self) -> None:
         with self._lock:
-            self.db.execute("BEGIN")
-            self.db.execute("UPDATE chunks SET embedded=0")
-            self.db.execute("DELETE FROM chroma_pending")  # Chroma is emptied and refilled: nothing is owed
-            self.db.execute("COMMIT")
+            with transaction(self.db):
+                self.db.execute("UPDATE chunks SET embedded=0")
+                self.db.execute("DELETE FROM chroma_pending")  # Chroma is emptied and refilled: nothing is owed
             self._moved += 1
 
     # --- Chroma writes left for later ----------------------------------------
     def defer_chroma(self, ids: list[str], op: str) -> None:
         """Owe Chroma ``op`` ('add' or 'del') for ``ids``; the later word for an id wins."""
         with self._lock:
-            self.db.execute("BEGIN")
-            self.db.executemany("INSERT OR REPLACE INTO chroma_pending VALUES (?, ?)", [(i, op) for i in ids])
-            self.db.execute("COMMIT")
+            with transaction(self.db):
+                self.db.executemany("INSERT OR REPLACE INTO chroma_pending VALUES (?, ?)",
+                                    [(i, op) for i in ids])
 
     def chroma_pending(self) -> tuple[list[str], list[ChunkRow]]:
         """What Chroma is owed, as it stands now: ids to delete (no longer in the manifest: a 'del' for a
@@ -745,14 +757,9 @@ class MetaStore:
         if not self.bulk_grams:
             return
         with self._lock:
-            self.db.execute("BEGIN IMMEDIATE")
-            try:
+            with transaction(self.db, "IMMEDIATE"):
                 self.db.execute("INSERT OR IGNORE INTO state SELECT 'grams_upto', CAST(COALESCE(MAX(rowid), 0) "
                                 "AS TEXT) FROM chunks")
-                self.db.execute("COMMIT")
-            except BaseException:
-                self.db.execute("ROLLBACK")
-                raise
 
     def build_grams(self, batch: int = GRAMS_BATCH, finish: bool = True) -> int:
         """Add every chunk above the watermark to the trigram index, ``batch`` chunks per transaction, each
@@ -784,7 +791,7 @@ class MetaStore:
                         self.db.execute("UPDATE state SET value=? WHERE key='grams_upto'", (str(hi),))
                     self.db.execute("COMMIT")
                 except BaseException:
-                    self.db.execute("ROLLBACK")
+                    _rollback(self.db)
                     raise
             if hi is None:
                 return added
@@ -853,19 +860,19 @@ class MetaStore:
                      changes: dict[str, float] | None = None,
                      messages: list[tuple[str, list[str]]] | None = None) -> None:
         with self._lock:
-            self.db.execute("BEGIN")
-            self.db.execute("DELETE FROM cochange")
-            self.db.execute("DELETE FROM changes")
-            self.db.execute("DELETE FROM commit_messages")
-            self.db.executemany("INSERT INTO cochange VALUES (?,?,?)", [(a, b, w) for (a, b), w in pairs.items()])
-            self.db.executemany("INSERT INTO changes VALUES (?,?)", list((changes or {}).items()))
-            self.db.executemany("INSERT INTO commit_messages VALUES (?,?)",
-                                [(m, json.dumps(files)) for m, files in messages or ()])
-            self.db.execute("INSERT OR REPLACE INTO state VALUES ('cochange', ?)",
-                            (json.dumps({"head": head, "commits": commits, "pairs": len(pairs),
-                                         "messages": len(messages or ()), "version": version,
-                                         "read": uuid.uuid4().hex}),))  # readers' caches key on it
-            self.db.execute("COMMIT")
+            with transaction(self.db):
+                self.db.execute("DELETE FROM cochange")
+                self.db.execute("DELETE FROM changes")
+                self.db.execute("DELETE FROM commit_messages")
+                self.db.executemany("INSERT INTO cochange VALUES (?,?,?)",
+                                    [(a, b, w) for (a, b), w in pairs.items()])
+                self.db.executemany("INSERT INTO changes VALUES (?,?)", list((changes or {}).items()))
+                self.db.executemany("INSERT INTO commit_messages VALUES (?,?)",
+                                    [(m, json.dumps(files)) for m, files in messages or ()])
+                self.db.execute("INSERT OR REPLACE INTO state VALUES ('cochange', ?)",
+                                (json.dumps({"head": head, "commits": commits, "pairs": len(pairs),
+                                             "messages": len(messages or ()), "version": version,
+                                             "read": uuid.uuid4().hex}),))  # readers' caches key on it
 
     def change_weights(self, paths: list[str]) -> dict[str, float]:
         """Each path's weighted change count in the history read for co-change (absent: never changed there)."""
@@ -959,10 +966,9 @@ class MetaStore:
 
     def cache_vectors(self, model: str, items: Iterator[tuple[str, np.ndarray]] | list[tuple[str, np.ndarray]]) -> None:
         with self._lock:
-            self.db.execute("BEGIN")
-            self.db.executemany("INSERT OR REPLACE INTO embed_cache VALUES (?,?,?)",
-                                [(model, h, v.astype(np.float32).tobytes()) for h, v in items])
-            self.db.execute("COMMIT")
+            with transaction(self.db):
+                self.db.executemany("INSERT OR REPLACE INTO embed_cache VALUES (?,?,?)",
+                                    [(model, h, v.astype(np.float32).tobytes()) for h, v in items])
 
     def embedded_vectors(self, model: str, paths: list[str] | None = None) -> list[tuple[str, str, bytes]]:
         """(chunk id, path, float32 blob) of every embedded chunk (or those of ``paths``) whose vector

@@ -159,6 +159,8 @@ class TantivyWriter:
 
     @_panics_as_errors
     def cancel(self) -> None:
+        if self._w is None:  # commit() released it already (a Ctrl-C inside commit lands here: session 25)
+            return
         try:
             self._w.rollback()
         finally:
