@@ -68,6 +68,19 @@ async def test_stdio_tools_answer_and_survive_bad_arguments(ws: Path, tmp_path: 
                             ({"query": "x", "anchors": ["/etc/passwd"]}, "anchors"), ({"query": "x", "kinds": ["z"]}, "kinds")]:
             bad = await client.call_tool("context", args)
             assert bad.is_error and field in _text(bad), (args, _text(bad))
+        # Named as the schema names them, with the schema's bounds; the api's camelCase aliases are not
+        # in the schema and are refused like any other unknown field (a newcomer's findings, session 25).
+        for args, said in [({"query": "x", "budget_tokens": 0}, "argument 'budget_tokens': must be an integer from 1 (at most 16000 are used)"),
+                           ({"query": "x", "budgetTokens": 500}, "argument 'budgetTokens': unknown field (known: "
+                            "query, anchors, draft, limit, budget_tokens, kinds, workspace)"),
+                           ({"query": "x", "limit": 0}, "argument 'limit': must be an integer between 1 and 500")]:
+            bad = await client.call_tool("context", args)
+            assert bad.is_error and _text(bad) == said, (args, _text(bad))
+        bad = await client.call_tool("related_code", {"path": "engine/src/lib.rs", "symbol": "BuildGraph"})
+        assert bad.is_error and _text(bad) == "argument 'symbol': unknown field (known: path, limit, workspace)"
+        sym = tools["symbols"].input_schema["properties"]
+        assert "definition's name" in sym["query"]["description"] and "default 50" in sym["limit"]["description"]
+        assert sym["limit"]["default"] == 50 and tools["context"].input_schema["properties"]["limit"]["default"] == 10
         bad = await client.call_tool("symbols", {"query": "  "})  # as the CLI: a name is asked for
         assert bad.is_error and _text(bad).startswith("argument 'query': must not be empty"), _text(bad)
         bad = await client.call_tool("related_tests", {"path": "../outside.py"})
@@ -351,3 +364,34 @@ async def test_a_folder_that_cannot_be_opened_says_why_on_every_call(ws: Path, t
         for tool, args in (("context", {"query": "BuildGraph"}), ("index_status", {})):
             res = await client.call_tool(tool, args)
             assert res.is_error and "Delphi cannot open" in _text(res) and str(ws.resolve()) in _text(res), _text(res)
+
+
+async def test_a_workspace_folder_that_does_not_exist_says_why_on_every_call(tmp_path: Path):
+    """`delphi mcp /nonexistent` exited 2 before `initialize` (a newcomer, session 25), which a client shows as
+    "connection closed": it serves, and every call names the folder and why."""
+    gone = tmp_path / "no-such-folder"
+    async with Client(stdio_params(gone, tmp_path / "index")) as client:
+        assert sorted(t.name for t in (await client.list_tools()).tools) == sorted(TOOL_NAMES)
+        for tool, args in (("context", {"query": "BuildGraph"}), ("index_status", {})):
+            res = await client.call_tool(tool, args)
+            assert res.is_error and _text(res) == f"Delphi cannot open {gone}: workspace folder not found: {gone}", \
+                _text(res)
+
+
+async def test_a_call_too_large_for_the_daemon_says_so(ws: Path, tmp_path: Path):
+    """Forwarded, a 5 MB question met the daemon's 4 MiB body limit (HTTP 413) and was reported as "the daemon
+    is not answering" (a newcomer, session 25). It is refused with its size, and the next call is answered."""
+    proc, _url, _token = _start_daemon(ws, tmp_path / "index")
+    try:
+        async with Client(stdio_params(ws, tmp_path / "index")) as client:
+            await _ready(client)
+            res = await client.call_tool("context", {"query": "BuildGraph " * 500_000})
+            assert res.is_error and "the Delphi daemon takes at most" in _text(res), _text(res)
+            assert "not answering" not in _text(res)
+            res = await client.call_tool("context", {"query": "BuildGraph " * 300_000})  # 3.3 MB: forwarded
+            assert not res.is_error and "the question has 3,300,000 characters" in _text(res), _text(res)[:500]
+            res = await client.call_tool("context", {"query": "BuildGraph"})
+            assert res.structured_content["results"][0]["path"] == "engine/src/lib.rs"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

@@ -8,6 +8,7 @@ opens the index itself, indexes in the background and answers meanwhile.
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 import threading
@@ -122,19 +123,30 @@ def index_dir_of(root: Path, overrides: dict[str, Any]) -> Path:
 
 def run_mcp(path: str | None, overrides: dict[str, Any], connect: bool = True) -> int:
     from .daemon import find_daemon
+    from .server import build_server, local_call, serve_stdio
 
     root = Path(path).expanduser().resolve() if path is not None else project_root(Path.cwd())
-    if not root.is_dir():
-        raise FileNotFoundError(f"workspace folder not found: {path}")
-    index_dir = index_dir_of(root, overrides)  # once: loading settings reports a repository's refusals
+    try:
+        if not root.is_dir():
+            raise FileNotFoundError(f"workspace folder not found: {path}")
+        index_dir = index_dir_of(root, overrides)  # once: loading settings reports a repository's refusals
+    except Exception as e:
+        # Served all the same, every call saying why: an exit before `initialize` shows in a client only as
+        # "connection closed" (a newcomer's `delphi mcp /nonexistent`, session 25).
+        reason = f"Delphi cannot open {root}: {e}"
+        print(f"delphi mcp: {reason}", file=sys.stderr, flush=True)
+
+        def refused() -> Session:
+            raise OpeningFailed(reason)
+
+        anyio.run(serve_stdio, build_server(local_call(refused)))
+        return 0
     found = find_daemon(index_dir) if connect else None
     if found is not None:
         url, token = found
         print(f"delphi mcp: forwarding to the daemon at {url}", file=sys.stderr, flush=True)
         anyio.run(_proxy, url, token, root, index_dir)
         return 0
-    from .server import build_server, local_call, serve_stdio
-
     opening = Opening(overrides, root)
     server = build_server(local_call(opening.get))
     opening.start()
@@ -149,6 +161,22 @@ def run_mcp(path: str | None, overrides: dict[str, Any], connect: bool = True) -
 # daemon (an editor's language server) may serve several and would otherwise answer for its first.
 FOLDER_TOOLS = ("context", "related_tests", "related_code", "symbols", "reindex")
 CALL_TIMEOUT_S = 120.0
+# The daemon's HTTP front refuses bodies over the MCP SDK's default of 4 MiB (413); a call is refused here
+# first, with why, instead of as "not answering" (session 25). The JSON-RPC envelope takes the rest.
+MAX_FORWARD_BYTES = 4 * 1024 * 1024 - 16 * 1024
+
+
+def too_large(args: dict[str, Any]) -> str | None:
+    """Why a call's arguments are too large to forward, or None."""
+    size = len(json.dumps(args).encode())
+    if size <= MAX_FORWARD_BYTES:
+        return None
+    # Imported here (0.1 s): a forwarder loads no engine.
+    from ..retrieval.query import QUESTION_HEAD_CHARS, QUESTION_TAIL_CHARS
+
+    return (f"this call's arguments are {size:,} bytes; the Delphi daemon takes at most {MAX_FORWARD_BYTES:,} per "
+            f"call. Send a shorter question: Delphi searches a long question's first {QUESTION_HEAD_CHARS:,} and "
+            f"last {QUESTION_TAIL_CHARS:,} characters only")
 
 
 async def _proxy(url: str, token: str, root: Path, index_dir: Path) -> None:
@@ -174,6 +202,8 @@ async def _proxy(url: str, token: str, root: Path, index_dir: Path) -> None:
     async def call(name: str, args: dict[str, Any]) -> Any:
         if name in FOLDER_TOOLS and "workspace" not in args:
             args = {**args, "workspace": str(root)}
+        if (big := too_large(args)) is not None:
+            return types.CallToolResult(content=[types.TextContent(type="text", text=big)], is_error=True)
         failure: Exception
         try:
             return await once(name, args)

@@ -9,10 +9,11 @@ the server module turns a :class:`ToolOutput` into the SDK's result type.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import MISSING, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from ..api import KINDS, ContextRequest, RelatedRequest, RequestError, SymbolsRequest
+from ..api import KINDS, MAX_LIMIT, ContextRequest, RelatedRequest, RequestError, SymbolsRequest
 from ..core import State, state_of
 from ..shown import cut_note, fenced, shown, shown_question
 
@@ -65,8 +66,10 @@ def _json_type(annotation: str) -> dict[str, Any]:
     return {"type": {"int": "integer", "str": "string", "bool": "boolean"}[base]}
 
 
-def schema_of(cls: type, drop: tuple[str, ...] = (), defaults: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A JSON schema for one of the api request types, from its dataclass fields."""
+def schema_of(cls: type, drop: tuple[str, ...] = (), defaults: dict[str, Any] | None = None,
+              docs: dict[str, str] | None = None) -> dict[str, Any]:
+    """A JSON schema for one of the api request types, from its dataclass fields (``docs``: this tool's own
+    words for a field, where FIELD_DOCS' are the context tool's)."""
     props: dict[str, Any] = {}
     required: list[str] = []
     hints = {f.name: str(f.type) for f in fields(cls)}
@@ -74,12 +77,16 @@ def schema_of(cls: type, drop: tuple[str, ...] = (), defaults: dict[str, Any] | 
         if f.name in drop:
             continue
         prop = _json_type(hints[f.name])
-        prop["description"] = FIELD_DOCS.get(f.name, "")
+        prop["description"] = (docs or {}).get(f.name, FIELD_DOCS.get(f.name, ""))
         default = (defaults or {}).get(f.name, f.default)
         if default is not MISSING and default is not None:
             prop["default"] = default
         if f.name == "kinds":
             prop["items"] = {"type": "string", "enum": list(KINDS)}
+        if f.name == "limit":
+            prop["minimum"], prop["maximum"] = 1, MAX_LIMIT
+        if f.name == "budget_tokens":
+            prop["minimum"] = 1  # no maximum: a larger budget is lowered to MAX_BUDGET_TOKENS, with a note
         props[f.name] = prop
         if f.default is MISSING and f.default_factory is MISSING:  # type: ignore[misc]
             required.append(f.name)
@@ -97,36 +104,42 @@ TOOLS: list[ToolSpec] = [
         "file name ('which tests cover grpc_proxy.go?'). Each file comes with why it was found; the text starts "
         "with the ranked list, then the packed code spans within budget_tokens. Call this first when you do not "
         "yet know which files matter. " + GREP_HINT,
-        schema_of(ContextRequest, defaults={"limit": DEFAULT_LIMIT, "budget_tokens": DEFAULT_BUDGET_TOKENS})),
+        schema_of(ContextRequest, defaults={"limit": DEFAULT_LIMIT, "budget_tokens": DEFAULT_BUDGET_TOKENS},
+                  docs={"limit": f"How many files to return (default {DEFAULT_LIMIT})."})),
     ToolSpec(
         "related_tests", "Tests of a source file",
         "The test files that exercise a source file (or one function or class in it), best first, each with why "
         "(named after it, imports it, mirrors its folder, uses its names, changes with it in git history). Use "
         "before or after editing a file to know which tests to read and run.",
-        schema_of(RelatedRequest)),
+        schema_of(RelatedRequest, docs={"limit": "How many test files to return (default 10)."})),
     ToolSpec(
         "related_code", "Source a test exercises",
         "The source files a test file exercises, best first, each with why. Use when a test fails and you need "
         "the code under test.",
-        schema_of(RelatedRequest, drop=("symbol",))),
+        schema_of(RelatedRequest, drop=("symbol",), docs={"limit": "How many source files to return (default 10)."})),
     ToolSpec(
         "symbols", "Find definitions by name",
         "Fuzzy search over the definitions (functions, classes, methods, types) in the workspace: exact, prefix, "
         "substring and subsequence matches of the name, with file and line. " + GREP_HINT,
-        schema_of(SymbolsRequest)),
+        schema_of(SymbolsRequest, docs={
+            "query": "A definition's name or part of it: 'HttpClient', 'parse_conf', 'retryBackoff' (exact, prefix, "
+                     "substring and subsequence matches).",
+            "limit": "How many definitions to return (default 50)."})),
     ToolSpec(
         "index_status", "Is the index ready?",
         "Whether Delphi's index of the workspace is ready, still indexing (with progress), stale, or degraded, "
-        "and why. 'indexing 40%' is a normal answer: context still answers from what is indexed so far.",
+        "and why. 'indexing (lexical: 40/200)' is a normal answer: context still answers from what is indexed so "
+        "far.",
         {"type": "object", "properties": {}, "additionalProperties": False}),
     ToolSpec(
         "reindex", "Re-index the workspace",
-        "Schedule a full incremental re-index (only changed files are redone). Rarely needed: edits are picked "
+        "Schedule a re-index of the workspace (only files that changed are redone). Rarely needed: edits are picked "
         "up on their own when an editor runs Delphi; use after large changes made outside an editor.",
         {"type": "object", "properties": {"workspace": {"type": "string", "description": FIELD_DOCS["workspace"]}},
          "additionalProperties": False}, read_only=False),
 ]
 TOOL_NAMES = [t.name for t in TOOLS]
+SPECS = {t.name: t for t in TOOLS}
 
 
 def _cap(text: str, limit_tokens: int = MAX_TEXT_TOKENS) -> str:
@@ -153,11 +166,14 @@ def run_tool(session: Session, name: str, args: Any) -> ToolOutput:
     if not isinstance(args, dict):
         return ToolOutput("arguments: must be an object", {"error": {"field": "arguments"}}, True)
     try:
+        spec = SPECS.get(name)
+        if spec is not None:
+            # The schema's names only (`additionalProperties: false`): the api also takes its camelCase wire
+            # names, which an agent reading this schema never sees (`budgetTokens` passed; session 25).
+            _no_args(args, tuple(spec.schema["properties"]))
         if name == "context":
             return _context(session, args)
         if name in ("related_tests", "related_code"):
-            if name == "related_code" and "symbol" in args:
-                raise RequestError("symbol", "unknown field for related_code (known: path, limit, workspace)")
             req = RelatedRequest.from_wire(args)
             rows = session.related_tests(req) if name == "related_tests" else session.related_code(req)
             what = "tests" if name == "related_tests" else "source files"
@@ -179,7 +195,6 @@ def run_tool(session: Session, name: str, args: Any) -> ToolOutput:
             text = _cap("\n".join(lines))
             return ToolOutput(text, _fit_structured(data, len(text)))
         if name == "index_status":
-            _no_args(args, ())
             st = session.status()
             lines = []
             for w in st["workspaces"]:
@@ -192,7 +207,6 @@ def run_tool(session: Session, name: str, args: Any) -> ToolOutput:
             lines += [f"settings: {shown(e)}" for e in st["settingsErrors"]]
             return ToolOutput(_cap("\n".join(lines) or "no workspace open"), st)
         if name == "reindex":
-            _no_args(args, ("workspace",))
             ws = args.get("workspace")
             if ws is not None and not isinstance(ws, str):
                 raise RequestError("workspace", "must be a folder path or URI")
@@ -200,8 +214,15 @@ def run_tool(session: Session, name: str, args: Any) -> ToolOutput:
             return ToolOutput(f"re-index scheduled for {', '.join(roots)}", {"scheduled": roots})
         return ToolOutput(f"unknown tool {name!r} (known: {', '.join(TOOL_NAMES)})", {"error": {"field": "name"}}, True)
     except RequestError as e:
-        return ToolOutput(f"argument '{e.field}': {str(e).removeprefix(e.field + ': ')}",
-                          {"error": {"field": e.field, "message": str(e)}}, True)
+        # Named as this tool's schema names it (`budget_tokens`, not the api's `budgetTokens`); an unknown field
+        # as the caller spelled it.
+        field, why = (e.field if e.field in args else _snake(e.field)), str(e).removeprefix(e.field + ": ")
+        return ToolOutput(f"argument '{field}': {why}", {"error": {"field": field, "message": f"{field}: {why}"}},
+                          True)
+
+
+def _snake(wire: str) -> str:
+    return re.sub(r"[A-Z]", lambda m: "_" + m.group(0).lower(), wire)
 
 
 def _no_args(args: dict[str, Any], allowed: tuple[str, ...]) -> None:
@@ -211,12 +232,16 @@ def _no_args(args: dict[str, Any], allowed: tuple[str, ...]) -> None:
 
 
 def _context(session: Session, args: dict[str, Any]) -> ToolOutput:
-    budget = args.get("budget_tokens", args.get("budgetTokens", DEFAULT_BUDGET_TOKENS))
+    budget = args.get("budget_tokens")
+    if budget is None:
+        budget = DEFAULT_BUDGET_TOKENS
+    if not isinstance(budget, int) or isinstance(budget, bool) or budget < 1:
+        raise RequestError("budget_tokens", f"must be an integer from 1 (at most {MAX_BUDGET_TOKENS} are used)")
     notes = []
-    if isinstance(budget, int) and not isinstance(budget, bool) and budget > MAX_BUDGET_TOKENS:
+    if budget > MAX_BUDGET_TOKENS:
         notes.append(f"budget_tokens {budget} lowered to the cap of {MAX_BUDGET_TOKENS}")
         budget = MAX_BUDGET_TOKENS
-    args = {k: v for k, v in args.items() if k not in ("budget_tokens", "budgetTokens")}
+    args = {k: v for k, v in args.items() if k != "budget_tokens"}
     req = ContextRequest.from_wire(args, limit=DEFAULT_LIMIT, budget_tokens=budget)
     ans = session.context(req)
     return render_context(ans, req, notes)
