@@ -253,7 +253,8 @@ def cmd_context(args: argparse.Namespace) -> int:
             eng.save_for_next()  # the exact matrix or view a big workspace took seconds to read, for the next
             return 0
         q = ans["query"]
-        print(f"query shape: {q['shape']}" + (f" (prefers {', '.join(q['prefer'])})" if q["prefer"] else ""))
+        print(f"query shape: {q['shape']}" + (f" (prefers {', '.join(q['prefer'])})" if q["prefer"] else "")
+              + (f"; asked around {shown(q['namedAnchor'])}, named in the question" if q.get("namedAnchor") else ""))
         for r in ans["results"]:
             branches = " ".join(f"{b}:{k}" for b, k in r["branches"].items())
             print(f"{r['rank']:>3}. {shown(r['path'])}  [{r['kind']}] ({branches})")

@@ -266,6 +266,8 @@ def render_context(ans: dict[str, Any], req: ContextRequest, notes: list[str] | 
             lines.append(f"note: branch {b}: {shown(s)}")
     if cut := cut_note(ans["query"]):
         lines.append(f"note: {cut}")
+    if named := ans["query"].get("namedAnchor"):
+        lines.append(f"note: asked around {shown(named)}, the file the question names")
     lines += [f"note: {n}" for n in notes or []]
     packed = ans.get("packed") or []
     if packed:

@@ -274,6 +274,7 @@ class SearchContext:
     draft: str | None = None
     depth: int = 100
     seeds: dict[str, float] = field(default_factory=dict)  # for stage-2 branches: anchors + first-pass top files
+    named_anchor: bool = False  # the anchor is the file a test question names (retriever.named_anchor), not the caller's
 
     @property
     def files(self) -> dict[str, str]:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core import Need, State, state_of
+from ..core import Kind, Need, Shape, State, state_of
 from ..models.cross_encoder import CrossEncoder
 from ..models.embedders import Embedder
 from ..models.ltr import LearnedRanker
@@ -77,6 +77,23 @@ class Retrieval:
     ready: dict[str, str] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     fused: list[Fused] = field(default_factory=list)
+    named_anchor: str | None = None  # the file a test question named, searched as its anchor (named_anchor)
+
+
+def named_anchor(q: QueryInfo, ctx: SearchContext) -> str | None:
+    """The source file a question for tests names, when the caller sent no anchor: "which tests cover
+    src/attr/validators.py?" is asked as the editor's related-tests question for that file. A newcomer's
+    finding (session 25): with the path spelled out, its words (`src`, `attr`) ranked `test_make.py` above
+    `test_validators.py`; with the bare name or `--anchor` the right file came first. Only a mention that
+    resolves to one indexed file, not itself a test; never for a stack trace (its frames are not asked about)."""
+    if q.shape != Shape.TEST or q.frames:
+        return None
+    found = {p for m in q.paths if not m.startswith(("/", "~")) and ":" not in m
+             for p in ctx.resolve_mention(plain_mention(m))[:2]}
+    if len(found) != 1:
+        return None
+    path = found.pop()
+    return path if ctx.files.get(path) != Kind.TEST else None
 
 
 # Called with a branch that raised and what it raised: the engine records it for health.
@@ -103,6 +120,9 @@ class Retriever:
         ctx = SearchContext(self.settings, state.meta, state.lexical, state.searcher, state.embedder,
                             state.view, anchors, draft)
         r = Retrieval(q, ctx, weights_for(q, self.settings, [spec for spec, _b in self.branches]), state)
+        if not anchors and (named := named_anchor(q, ctx)) is not None:
+            anchors = ctx.anchors = [named]
+            ctx.named_anchor, r.named_anchor = True, named
         stage1 = [(spec, b) for spec, b in self.branches if spec.stage == 1]
         stage2 = [(spec, b) for spec, b in self.branches if spec.stage == 2]
         self._run(stage1, r)

@@ -23,7 +23,8 @@ class AnchorBranch:
     name = "anchor"
 
     def search(self, q: QueryInfo, ctx: SearchContext) -> list[Hit]:
-        return [Hit(a, 1.0 / (i + 1), [], "you have this file open") for i, a in enumerate(ctx.anchors) if a in ctx.files]
+        why = "the file the question names" if ctx.named_anchor else "you have this file open"
+        return [Hit(a, 1.0 / (i + 1), [], why) for i, a in enumerate(ctx.anchors) if a in ctx.files]
 
 
 class AnchorTestsBranch:

@@ -1,0 +1,65 @@
+"""A question for tests that names its source file is asked around that file, as if the caller had sent
+it as the anchor (a newcomer's finding, session 25: "which tests cover src/attr/validators.py" ranked
+`test_make.py` first, while the bare name or `--anchor` put `test_validators.py` first). Real index of the
+shipyard fixture."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from delphi_ls import Engine
+
+from .conftest import build_workspace
+
+
+@pytest.fixture(scope="module")
+def eng(tmp_path_factory: pytest.TempPathFactory):
+    base = tmp_path_factory.mktemp("named")
+    ws = build_workspace(base / "ws", huge_bytes=2_000)
+    with Engine(ws, index_dir=base / "index", embedder="potion-base-8M") as e:
+        e.index()
+        yield e
+
+
+def paths(ans) -> list[str]:
+    return [r["path"] for r in ans["results"]]
+
+
+@pytest.mark.parametrize("question", ["which tests cover shipyard/scheduler.py?",
+                                      "Which tests exercise ./shipyard/scheduler.py"])
+def test_the_named_file_is_the_anchor_and_the_answer_is_the_anchored_one(eng: Engine, question: str) -> None:
+    ans = eng.context(question, limit=5)
+    assert ans["query"]["namedAnchor"] == "shipyard/scheduler.py"
+    assert ans["query"]["anchors"] == ["shipyard/scheduler.py"]
+    assert paths(ans) == paths(eng.context(question, anchors=["shipyard/scheduler.py"], limit=5))
+    assert paths(ans)[0] == "tests/test_scheduler.py"
+    assert "anchor_tests" in ans["results"][0]["branches"]
+
+
+@pytest.mark.parametrize("question", [
+    "which tests cover shipyard/scheduler.py and shipyard/retry.py?",  # two files: no one anchor
+    "which tests cover tests/test_retry.py?",  # a test is not the file under test
+    "where is shipyard/scheduler.py used?",  # not a question for tests
+    "which tests cover shipyard/nothing_here.py?",  # no such file
+])
+def test_no_anchor_is_implied(eng: Engine, question: str) -> None:
+    ans = eng.context(question, limit=5)
+    assert "namedAnchor" not in ans["query"] and ans["query"]["anchors"] == []
+
+
+def test_an_anchor_the_caller_sent_is_kept(eng: Engine) -> None:
+    ans = eng.context("which tests cover shipyard/scheduler.py?", anchors=["shipyard/retry.py"], limit=5)
+    assert ans["query"]["anchors"] == ["shipyard/retry.py"] and "namedAnchor" not in ans["query"]
+
+
+def test_the_cli_says_which_file_it_asked_around(eng: Engine, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "delphi_ls.cli", "context", str(eng.root),
+                           "which tests cover shipyard/scheduler.py?", "--index-dir", str(eng.index_dir),
+                           "--limit", "3"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "asked around shipyard/scheduler.py, named in the question" in proc.stdout.splitlines()[0]
