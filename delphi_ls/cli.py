@@ -300,8 +300,9 @@ def cmd_health(args: argparse.Namespace) -> int:
                 made = sn.get("created")
                 when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(made)) if isinstance(made, (int, float)) else "-"
                 print(f"snapshot:  loaded from {sn.get('file')} (made {when}, commit {sn.get('head') or '-'})")
+            width = max((len(b) for b in h["branches"]), default=0)
             for b, s in h["branches"].items():
-                print(f"branch {b:12} {s}")
+                print(f"branch {b:{width}} {s}")
             for p in h["problems"]:
                 print(f"{p['severity']:7} {shown_text(p['message'])}")
             if h["skipped"]:

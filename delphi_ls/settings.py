@@ -51,6 +51,9 @@ log = logging.getLogger("delphi_ls.settings")
 USER_ONLY = ("chroma_url", "index_dir", "trace_file", "snapshot")
 USER_ONLY_AS_FOLDER = {"embedder": EMBEDDERS, "reranker": RERANKERS}
 TRUSTED_SOURCES = "user config, environment, editor settings or command line"
+# The most a repository's own file may set these to: a cloned repository's `max_file_bytes = 100000000` had a
+# 20 MB file cut into 14,000 chunks (a newcomer, session 25). Your own configuration may go higher.
+REPO_MAX = {"max_file_bytes": 10_000_000}
 
 
 class SettingsError(ValueError):
@@ -350,6 +353,9 @@ def _repo_refusal(key: str, value: Any) -> str | None:
     builtin = USER_ONLY_AS_FOLDER.get(name)
     if builtin is not None and isinstance(value, str) and value not in builtin:
         return f"'{key}' to a folder ({value!r})"
+    bound = REPO_MAX.get(name)
+    if bound is not None and isinstance(value, int) and value > bound:
+        return f"'{key}' to {value}, over {bound:,}"
     return None
 
 

@@ -103,7 +103,7 @@ def test_budget_tokens_prints_the_packed_spans(ws: Path, idx: list[str]) -> None
     assert "--- shipyard/retry.py L" in packed[1] and "def delay_for" in packed[1]  # the code itself
 
 
-def test_a_question_from_stdin_and_the_folder_forgotten_or_swapped(ws: Path, idx: list[str]) -> None:
+def test_a_question_from_stdin_and_the_folder_forgotten_or_swapped(ws: Path, idx: list[str], tmp_path: Path) -> None:
     """A pasted log passes the shell's argument limit (about 128 KB): `-` reads the question from stdin, and a
     long one is searched as its head and tail, which the output says. The folder left out or given second is
     named as such (argparse said "required: question", session 23's newcomer run)."""
@@ -114,6 +114,20 @@ def test_a_question_from_stdin_and_the_folder_forgotten_or_swapped(ws: Path, idx
     assert "shipyard/retry.py" in out.stdout
     assert f"note: the question has {len(log):,} characters; its first 12,000 and last 4,000 were searched" \
         in out.stdout
+    # The README's own line for it, run as written (in the workspace, with a trace.txt there; an index of its
+    # own, so the module's never sees trace.txt).
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    line = re.search(r"`(delphi context \. - < trace\.txt)`", readme)
+    assert line, "README lost its stdin example"
+    (ws / "trace.txt").write_text(log)
+    try:
+        own = f"--index-dir {tmp_path / 'own'} --no-vectors"
+        out = subprocess.run(["bash", "-c", f"{line.group(1)} {own}"], cwd=ws, capture_output=True,
+                             text=True, timeout=300, env={**os.environ, "PATH": f"{Path(sys.executable).parent}:"
+                                                                                 f"{os.environ['PATH']}"})
+    finally:
+        (ws / "trace.txt").unlink()
+    assert out.returncode == 0 and "shipyard/retry.py" in out.stdout, out.stderr
     forgot = delphi("context", "where is the retry policy", *idx)
     assert forgot.returncode == 2 and "give the workspace folder first" in forgot.stderr, forgot.stderr
     swapped = delphi("context", "where is the retry policy", str(ws), *idx)

@@ -52,6 +52,21 @@ def test_repo_file_cannot_set_user_only_keys(tmp_path: Path, line: str, key: str
     assert where.split(".")[0] in s.refused[0]
 
 
+def test_repo_file_may_raise_max_file_bytes_only_so_far(tmp_path: Path) -> None:
+    """A cloned repository's `max_file_bytes = 100000000` had a 20 MB file cut into 14,000 chunks (a newcomer,
+    session 25): a repository may raise it to 10 MB; above that only your own configuration may."""
+    (tmp_path / "delphi.toml").write_text("max_file_bytes = 100000000\nchunk_chars = 900\n")
+    s = Settings.load(tmp_path, env=no_user_config(tmp_path))
+    assert (s.max_file_bytes, s.chunk_chars) == (Settings().max_file_bytes, 900)
+    assert len(s.refused) == 1 and "'max_file_bytes' to 100000000, over 10,000,000" in s.refused[0]
+    (tmp_path / "delphi.toml").write_text("max_file_bytes = 5000000\n")
+    assert Settings.load(tmp_path, env=no_user_config(tmp_path)).max_file_bytes == 5_000_000
+    user = tmp_path / "user.toml"
+    user.write_text("max_file_bytes = 100000000\n")
+    s = Settings.load(tmp_path, env={"DELPHI_CONFIG": str(user)})
+    assert s.max_file_bytes == 100_000_000 and s.refused == []
+
+
 def test_repo_file_may_pick_builtin_models_and_tuning(tmp_path: Path) -> None:
     (tmp_path / "delphi.toml").write_text('embedder = "minilm-l6-int8"\nreranker = "off"\nvectors = false\n'
                                           'extra_ignores = ["gen/"]\nbranch_weights = {bm25 = 2.0}\n')

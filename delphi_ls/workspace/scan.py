@@ -383,7 +383,10 @@ def _static_skip_reason(name: str, rel: str, size: int, max_bytes: int) -> str |
     low = name.lower()
     if low.endswith(GENERATED_SUFFIXES):
         return "generated or minified file"
-    if os.path.splitext(low)[1] in BINARY_EXTENSIONS:
+    ext = os.path.splitext(low)[1]
+    if ext == ".svg":  # text, but drawing data (path coordinates), not something a question is about
+        return "image (SVG drawing data)"
+    if ext in BINARY_EXTENSIONS:
         return "binary file type"
     if size > max_bytes:
         return f"too large ({size} bytes > max_file_bytes {max_bytes})"
