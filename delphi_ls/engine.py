@@ -1175,6 +1175,7 @@ class Engine:
         anchors = [self.normalise_anchor(a) for a in req.anchors]
         query = question_read(req.query)
         r = self.retrieve(query, anchors, req.draft)
+        sent = anchors  # the trace records what the caller sent; namedAnchor says what was implied
         if r.named_anchor is not None:  # a test question that names its file is asked around it
             anchors = [r.named_anchor]
         fused = self.retriever.order(r, query, anchors, req.kinds)
@@ -1204,7 +1205,7 @@ class Engine:
         trace = trace_file or self.settings.trace_path(self.index_dir)  # settings: under the index folder
         if trace:
             write_trace(Path(trace), out, r.lists, r.weights,
-                        {"query": query, "anchors": anchors, "draft": req.draft, "limit": req.limit,
+                        {"query": query, "anchors": sent, "draft": req.draft, "limit": req.limit,
                          "budgetTokens": req.budget_tokens, "kinds": req.kinds})
         return out
 

@@ -162,34 +162,34 @@ class Settings:
             repo, where = _file_settings(workspace)
             repo_file = workspace / where.split(" ")[0]  # where: "delphi.toml" or "pyproject.toml [tool.delphi]"
             for key, value in repo.items():
-                if _snake(key) not in known:
+                if snake_case(key) not in known:
                     # A cloned repository's typo must not lock its user out of every command: warn, keep
                     # the default for that key. (The user's own sources still fail on an unknown key.)
-                    close = difflib.get_close_matches(_snake(key), known, n=1)
+                    close = difflib.get_close_matches(snake_case(key), known, n=1)
                     unknown.append(f"{repo_file}{where[len(repo_file.name):]} sets unknown setting '{key}'"
                                    + (f" (did you mean {close[0]}?)" if close else "") + "; ignored")
                     continue
                 why = _repo_refusal(key, value)
                 if why is None:
                     raw[key] = value
-                    origin[_snake(key)] = str(repo_file)
+                    origin[snake_case(key)] = str(repo_file)
                 else:
                     refused.append(f"{where} sets {why}, which only your own configuration may set "
                                    f"({TRUSTED_SOURCES}); ignored")
         user_path = user_config if user_config is not None else user_config_path(env)
         user = _user_file_settings(user_path)
         raw.update(user)
-        origin.update({_snake(k): _shown(user_path) for k in user})
+        origin.update({snake_case(k): _shown(user_path) for k in user})
         from_env = _env_settings(env)
         raw.update(from_env)
         origin.update({k: f"the environment variable DELPHI_{k.upper()}" for k in from_env})
         raw.update(overrides or {})
         for k in overrides or {}:
-            origin.pop(_snake(k), None)  # an explicit override: the caller knows where it came from
+            origin.pop(snake_case(k), None)  # an explicit override: the caller knows where it came from
         try:
             s = cls.from_dict(raw)
         except SettingsError as e:
-            source = origin.get(_snake(e.key))
+            source = origin.get(snake_case(e.key))
             if source is None or e.source is not None:
                 raise
             raise SettingsError(e.key, e.message, source) from None
@@ -203,7 +203,7 @@ class Settings:
         s = cls()
         known = {f.name: f for f in fields(cls)}
         for key, value in raw.items():
-            name = _snake(key)
+            name = snake_case(key)
             if name not in known:
                 close = difflib.get_close_matches(name, list(known), n=1)
                 hint = f"did you mean {close[0]}? " if close else ""
@@ -281,7 +281,9 @@ class Settings:
         return {k: (str(v) if isinstance(v, Path) else v) for k, v in d.items()}
 
 
-def _snake(key: str) -> str:
+def snake_case(key: str) -> str:
+    """A setting's or a request field's name as Python spells it: ``chunkChars`` and ``chunk-chars`` are
+    ``chunk_chars`` (the MCP tools name their errors' fields this way too)."""
     return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", key).lower().replace("-", "_")
 
 
@@ -347,15 +349,20 @@ def user_config_path(env: Any = None) -> Path:
 
 def _repo_refusal(key: str, value: Any) -> str | None:
     """Why a repository file may not set ``key`` to ``value`` (a phrase naming the key), or None."""
-    name = _snake(key)
+    name = snake_case(key)
     if name in USER_ONLY:
         return f"'{key}'"
     builtin = USER_ONLY_AS_FOLDER.get(name)
     if builtin is not None and isinstance(value, str) and value not in builtin:
         return f"'{key}' to a folder ({value!r})"
     bound = REPO_MAX.get(name)
-    if bound is not None and isinstance(value, int) and value > bound:
-        return f"'{key}' to {value}, over {bound:,}"
+    if bound is not None:
+        try:  # as the setting will read it: `1e9` and "100000000" are numbers too (review, session 25)
+            number = _coerce(key, name, value)
+        except SettingsError:
+            return None  # a bad value: reported as such when the settings are built
+        if number > bound:
+            return f"'{key}' to {value!r}, over {bound:,}"
     return None
 
 

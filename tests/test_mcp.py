@@ -388,6 +388,9 @@ async def test_a_call_too_large_for_the_daemon_says_so(ws: Path, tmp_path: Path)
             res = await client.call_tool("context", {"query": "BuildGraph " * 500_000})
             assert res.is_error and "the Delphi daemon takes at most" in _text(res), _text(res)
             assert "not answering" not in _text(res)
+            # 2 MB as sent (UTF-8), though 6 MB as ASCII-escaped JSON: forwarded (review, session 25).
+            res = await client.call_tool("context", {"query": "BuildGraph " + "é" * 1_000_000})
+            assert not res.is_error, _text(res)[:300]
             res = await client.call_tool("context", {"query": "BuildGraph " * 300_000})  # 3.3 MB: forwarded
             assert not res.is_error and "the question has 3,300,000 characters" in _text(res), _text(res)[:500]
             res = await client.call_tool("context", {"query": "BuildGraph"})

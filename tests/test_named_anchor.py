@@ -43,6 +43,9 @@ def test_the_named_file_is_the_anchor_and_the_answer_is_the_anchored_one(eng: En
     "which tests cover tests/test_retry.py?",  # a test is not the file under test
     "where is shipyard/scheduler.py used?",  # not a question for tests
     "which tests cover shipyard/nothing_here.py?",  # no such file
+    "which tests cover lib/scheduler.py?",  # no such file, though shipyard/scheduler.py has its name (review)
+    "which tests cover the example in README.md?",  # a doc, not a source file (review)
+    "which tests load config/settings.yaml?",  # a config file
 ])
 def test_no_anchor_is_implied(eng: Engine, question: str) -> None:
     ans = eng.context(question, limit=5)
@@ -63,3 +66,15 @@ def test_the_cli_says_which_file_it_asked_around(eng: Engine, tmp_path: Path) ->
                            "--limit", "3"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "asked around shipyard/scheduler.py, named in the question" in proc.stdout.splitlines()[0]
+
+
+def test_the_trace_records_what_the_caller_sent(eng: Engine, tmp_path: Path) -> None:
+    """The answer's anchors are the ones searched (namedAnchor marks the implied one); a trace keeps the request
+    as sent, so a replay or a miner of traces can tell the two apart (review, session 25)."""
+    import json
+
+    trace = tmp_path / "trace.jsonl"
+    ans = eng.context("which tests cover shipyard/scheduler.py?", limit=3, trace_file=trace)
+    assert ans["query"]["anchors"] == ["shipyard/scheduler.py"]
+    rec = json.loads(trace.read_text().splitlines()[-1])
+    assert rec["params"]["anchors"] == [] and rec["query"]["namedAnchor"] == "shipyard/scheduler.py", rec

@@ -59,6 +59,10 @@ def test_repo_file_may_raise_max_file_bytes_only_so_far(tmp_path: Path) -> None:
     s = Settings.load(tmp_path, env=no_user_config(tmp_path))
     assert (s.max_file_bytes, s.chunk_chars) == (Settings().max_file_bytes, 900)
     assert len(s.refused) == 1 and "'max_file_bytes' to 100000000, over 10,000,000" in s.refused[0]
+    for sneaky in ("1e9", '"100000000"'):  # a float or a string the setting reads as a number (review)
+        (tmp_path / "delphi.toml").write_text(f"max_file_bytes = {sneaky}\n")
+        s = Settings.load(tmp_path, env=no_user_config(tmp_path))
+        assert s.max_file_bytes == Settings().max_file_bytes and len(s.refused) == 1, (sneaky, s.refused)
     (tmp_path / "delphi.toml").write_text("max_file_bytes = 5000000\n")
     assert Settings.load(tmp_path, env=no_user_config(tmp_path)).max_file_bytes == 5_000_000
     user = tmp_path / "user.toml"

@@ -168,7 +168,7 @@ MAX_FORWARD_BYTES = 4 * 1024 * 1024 - 16 * 1024
 
 def too_large(args: dict[str, Any]) -> str | None:
     """Why a call's arguments are too large to forward, or None."""
-    size = len(json.dumps(args).encode())
+    size = len(json.dumps(args, ensure_ascii=False, separators=(",", ":")).encode())  # as sent: UTF-8
     if size <= MAX_FORWARD_BYTES:
         return None
     # Imported here (0.1 s): a forwarder loads no engine.

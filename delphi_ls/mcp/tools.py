@@ -9,12 +9,12 @@ the server module turns a :class:`ToolOutput` into the SDK's result type.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import MISSING, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from ..api import KINDS, MAX_LIMIT, ContextRequest, RelatedRequest, RequestError, SymbolsRequest
 from ..core import State, state_of
+from ..settings import snake_case
 from ..shown import cut_note, fenced, shown, shown_question
 
 if TYPE_CHECKING:
@@ -216,13 +216,9 @@ def run_tool(session: Session, name: str, args: Any) -> ToolOutput:
     except RequestError as e:
         # Named as this tool's schema names it (`budget_tokens`, not the api's `budgetTokens`); an unknown field
         # as the caller spelled it.
-        field, why = (e.field if e.field in args else _snake(e.field)), str(e).removeprefix(e.field + ": ")
+        field, why = (e.field if e.field in args else snake_case(e.field)), str(e).removeprefix(e.field + ": ")
         return ToolOutput(f"argument '{field}': {why}", {"error": {"field": field, "message": f"{field}: {why}"}},
                           True)
-
-
-def _snake(wire: str) -> str:
-    return re.sub(r"[A-Z]", lambda m: "_" + m.group(0).lower(), wire)
 
 
 def _no_args(args: dict[str, Any], allowed: tuple[str, ...]) -> None:

@@ -88,12 +88,18 @@ def named_anchor(q: QueryInfo, ctx: SearchContext) -> str | None:
     resolves to one indexed file, not itself a test; never for a stack trace (its frames are not asked about)."""
     if q.shape != Shape.TEST or q.frames:
         return None
-    found = {p for m in q.paths if not m.startswith(("/", "~")) and ":" not in m
-             for p in ctx.resolve_mention(plain_mention(m))[:2]}
+    found = set()
+    for m in q.paths:
+        if m.startswith(("/", "~")) or ":" in m:
+            continue
+        m = plain_mention(m)
+        # A mention with folders names that file, not another of the same name ("lib/scheduler.py" is not
+        # "shipyard/scheduler.py"; review, session 25); a bare name may be any one file of that name.
+        found |= {p for p in ctx.resolve_mention(m)[:2] if "/" not in m or p == m or p.endswith("/" + m)}
     if len(found) != 1:
         return None
     path = found.pop()
-    return path if ctx.files.get(path) != Kind.TEST else None
+    return path if ctx.files.get(path) == Kind.CODE else None  # a source file: not a test, doc or config
 
 
 # Called with a branch that raised and what it raised: the engine records it for health.

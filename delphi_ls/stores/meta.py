@@ -143,8 +143,8 @@ def transaction(db: sqlite3.Connection, mode: str = "") -> Iterator[None]:
     transaction is still open. A Ctrl-C can land after COMMIT took effect, with none left to roll back: a
     bare ROLLBACK then raised "no transaction is active" over the KeyboardInterrupt (a newcomer's
     finding, session 25), and a block without one left the connection inside a transaction."""
-    db.execute(f"BEGIN {mode}".rstrip())
     try:
+        db.execute(f"BEGIN {mode}".rstrip())  # inside: an interrupt just after BEGIN rolls back too
         yield
         db.execute("COMMIT")
     except BaseException:
