@@ -798,6 +798,8 @@ class Engine:
                             indexer.vectors = self.vectors
                         indexer.index_vectors(track, rep, should_stop=self._stop.is_set)
                         self._probe = None
+                if not self._stop.is_set():  # stopped: the next run adds them first (health says so meanwhile)
+                    indexer.finish_grams()  # a large run's trigram index, after what queries wait for more
                 if not self._stop.is_set() and (full or len(self.lexical.segment_sizes()) > MAX_SEGMENTS):
                     # Merges, once per run, after what queries wait for. About 0.8 ms of CPU per document
                     # merged (seconds when a tier fills): a small update (a save, the catch-up before an

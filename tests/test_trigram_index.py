@@ -344,3 +344,50 @@ def test_an_index_whose_old_triggers_stay_keeps_its_table_with_positions(tmp_pat
     _intact(path)
     assert len(meta.find_literal("written again", 10)) == 1 and meta.find_literal("before the watermark", 10) == []
     meta.close()
+
+
+def test_a_large_run_with_a_vector_pass_adds_its_trigrams_after_it(tmp_path: Path, monkeypatch):
+    """Session 25 (issue 18): a large run whose vector pass follows leaves its chunks out of the trigram index
+    until that pass is done (the bulk build competed with the embedding processes for the cores). Meanwhile the
+    trigram branch says it is partial and the other lexical branches are complete; at the end every literal
+    is found, as a run that builds them per batch finds them."""
+    from delphi_ls.indexing import pipeline
+
+    monkeypatch.setattr(pipeline, "GRAMS_LATER_MIN_FILES", 50)  # N_FILES = 120: a "large" run here
+    ws = _workspace(tmp_path / "ws")
+    seen: dict[str, object] = {}
+    real = pipeline.Indexer.index_vectors
+
+    def at_vectors(self, *a, **k):
+        eng_ = seen["eng"]
+        seen["behind"] = self.meta.grams_behind()
+        seen["lexical_ready"] = self.meta.get_state("lexical_ready")
+        seen["trigram"] = eng_.health(check_staleness=False, full=False)["branches"]["trigram"]
+        seen["bm25"] = [r["path"] for r in eng_.context("check_7 quota tenant", limit=3)["results"]]
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(pipeline.Indexer, "index_vectors", at_vectors)
+    eng = Engine(ws, index_dir=str(tmp_path / "idx"), index_workers=0)
+    seen["eng"] = eng
+    rep = eng.index()
+    assert not rep.errors and eng.counts()["vectors"] == eng.counts()["chunks"]
+    assert seen["lexical_ready"] is True and seen["behind"] == eng.counts()["chunks"]
+    assert str(seen["trigram"]).startswith("partial:"), seen["trigram"]
+    assert "pkg1/mod7.py" in seen["bm25"]  # BM25 answered in full while the trigram index waited
+    assert eng.meta.grams_behind() == 0 and eng.meta.get_state("grams_upto") is None
+    assert all(len(v) == 1 and v[0][1].endswith(f"/mod{i}.py") for i, v in _found(eng.meta).items())
+    assert eng.health(check_staleness=False, full=False)["branches"]["trigram"] == "ready"
+    eng.close()
+    _intact(tmp_path / "idx" / "meta.sqlite")
+    # Below the bound, or without a vector pass, a run adds them per batch as before.
+    for name, kwargs in (("small", {"vectors": True}), ("novec", {"vectors": False})):
+        if name == "small":
+            monkeypatch.setattr(pipeline, "GRAMS_LATER_MIN_FILES", 10_000)
+        seen.clear()
+        e = Engine(ws, index_dir=str(tmp_path / name), index_workers=0, **kwargs)
+        seen["eng"] = e
+        e.index()
+        if name == "small":
+            assert seen["behind"] == 0 and seen["trigram"] == "ready"
+        assert e.meta.grams_behind() == 0
+        e.close()

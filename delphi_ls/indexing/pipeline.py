@@ -46,6 +46,12 @@ BATCH_FILES = 1000  # files per lexical commit once the first small batches are 
 # 3: test support folders (`test-helpers/`, `testutil/`, `test-support/`) are kind "test".
 PARSER_VERSION = 3
 FIRST_BATCH_FILES = 25
+# A large run whose vector pass follows adds its chunks to the trigram index after that pass, not after each
+# batch: the bulk build is about 14 s of CPU on spring-boot (session 17's profile), spent while the embedding
+# processes wanted both cores. Until then the trigram branch says it is partial (health.grams_status) and
+# finds literals in what it holds; BM25, symbols and paths are complete at "lexical ready" as before.
+GRAMS_AFTER_VECTORS = True
+GRAMS_LATER_MIN_FILES = 1000
 EMBED_BATCH = 256
 # Files whose manifest rows one transaction writes: one commit a file wrote the same index pages to the WAL
 # again each time (py-spy on spring-boot: 6.9 -> 4.0 s of this process's CPU); a group bounds how long a
@@ -124,6 +130,9 @@ class Indexer:
         # run goes on to its vector pass; the process lives from the lexical pass to the vector pass.
         self.embed_ahead = False
         self._ahead: EmbedAhead | None = None
+        # Set by index_lexical when a large run leaves this run's chunks out of the trigram index until its
+        # vector pass is done (the engine then calls ``finish_grams``): see GRAMS_AFTER_VECTORS.
+        self.grams_owed = False
 
     # ------------------------------------------------------------------ lexical
     def index_lexical(self, progress: Progress | None = None, only: list[str] | None = None,
@@ -198,6 +207,8 @@ class Indexer:
             # row in each file's transaction: 15 of the 17 s of spring-boot's manifest writes (issue 18).
             # One file (a save) gains nothing by it: its chunks go in with its row, as before.
             self.meta.defer_grams()
+        grams_later = GRAMS_AFTER_VECTORS and self.embed_ahead and len(todo) >= GRAMS_LATER_MIN_FILES
+        self.grams_owed = False
         pool = self._pool(len(todo))
         stream = pool.stream(items) if pool is not None else prepare_in_process(self.root, self._options(), items)
         if pool is not None and self.embed_ahead and self.embedder is not None:
@@ -246,7 +257,8 @@ class Indexer:
                         rep.chunks_written += len(w.chunks)
                         self.changed.append(w.path)
                 if prepared:
-                    self.meta.build_grams(finish=False)  # queries find this batch's literals with its files
+                    if not grams_later:
+                        self.meta.build_grams(finish=False)  # queries find this batch's literals with its files
                     self._send_ahead([r for _e, p in prepared for r in p.rows])
                 done += len(batch)
                 if on_batch and prepared:  # only a batch that wrote something changes what queries see
@@ -261,8 +273,12 @@ class Indexer:
                 self.close_ahead()
         # Whatever a stopped batch wrote, or a killed run left above the watermark: added now, before the
         # run says the lexical index is ready; then chunks are added row by row again (a no-op when the
-        # trigram index holds every chunk and no run deferred it).
-        self.meta.build_grams()
+        # trigram index holds every chunk and no run deferred it). A run whose vector pass follows adds
+        # them after that pass instead (finish_grams).
+        if grams_later and not stopped:
+            self.grams_owed = True
+        else:
+            self.meta.build_grams()
         # Files skipped for content reasons that were indexed before must leave the stores.
         gone = [p for p in skipped if p in stored and p not in deleted and p not in buffers]
         if gone:
@@ -406,6 +422,12 @@ class Indexer:
         except BaseException:
             writer.cancel()
             raise
+
+    def finish_grams(self) -> None:
+        """The trigram index takes the chunks index_lexical left out of it (``grams_owed``)."""
+        if self.grams_owed:
+            self.meta.build_grams()
+            self.grams_owed = False
 
     def finish_lexical(self, max_docs: int | None = None) -> int:
         """Merge the lexical segments that piled up (by tiers of like size): called once at the end of
