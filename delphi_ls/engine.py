@@ -16,7 +16,7 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -116,6 +116,11 @@ def history_status(stored: dict[str, Any]) -> str:
     """The history branches' status line from what the last history read stored."""
     return (f"ready: {stored['commits']} commits up to {stored['head'][:12]}, {stored['pairs']} file pairs, "
             f"{stored.get('messages', 0)} messages")
+
+
+# The branches that find a file by the question's own words, names or paths (the rest: by meaning, by the
+# anchors, or from what those found): none of them with a hit makes an answer "only similar in meaning".
+WORD_BRANCHES = ("bm25", "symbol", "path", "trigram", "filedoc", "commits")
 
 
 class Engine:
@@ -1196,6 +1201,11 @@ class Engine:
             "traceId": uuid.uuid4().hex[:16],
             "timingsMs": r.timings,
         }
+        if answered.rows and not anchors and not req.draft and not any(r.lists.get(b) for b in WORD_BRANCHES):
+            # No branch that matches the question's words or names found anything: a nonsense word or a name no
+            # file has still gets the files nearest in meaning (and their graph neighbours), which read as an
+            # answer unless said (an editor newcomer, session 25).
+            out["query"]["meaningOnly"] = True
         if len(query) < len(req.query):  # said, with what was read: a long paste is not searched whole
             out["query"]["cut"] = {"chars": len(req.query), "head": QUESTION_HEAD_CHARS, "tail": QUESTION_TAIL_CHARS}
         running = self.indexing  # read once: the indexer thread sets it back to None when done
@@ -1325,10 +1335,11 @@ class Engine:
             out["writer"] = holder.as_dict()  # answers come from the committed index meanwhile
         return out
 
-    def health(self, check_staleness: bool = True, full: bool = True) -> dict[str, Any]:
+    def health(self, check_staleness: bool = True, full: bool = True, buffered: Collection[str] = ()) -> dict[str, Any]:
         """The health report. ``full`` (a `delphi health`, an LSP `delphi/health`): re-probe the model and
         open and check Chroma. Not full (what agents poll as `index_status`, diagnostics after each run):
-        the last probe and what is open, so polling costs a few queries of the manifest."""
+        the last probe and what is open, so polling costs a few queries of the manifest. ``buffered``: the
+        files an editor has open (indexed from its buffers), never stale."""
         self._catch_up()
         # The report names the vector store, so Chroma is opened (queries may not have opened it): before the
         # view's lock, which a question waiting for its exact search would otherwise wait out (1.3 s).
@@ -1337,7 +1348,7 @@ class Engine:
             if full:
                 self._probe = None  # a full health request always re-probes
                 self.check_stores()
-            return health_mod.report(self, check_staleness)
+            return health_mod.report(self, check_staleness, buffered)
 
     def close(self) -> None:
         # A run in another thread stops at its next batch; closing under it would fail its writes.

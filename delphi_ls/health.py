@@ -7,6 +7,7 @@ so the engine sits above it (tests/test_layers.py).
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -85,14 +86,19 @@ def probe(meta: MetaStore, vectors: VectorStore | None, embedder: Embedder | Non
     return worst  # type: ignore[return-value]
 
 
-def staleness(engine: EngineState) -> dict[str, Any]:
+def staleness(engine: EngineState, buffered: Collection[str] = ()) -> dict[str, Any]:
+    """What changed on disk since the index was written. ``buffered``: files an editor has open, whose index
+    holds the buffer's text: not stale whatever the disk says (a file opened unchanged showed the whole
+    workspace as stale until it was closed; an editor newcomer, session 25)."""
     stored = engine.meta.file_hashes()
     res = scan(engine.root, engine.settings.max_file_bytes, engine.settings.extra_ignores)
     skipped = engine.meta.skipped()
     current = {f.path: f for f in res.files}
-    changed = [p for p, f in current.items() if p in stored and (stored[p][1], stored[p][2]) != (f.size, f.mtime_ns)]
-    new = [p for p in current if p not in stored and p not in skipped]
-    deleted = [p for p in stored if p not in current]
+    buffered = set(buffered)
+    changed = [p for p, f in current.items() if p in stored and (stored[p][1], stored[p][2]) != (f.size, f.mtime_ns)
+               and p not in buffered]
+    new = [p for p in current if p not in stored and p not in skipped and p not in buffered]
+    deleted = [p for p in stored if p not in current and p not in buffered]
     return {"changed": len(changed), "new": len(new), "deleted": len(deleted),
             "examples": (changed + new + deleted)[:10], "stale": bool(changed or new or deleted)}
 
@@ -129,7 +135,7 @@ def branch_readiness(engine: EngineState, lexical_ready: bool, vec_status: str,
     return out
 
 
-def report(engine: EngineState, check_staleness: bool = True) -> dict[str, Any]:
+def report(engine: EngineState, check_staleness: bool = True, buffered: Collection[str] = ()) -> dict[str, Any]:
     counts = engine.meta.counts()
     vec_ok, vec_status = engine.vector_status()
     lexical_ready = engine.is_indexed()
@@ -179,7 +185,7 @@ def report(engine: EngineState, check_staleness: bool = True) -> dict[str, Any]:
     for lang, st in grammars.items():
         if st != "ok":
             problems.append({"severity": "error", "code": "grammar", "message": f"tree-sitter grammar {lang}: {st}"})
-    stale = staleness(engine) if check_staleness and lexical_ready else None
+    stale = staleness(engine, buffered) if check_staleness and lexical_ready else None
     if stale and stale["stale"]:
         problems.append({"severity": "warning", "code": "stale_index",
                          "message": f"index is stale: {stale['changed']} changed, {stale['new']} new, "

@@ -229,9 +229,13 @@ def code_lens(ls: DelphiServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens
 @server.thread()
 def hover(ls: DelphiServer, params: lsp.HoverParams) -> lsp.Hover | None:
     found = ls.session.related_tests_at(params.text_document.uri, params.position.line + 1)
-    if found is not None:
+    if found is not None and found[1]:
         name, rows = found
         return _hover(f"**Related tests for `{name}`** (Delphi)", rows)
+    if found is not None:
+        # No tests found: no popup. "none found" showed on every untested function, over the other language
+        # servers' hovers in the same float (an editor newcomer, session 25).
+        return None
     code = ls.session.related_code_of(params.text_document.uri) if params.position.line == 0 else None
     return _hover("**Source this test exercises** (Delphi)", code) if code else None
 
@@ -303,7 +307,7 @@ def _lens(line: int, title: str, arguments: list[Any]) -> lsp.CodeLens:
 
 
 def _hover(title: str, rows: list[dict[str, Any]]) -> lsp.Hover:
-    lines = [title, ""] + ([f"- [{r['path']}]({r['uri']}): {r['why']}" for r in rows] or ["- none found"])
+    lines = [title, ""] + [f"- [{r['path']}]({r['uri']}): {r['why']}" for r in rows]
     return lsp.Hover(contents=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value="\n".join(lines)))
 
 

@@ -87,6 +87,8 @@ class Session:
         self.option_errors: list[str] = []
         self.engines: dict[Path, Engine] = {}
         self.buffers: dict[Path, str] = {}  # absolute path -> unsaved text
+        # root -> {workspace path: why} of open buffers the last run could not index (problems_of says so)
+        self.buffers_dropped: dict[Path, dict[str, str]] = {}
         self.pending: dict[Path, set[str] | None] = {}  # root -> paths to redo (None: everything)
         self.queued: set[Path] = set()  # roots whose first run has not started yet
         self._cv = threading.Condition()
@@ -424,6 +426,7 @@ class Session:
             # An unsaved buffer of a file the ignore rules exclude (a .env opened in the editor): never
             # indexed, nothing of it written to disk; logged once so the user can tell why it is not found.
             log.info("not indexing the unsaved buffer of %s: %s", path, reason)
+        self.buffers_dropped[eng.root] = dict(rep.buffers_dropped)  # every open buffer of it went to this run
         if rep.errors and not self._stopping:
             self.events.message("warning", f"Delphi: indexing {eng.root.name}: {'; '.join(rep.errors)}")
         return rep
@@ -581,7 +584,8 @@ class Session:
         return out[: req.limit]
 
     def health(self) -> dict[str, Any]:
-        return {"workspaces": [eng.health() for eng in list(self.engines.values())], "settingsErrors": self.option_errors}
+        return {"workspaces": [eng.health(buffered=self._buffers_of(eng)) for eng in list(self.engines.values())],
+                "settingsErrors": self.option_errors}
 
     def status(self) -> dict[str, Any]:
         """Per folder: indexing progress, readiness, staleness (scanned at most every 10 s) and problems;
@@ -592,13 +596,15 @@ class Session:
             # (and after each run); between scans the last one stands.
             when, last = self._staleness.get(root, (-1e9, None))
             due = time.monotonic() - when >= STALENESS_EVERY_S
-            h = eng.health(check_staleness=due, full=False)
+            h = eng.health(check_staleness=due, full=False, buffered=self._buffers_of(eng))
             if due:
                 self._staleness[root] = (time.monotonic(), h.get("staleness"))
             else:
                 h["staleness"] = last
             running = eng.indexing
-            state = ("queued" if root in self.queued and not eng.is_indexed() else
+            # Never indexed and no run under way: its first run is still to start (the worker waits for warm
+            # start and for questions in flight first). It said "ready" with 0 files in that window (session 25).
+            state = ("queued" if not running and not eng.is_indexed() else
                      f"indexing ({running['phase']}: {running['done']}/{running['total']})" if running else
                      "ready" if h["ok"] and not (h.get("staleness") or {}).get("stale") else
                      "stale" if (h.get("staleness") or {}).get("stale") else "degraded")
@@ -682,6 +688,13 @@ class Session:
         for path in h["decodedWithReplacement"]:
             out.append(Problem("info", "Delphi indexed this file with replacement characters: it is not valid UTF-8",
                                "replaced", eng.root / path))
+        for path, reason in sorted(self.buffers_dropped.get(eng.root, {}).items()):
+            # A buffer grown past max_file_bytes: answers still read the file as saved, which no longer matches
+            # what the editor shows; it said nothing (an editor newcomer, session 25). An ignored or secret
+            # buffer stays quiet, as its file does.
+            if reason.startswith("too large") and (eng.root / path) in self.buffers:
+                out.append(Problem("info", f"Delphi did not index this unsaved buffer: {reason}; answers read the "
+                                           "file as last saved", "buffer_skipped", eng.root / path))
         for p in h["problems"]:
             if p["code"] != "not_indexed":
                 out.append(Problem(p["severity"], p["message"], p["code"], None))

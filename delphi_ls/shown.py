@@ -65,6 +65,13 @@ def shown_question(query: str) -> str:
     return repr(head) + (f" (+{more} more characters)" if more else "")
 
 
+def meaning_note(query: dict[str, Any]) -> str | None:
+    """What a front says when only the vector branch found anything (the answer's ``query.meaningOnly``)."""
+    if not query.get("meaningOnly"):
+        return None
+    return "no file holds a word or name of the question; these files are only similar in meaning"
+
+
 def cut_note(query: dict[str, Any]) -> str | None:
     """What a front says when a long question was read in part (the answer's ``query.cut``), else None."""
     cut = query.get("cut")

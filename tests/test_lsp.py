@@ -176,6 +176,10 @@ async def test_symbols_lens_hover(client: LanguageClient, ws: Path):
     hover = await client.text_document_hover_async(lsp.HoverParams(
         text_document=lsp.TextDocumentIdentifier(uri=test_uri), position=lsp.Position(line=0, character=1)))
     assert "Source this test exercises" in hover.contents.value and "shipyard/retry.py" in hover.contents.value
+    # A definition no test exercises: no popup ("none found" covered other servers' hovers; session 25).
+    java = (ws / "jvm/src/main/java/dev/shipyard/CacheKey.java").as_uri()
+    assert await client.text_document_hover_async(lsp.HoverParams(
+        text_document=lsp.TextDocumentIdentifier(uri=java), position=lsp.Position(line=12, character=20))) is None
 
 
 async def test_diagnostics_appear_and_clear(client: LanguageClient, ws: Path):

@@ -80,6 +80,49 @@ def test_unsaved_buffer_is_searched_then_dropped(session):
     assert "ordinary" in {r["name"] for r in s.symbols(SymbolsRequest(query="ordinary"))}
 
 
+def test_an_open_buffer_never_makes_the_index_stale(session):
+    """An editor that opens a file unchanged (or edits it unsaved) made status say "stale" (changed: 1) until
+    the file was closed, and health warn stale_index (an editor newcomer, session 25): the index holds what
+    the buffer holds, which is what the user sees."""
+    s, ws, _ = session
+    target = ws / "shipyard" / "scheduler.py"
+    s.buffer_changed(target.as_uri(), target.read_text())
+    assert s.wait_idle(60)
+    st = s.status()["workspaces"][0]
+    assert not st["staleness"]["stale"] and st["state"] != "stale", st
+    s.buffer_changed(target.as_uri(), target.read_text() + "\ndef unsaved_helper():\n    return 3\n")
+    assert s.wait_idle(60)
+    s._staleness.clear()  # status rescans at most every 10 s: look now
+    st = s.status()["workspaces"][0]
+    assert not st["staleness"]["stale"], st
+    assert not [p for p in s.health()["workspaces"][0]["problems"] if p["code"] == "stale_index"]
+    s.buffer_closed(target)
+    assert s.wait_idle(60)
+    # A file edited on disk behind the index's back is still stale (the check still looks).
+    other = ws / "shipyard" / "retry.py"
+    other.write_text(other.read_text() + "\n# edited outside the editor\n")
+    s._staleness.clear()
+    assert s.status()["workspaces"][0]["staleness"]["changed"] == 1
+    s.file_changed(other)
+    assert s.wait_idle(60)
+
+
+def test_a_buffer_too_large_to_index_says_so_on_its_file(session):
+    """A buffer grown past max_file_bytes was silently not indexed while answers kept reading the file as saved
+    (an editor newcomer, session 25): its file gets a diagnostic saying so, gone once the buffer closes."""
+    s, ws, events = session
+    target = ws / "shipyard" / "retry.py"
+    big = "def kk6hugebuffer():\n    return 1\n" + "# filler line of a huge unsaved buffer\n" * 40_000
+    s.buffer_changed(target.as_uri(), big)
+    assert s.wait_idle(60)
+    said = [p for p in events.problem_lists[-1][1] if p.code == "buffer_skipped"]
+    assert len(said) == 1 and said[0].path == target and "too large" in said[0].message, said
+    assert "answers read the file as last saved" in said[0].message
+    s.buffer_closed(target)
+    assert s.wait_idle(60)
+    assert not [p for p in events.problem_lists[-1][1] if p.code == "buffer_skipped"]
+
+
 def test_related_requests_and_status(session):
     s, ws, _ = session
     src = next(p for p in ws.rglob("*.py") if "test" not in p.name and p.stat().st_size > 50)
@@ -98,6 +141,11 @@ def test_query_before_first_run_says_queued(tmp_path: Path):
         s.add_folder(ws)  # scheduled, but no worker started yet
         ans = s.context(ContextRequest(query="BuildGraph"))
         assert ans["indexing"]["phase"] == "queued"
+        # Status says so too, also once the worker has taken the folder and waits (warm start, questions in
+        # flight) before its first run: it said "ready" with 0 files there (session 25).
+        assert s.status()["workspaces"][0]["state"] == "queued"
+        s.queued.clear()
+        assert s.status()["workspaces"][0]["state"] == "queued"
     finally:
         s.shutdown()
 

@@ -69,6 +69,20 @@ vim.cmd("wincmd j")
 if vim.api.nvim_get_current_buf() ~= b1 then vim.cmd("wincmd k") end
 out.lenses_shown = vim.wait(20000, function() return #vim.lsp.codelens.get(b1) > 0 end, 100)
 
+-- Running the lens on `class RetryPolicy:` (the config's `<leader>l`) opens its test: the command is the
+-- client's (vim.lsp.commands), the server does not define it (an editor newcomer, session 25).
+vim.api.nvim_win_set_cursor(0, { 6, 0 })
+local ok_run, run_err = pcall(vim.lsp.codelens.run)
+out.lens_run_error = not ok_run and tostring(run_err) or nil
+out.lens_opened = vim.wait(10000, function()
+  if vim.api.nvim_buf_get_name(0):match("tests/test_retry%.py$") then return true end
+  for _, item in ipairs(vim.fn.getqflist()) do
+    if vim.api.nvim_buf_get_name(item.bufnr):match("tests/test_retry%.py$") then return true end
+  end
+  return false
+end, 100)
+vim.cmd("buffer " .. b1)
+
 -- A file of another root gets that root's own server; the first is left alone.
 vim.cmd("split " .. ws2 .. "/main.py")
 local b3 = vim.api.nvim_get_current_buf()

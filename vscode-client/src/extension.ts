@@ -1,7 +1,7 @@
 import * as vscode from "vscode";
 import { LanguageClient, LanguageClientOptions, ServerOptions, State, TransportKind } from "vscode-languageclient/node";
 import {
-  ContextAnswer, HealthSummary, initializationOptions, packedMarkdown, quickPickItems, ServerSettingKey, serverCommand,
+  anchorsOf, ContextAnswer, HealthSummary, initializationOptions, packedMarkdown, quickPickItems, ServerSettingKey, serverCommand,
   startFailureMessage, statusText,
 } from "./logic";
 import { frontOptions, MCP_PROVIDER_ID, mcpServerSpecs, settingsEnv } from "./mcp";
@@ -103,9 +103,15 @@ async function ask(extra: Record<string, unknown>): Promise<{ question: string; 
   const question = await vscode.window.showInputBox({ prompt: "Ask Delphi", value: selected.slice(0, 500),
     placeHolder: "where is TLS set up for the gRPC proxy?" });
   if (!question) return undefined;
-  const anchors = editor && editor.document.uri.scheme === "file" ? [editor.document.uri.toString()] : [];
-  const answer = await client.sendRequest<ContextAnswer>("delphi/context", { query: question, anchors, ...extra });
-  return { question, answer };
+  const doc = editor?.document.uri;
+  const anchors = anchorsOf(doc?.toString(), doc?.scheme, doc !== undefined && vscode.workspace.getWorkspaceFolder(doc) !== undefined);
+  try {
+    const answer = await client.sendRequest<ContextAnswer>("delphi/context", { query: question, anchors, ...extra });
+    return { question, answer };
+  } catch (e) {  // a refused request (its message names the field) is said, not left as a failed command
+    void vscode.window.showErrorMessage(`Delphi: ${e instanceof Error ? e.message : String(e)}`);
+    return undefined;
+  }
 }
 
 /** The running client for an agent tool, waiting out a start under way; an error the model can act on if none. */

@@ -105,3 +105,10 @@ export function statusText(state: { indexing?: { message?: string; percentage?: 
   }
   return { text: "$(check) Delphi", tooltip: `${files} files indexed; click for the health report`, ok: true };
 }
+
+/** The open file as a question's anchor, only when it is a file inside an open workspace folder: the server refuses
+ * a request whose anchor is outside every folder, and "Find context…" failed outright on a file opened from
+ * site-packages (an editor newcomer, session 25). */
+export function anchorsOf(uri: string | undefined, scheme: string | undefined, inWorkspace: boolean): string[] {
+  return uri && scheme === "file" && inWorkspace ? [uri] : [];
+}

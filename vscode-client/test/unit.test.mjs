@@ -84,3 +84,13 @@ test("the manifest lists the commands", () => {
   const cmds = pkg.contributes.commands.map((c) => c.command).sort();
   assert.deepEqual(cmds, ["delphi.copyContext", "delphi.findContext", "delphi.reindex", "delphi.restart", "delphi.showHealth"]);
 });
+
+test("the open file anchors a question only when it is a file inside an open workspace folder", () => {
+  const uri = "file:///ws/src/app.py";
+  assert.deepEqual(logic.anchorsOf(uri, "file", true), [uri]);
+  // A file opened from outside every folder (site-packages after go-to-definition): the server refuses such an
+  // anchor and the whole request with it, so none is sent.
+  assert.deepEqual(logic.anchorsOf("file:///usr/lib/python3/site-packages/x.py", "file", false), []);
+  assert.deepEqual(logic.anchorsOf("untitled:Untitled-1", "untitled", true), []);
+  assert.deepEqual(logic.anchorsOf(undefined, undefined, false), []);
+});
