@@ -34,7 +34,7 @@ CMD_SHOW_CONTEXT = "delphi.showContext"
 HEALTH_DOCUMENT = "delphi.toml"  # where workspace-level problems are published (README)
 # Front options, not engine settings: they are taken out of initializationOptions before the
 # settings are validated (mcpHttp: serve MCP over HTTP on loopback from this process).
-FRONT_OPTIONS = ("mcpHttp", "mcpPort", "mcpHost")
+FRONT_OPTIONS = {"mcpHttp": bool, "mcpPort": int, "mcpHost": str}  # this front's own options, with their types
 
 
 class LspEvents(SessionEvents):
@@ -137,6 +137,12 @@ def initialize(ls: DelphiServer, params: lsp.InitializeParams) -> None:
         ls.front_options = {k: opts[k] for k in FRONT_OPTIONS if k in opts}
         opts = {k: v for k, v in opts.items() if k not in FRONT_OPTIONS}
     ls.session.configure(opts)
+    for key, kind in FRONT_OPTIONS.items():
+        value = ls.front_options.get(key)
+        if value is not None and (not isinstance(value, kind) or (kind is int and isinstance(value, bool))):
+            # `mcpHttp: "yes"` was taken as true, unsaid; a bad value is now said, like any setting's (session 25).
+            ls.session.option_errors.append(f"Delphi: '{key}' must be a {kind.__name__}, not {value!r}; ignored")
+            del ls.front_options[key]
     caps = params.capabilities
     ls.events.progress_supported = bool(caps.window and caps.window.work_done_progress)
     ws = caps.workspace

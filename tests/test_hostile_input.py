@@ -5,6 +5,7 @@ skipped with a reason, and no byte of what must stay out reaches any file of the
 from __future__ import annotations
 
 import os
+import queue
 import time
 from pathlib import Path
 
@@ -314,3 +315,30 @@ def test_read_no_follow_allocates_the_file_not_the_limit(tmp_path: Path, monkeyp
     assert read_no_follow(root, "grown.py", 30) == b"z" * 30
     with pytest.raises(SkipFile, match="too large"):
         read_no_follow(root, "grown.py", 29)
+
+
+def test_lsp_front_options_of_the_wrong_type_are_said_and_ignored(tmp_path: Path):
+    """`initializationOptions.mcpHttp: "yes"` started no daemon and said nothing, while a bad `rrfK` was shown (an
+    editor newcomer, session 25): the front's own options are checked by type like the settings."""
+    from tests.lsp_wire import Wire
+
+    ws = _ws(tmp_path / "ws", {"pkg/a.py": "def a():\n    return 1\n"})
+    wire = Wire()
+    try:
+        wire.initialize(ws, {"indexDir": str(tmp_path / "idx"), "vectors": False, "mcpHttp": "yes",
+                             "mcpPort": "80"})
+        deadline = time.monotonic() + 30
+        shown: list[str] = []
+        while time.monotonic() < deadline and len(shown) < 2:
+            try:
+                wire.next_message(0.5)
+            except queue.Empty:
+                pass
+            shown = [m["params"]["message"] for m in wire.seen if m.get("method") == "window/showMessage"]
+        assert any("'mcpHttp' must be a bool, not 'yes'; ignored" in m for m in shown), shown
+        assert any("'mcpPort' must be a int, not '80'; ignored" in m for m in shown), shown
+        assert not (tmp_path / "idx" / "daemon.json").exists()  # no daemon was started on a guess
+        assert wire.close(timeout=60) == 0
+    finally:
+        if wire.proc.poll() is None:
+            wire.proc.kill()
