@@ -92,6 +92,16 @@ def chroma_engine(workspace: Path, tmp_path: Path):
     eng.close()
 
 
+@pytest.fixture(scope="module")
+def module_engine(tmp_path_factory: pytest.TempPathFactory):
+    """The shipyard fixture indexed once per test module (vectors on): for modules that only ask questions."""
+    base = tmp_path_factory.mktemp("module-engine")
+    ws = build_workspace(base / "ws", huge_bytes=2_000)
+    with Engine(ws, index_dir=base / "index", embedder="potion-base-8M") as eng:
+        eng.index()
+        yield eng
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     # zoekt's -update: rewrite tests/golden/** from what the engine answers now, then review `git diff`.
     parser.addoption("--update-goldens", action="store_true", default=False,

@@ -10,16 +10,10 @@ import pytest
 
 from delphi_ls import Engine
 
-from .conftest import build_workspace
 
-
-@pytest.fixture(scope="module")
-def eng(tmp_path_factory: pytest.TempPathFactory):
-    base = tmp_path_factory.mktemp("meaning")
-    ws = build_workspace(base / "ws", huge_bytes=2_000)
-    with Engine(ws, index_dir=base / "index", embedder="potion-base-8M") as e:
-        e.index()
-        yield e
+@pytest.fixture
+def eng(module_engine: Engine) -> Engine:
+    return module_engine
 
 
 def test_a_question_no_file_holds_a_word_of_is_said_to_be_meaning_only(eng: Engine) -> None:
