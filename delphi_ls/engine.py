@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import logging
 import os
 import re
 import shutil
@@ -117,6 +118,8 @@ def history_status(stored: dict[str, Any]) -> str:
     return (f"ready: {stored['commits']} commits up to {stored['head'][:12]}, {stored['pairs']} file pairs, "
             f"{stored.get('messages', 0)} messages")
 
+
+log = logging.getLogger(__name__)
 
 # The branches that find a file by the question's own words, names or paths (the rest: by meaning, by the
 # anchors, or from what those found): none of them with a hit makes an answer "only similar in meaning".
@@ -803,8 +806,6 @@ class Engine:
                             indexer.vectors = self.vectors
                         indexer.index_vectors(track, rep, should_stop=self._stop.is_set)
                         self._probe = None
-                if not self._stop.is_set():  # stopped: the next run adds them first (health says so meanwhile)
-                    indexer.finish_grams()  # a large run's trigram index, after what queries wait for more
                 if not self._stop.is_set() and (full or len(self.lexical.segment_sizes()) > MAX_SEGMENTS):
                     # Merges, once per run, after what queries wait for. About 0.8 ms of CPU per document
                     # merged (seconds when a tier fills): a small update (a save, the catch-up before an
@@ -818,6 +819,14 @@ class Engine:
                     patch = indexer.changed
                 return rep
             finally:
+                if indexer is not None and not self._stop.is_set():
+                    # A large run's trigram index, after what queries wait for more (pipeline.GRAMS_AFTER_VECTORS);
+                    # here so that a vector pass that failed does not leave it to the next save (review). Stopped:
+                    # the next run adds them first, and health says so meanwhile.
+                    try:
+                        indexer.finish_grams()
+                    except Exception:
+                        log.exception("adding this run's chunks to the trigram index failed; the next run adds them")
                 self.indexing = None
                 if indexer is not None:
                     indexer.close_ahead()  # a run that skipped its vector pass (or failed in it) ends the process
@@ -1201,7 +1210,9 @@ class Engine:
             "traceId": uuid.uuid4().hex[:16],
             "timingsMs": r.timings,
         }
-        if answered.rows and not anchors and not req.draft and not any(r.lists.get(b) for b in WORD_BRANCHES):
+        if (answered.rows and not anchors and not req.draft and not req.kinds
+                and not any(r.lists.get(b) for b in WORD_BRANCHES)
+                and all(state_of(r.ready.get(b, "off")) in (State.READY, State.OFF) for b in WORD_BRANCHES)):
             # No branch that matches the question's words or names found anything: a nonsense word or a name no
             # file has still gets the files nearest in meaning (and their graph neighbours), which read as an
             # answer unless said (an editor newcomer, session 25).

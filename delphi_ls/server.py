@@ -141,7 +141,8 @@ def initialize(ls: DelphiServer, params: lsp.InitializeParams) -> None:
         value = ls.front_options.get(key)
         if value is not None and (not isinstance(value, kind) or (kind is int and isinstance(value, bool))):
             # `mcpHttp: "yes"` was taken as true, unsaid; a bad value is now said, like any setting's (session 25).
-            ls.session.option_errors.append(f"Delphi: '{key}' must be a {kind.__name__}, not {value!r}; ignored")
+            what = {bool: "true or false", int: "a whole number", str: "a string"}[kind]
+            ls.session.option_errors.append(f"Delphi: '{key}' must be {what}, not {value!r}; ignored")
             del ls.front_options[key]
     caps = params.capabilities
     ls.events.progress_supported = bool(caps.window and caps.window.work_done_progress)
@@ -238,10 +239,8 @@ def hover(ls: DelphiServer, params: lsp.HoverParams) -> lsp.Hover | None:
     if found is not None and found[1]:
         name, rows = found
         return _hover(f"**Related tests for `{name}`** (Delphi)", rows)
-    if found is not None:
-        # No tests found: no popup. "none found" showed on every untested function, over the other language
-        # servers' hovers in the same float (an editor newcomer, session 25).
-        return None
+    # No tests found: no popup ("none found" showed on every untested function, over the other language servers'
+    # hovers in the same float; an editor newcomer, session 25), unless a test file's first line says what it tests.
     code = ls.session.related_code_of(params.text_document.uri) if params.position.line == 0 else None
     return _hover("**Source this test exercises** (Delphi)", code) if code else None
 

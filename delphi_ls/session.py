@@ -182,6 +182,7 @@ class Session:
             self.watch_state.pop(root, None)
         if watcher is not None:
             watcher.stop()
+        self.buffers_dropped.pop(root, None)
         caught_up = self._caught_up.pop(root, None)
         if caught_up is not None:
             caught_up.set()  # a question waiting for its catch-up goes on (and meets the closed engine)
@@ -602,9 +603,12 @@ class Session:
             else:
                 h["staleness"] = last
             running = eng.indexing
-            # Never indexed and no run under way: its first run is still to start (the worker waits for warm
-            # start and for questions in flight first). It said "ready" with 0 files in that window (session 25).
-            state = ("queued" if not running and not eng.is_indexed() else
+            # Never indexed, no run under way and its first run not done: that run is still to start (the worker
+            # waits for warm start and for questions in flight first). It said "ready" with 0 files in that
+            # window (session 25); a first run that failed is "degraded" with its problems, not queued for ever.
+            first = self._caught_up.get(root)
+            state = ("queued" if not running and not eng.is_indexed() and first is not None and not first.is_set()
+                     else
                      f"indexing ({running['phase']}: {running['done']}/{running['total']})" if running else
                      "ready" if h["ok"] and not (h.get("staleness") or {}).get("stale") else
                      "stale" if (h.get("staleness") or {}).get("stale") else "degraded")

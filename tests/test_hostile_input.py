@@ -335,8 +335,8 @@ def test_lsp_front_options_of_the_wrong_type_are_said_and_ignored(tmp_path: Path
             except queue.Empty:
                 pass
             shown = [m["params"]["message"] for m in wire.seen if m.get("method") == "window/showMessage"]
-        assert any("'mcpHttp' must be a bool, not 'yes'; ignored" in m for m in shown), shown
-        assert any("'mcpPort' must be a int, not '80'; ignored" in m for m in shown), shown
+        assert any("'mcpHttp' must be true or false, not 'yes'; ignored" in m for m in shown), shown
+        assert any("'mcpPort' must be a whole number, not '80'; ignored" in m for m in shown), shown
         assert not (tmp_path / "idx" / "daemon.json").exists()  # no daemon was started on a guess
         assert wire.close(timeout=60) == 0
     finally:

@@ -391,3 +391,71 @@ def test_a_large_run_with_a_vector_pass_adds_its_trigrams_after_it(tmp_path: Pat
             assert seen["behind"] == 0 and seen["trigram"] == "ready"
         assert e.meta.grams_behind() == 0
         e.close()
+
+
+def test_a_stopped_large_run_leaves_its_trigrams_to_the_next_run(tmp_path: Path, monkeypatch):
+    """Review of session 25: a large run stopped midway (an editor closing during a first index) built the
+    trigram rows of everything it had written before returning, holding the shutdown. It now leaves them: the
+    watermark stays, health says partial, and the next run adds them first."""
+    from delphi_ls.indexing import pipeline
+
+    monkeypatch.setattr(pipeline, "GRAMS_LATER_MIN_FILES", 50)
+    ws = _workspace(tmp_path / "ws")
+    eng = Engine(ws, index_dir=str(tmp_path / "idx"), index_workers=0)
+    indexer = eng._indexer()
+    indexer.embed_ahead = True
+    batches = []
+    rep = indexer.index_lexical(should_stop=lambda: len(batches) >= 2, on_batch=lambda: batches.append(1))
+    assert rep.errors and not indexer.grams_owed
+    written = eng.meta.counts()["chunks"]
+    assert 0 < written < N_FILES * 2 and eng.meta.grams_behind() == written  # none built on the way out
+    indexer.close_ahead()
+    eng.close()
+    eng = Engine(ws, index_dir=str(tmp_path / "idx"), index_workers=0)
+    assert not eng.index().errors
+    assert eng.meta.grams_behind() == 0
+    assert all(len(v) == 1 for v in _found(eng.meta).values())
+    eng.close()
+
+
+def test_a_failed_vector_pass_still_completes_the_trigram_index(tmp_path: Path, monkeypatch):
+    """Review of session 25: the trigram index owed by a large run is added when its vector pass fails too,
+    not left for the next save to add inside its own latency."""
+    from delphi_ls.indexing import pipeline
+
+    monkeypatch.setattr(pipeline, "GRAMS_LATER_MIN_FILES", 50)
+
+    def broken(self, *a, **k):
+        raise RuntimeError("the embedder ran out of memory")
+
+    monkeypatch.setattr(pipeline.Indexer, "index_vectors", broken)
+    ws = _workspace(tmp_path / "ws")
+    eng = Engine(ws, index_dir=str(tmp_path / "idx"), index_workers=0)
+    try:
+        eng.index()
+    except RuntimeError:
+        pass
+    else:
+        raise AssertionError("the vector pass's failure was swallowed")
+    assert eng.meta.grams_behind() == 0
+    assert all(len(v) == 1 for v in _found(eng.meta).values())
+    eng.close()
+
+
+def test_a_snapshot_of_an_index_whose_trigram_index_is_behind_is_refused(tmp_path: Path):
+    """Review of session 25: a copy would ship the watermark, and a machine that only loads it never adds the
+    chunks above it; the snapshot is refused like one of an index whose run stopped early."""
+    import pytest
+
+    from delphi_ls.engine import INDEX_FORMAT
+    from delphi_ls.indexing import snapshot
+
+    ws = _workspace(tmp_path / "ws")
+    eng = Engine(ws, index_dir=str(tmp_path / "idx"), **SETTINGS)
+    eng.index(vectors=False)
+    eng.meta.defer_grams()  # as a run that stopped after writing its files leaves it
+    eng.meta.db.execute("UPDATE state SET value='0' WHERE key='grams_upto'")
+    with pytest.raises(snapshot.SnapshotError, match="not complete"):
+        snapshot.create(eng.root, eng.index_dir, eng.writer, eng.settings, INDEX_FORMAT, tmp_path / "x.delphi-snapshot")
+    assert not (tmp_path / "x.delphi-snapshot").exists()
+    eng.close()

@@ -275,8 +275,10 @@ class Indexer:
         # run says the lexical index is ready; then chunks are added row by row again (a no-op when the
         # trigram index holds every chunk and no run deferred it). A run whose vector pass follows adds
         # them after that pass instead (finish_grams).
-        if grams_later and not stopped:
-            self.grams_owed = True
+        if grams_later:
+            # Stopped (an editor closing during a first index): nothing now, the watermark stays and the next run
+            # adds them first; building them here held the shutdown for most of a cold run's chunks (review).
+            self.grams_owed = not stopped
         else:
             self.meta.build_grams()
         # Files skipped for content reasons that were indexed before must leave the stores.

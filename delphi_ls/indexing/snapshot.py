@@ -188,7 +188,8 @@ def create(root: Path, index_dir: Path, writer: WriterLock, settings: Settings, 
             writer.release()
         _prune(stage / "meta.sqlite")
         facts = _manifest_facts(stage / "meta.sqlite")
-        if not facts["state"].get("lexical_ready"):
+        if not facts["state"].get("lexical_ready") or facts["state"].get("grams_upto") is not None:
+            # (grams_upto: the trigram index lacks chunks a stopped run wrote; a loaded copy would lack them too)
             raise SnapshotError("the index is not complete (its last run stopped early); run `delphi index` first")
         members: dict[str, dict[str, Any]] = {}
         for p in sorted(stage.rglob("*")):
