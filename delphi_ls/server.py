@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from lsprotocol import types as lsp
-from pygls.exceptions import JsonRpcInvalidParams
+from pygls.exceptions import JsonRpcInvalidParams, JsonRpcServerNotInitialized
 from pygls.lsp.server import LanguageServer
 
 from . import __version__
@@ -123,7 +123,11 @@ def _params(params: Any) -> dict[str, Any]:
 
 
 def _answer(fn: Any, *args: Any) -> Any:
-    """Run a session call; a request the caller got wrong is InvalidParams naming the field."""
+    """Run a session call; a request the caller got wrong is InvalidParams naming the field. Before `initialized`
+    the folders are not open: ServerNotInitialized (-32002) says so, where "no workspace folder is open" (-32602)
+    blamed the request (an editor newcomer, session 25)."""
+    if not server.session.started:
+        raise JsonRpcServerNotInitialized("Delphi opens the workspace folders when the client sends `initialized`")
     try:
         return fn(*args)
     except RequestError as e:

@@ -128,6 +128,11 @@ class Session:
             except SettingsError as e:
                 self.option_errors.append(f"Delphi: {e}; using the default for '{key}'")
 
+    @property
+    def started(self) -> bool:
+        """Whether :meth:`start` ran (the LSP front starts the session on `initialized`)."""
+        return self._worker is not None
+
     def start(self, folders: list[Path | str]) -> None:
         for msg in self.option_errors:
             self.events.message("error", msg)

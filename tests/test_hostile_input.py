@@ -342,3 +342,34 @@ def test_lsp_front_options_of_the_wrong_type_are_said_and_ignored(tmp_path: Path
     finally:
         if wire.proc.poll() is None:
             wire.proc.kill()
+
+
+def test_a_request_before_initialized_is_server_not_initialized(tmp_path: Path):
+    """Between `initialize` and `initialized` (and before `initialize`) the folders are not open yet: the answer is
+    LSP's ServerNotInitialized, not an InvalidParams blaming the request (an editor newcomer, session 25)."""
+    from tests.lsp_wire import Wire
+
+    ws = _ws(tmp_path / "ws", {"pkg/a.py": "def alpha_function():\n    return 1\n"})
+    wire = Wire()
+    try:
+        early = wire.call("delphi/context", {"query": "alpha_function"})
+        assert early["error"]["code"] == -32002, early
+        wire.call("initialize", {"processId": None, "rootUri": ws.as_uri(), "capabilities": {},
+                                 "workspaceFolders": [{"uri": ws.as_uri(), "name": "ws"}],
+                                 "initializationOptions": {"indexDir": str(tmp_path / "idx"), "vectors": False}},
+                  timeout=60)
+        between = wire.call("delphi/context", {"query": "alpha_function"})
+        assert between["error"]["code"] == -32002 and "initialized" in between["error"]["message"], between
+        wire.notify("initialized", {})
+        deadline = time.monotonic() + 60
+        while True:
+            ans = wire.call("delphi/context", {"query": "alpha_function"}, timeout=60)
+            if "result" in ans and ans["result"]["results"]:
+                break
+            assert time.monotonic() < deadline, ans
+            time.sleep(0.3)
+        assert ans["result"]["results"][0]["path"] == "pkg/a.py"
+        assert wire.close(timeout=60) == 0
+    finally:
+        if wire.proc.poll() is None:
+            wire.proc.kill()
