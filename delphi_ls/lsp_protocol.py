@@ -74,7 +74,8 @@ class Framer:
     ``chunks`` yields what the peer wrote, ``b""`` at end of input. Runs on its own thread.
     """
 
-    def __init__(self, chunks: queue.Queue[bytes], max_body: int = MAX_BODY, idle_s: float = IDLE_RESYNC_S) -> None:
+    def __init__(self, chunks: queue.Queue[bytes], max_body: int = MAX_BODY, idle_s: float = IDLE_RESYNC_S,
+                 on_not_json: Callable[[str], None] | None = None) -> None:
         self.chunks = chunks
         self.max_body = max_body
         self.idle_s = idle_s
@@ -82,6 +83,7 @@ class Framer:
         self.eof = False
         self.skipped = 0  # bytes of junk since the last good frame (logged once, not per chunk)
         self.dropped = 0  # frames dropped so far (tests and logs)
+        self.on_not_json = on_not_json  # told why, for a frame whose whole body is not JSON (answered -32700)
 
     def messages(self) -> Iterator[Any]:
         while (body := self._next_body()) is not None:
@@ -96,6 +98,8 @@ class Framer:
                     self.buf[:0] = body[at:]
                 else:
                     log.warning("dropped a frame of %d bytes: not JSON (%s)", len(body), _short(e))
+                    if self.on_not_json is not None:
+                        self.on_not_json(f"a frame of {len(body)} bytes is not JSON ({_short(e)})")
         self._report_skipped()
 
     def _fill(self, timeout: float | None) -> bool:
@@ -254,6 +258,10 @@ class DelphiProtocol(LanguageServerProtocol):
         """One JSON value from the wire: validate the envelope, structure it, dispatch it."""
         if not isinstance(raw, dict):
             log.warning("dropped a message: a JSON-RPC message is an object, got %s", type(raw).__name__)
+            # JSON-RPC answers it with id null (LSP has no batches): the client learns why nothing came back.
+            why = ("a batch (JSON array) is not part of LSP: send one message per frame" if isinstance(raw, list)
+                   else f"a JSON-RPC message is an object, got {type(raw).__name__}")
+            self._error(None, JsonRpcInvalidRequest.CODE, why)
             return
         method = raw.get("method")
         has_id = "id" in raw
@@ -390,7 +398,10 @@ def serve_stdio(server: LanguageServer, stdin: IO[bytes] | None = None, stdout: 
 
         def frames() -> None:
             try:
-                for message in Framer(chunks).messages():
+                def not_json(why: str) -> None:  # JSON-RPC's parse error, id null (an editor newcomer, session 25)
+                    loop.call_soon_threadsafe(protocol._error, None, -32700, f"parse error: {why}")
+
+                for message in Framer(chunks, on_not_json=not_json).messages():
                     loop.call_soon_threadsafe(protocol.handle_raw, message)
                 code = 0 if protocol._shutdown else 1
                 if code:

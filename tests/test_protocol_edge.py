@@ -142,6 +142,8 @@ def test_every_bad_request_gets_an_error_naming_the_field(server: tuple[Wire, Pa
 
 def test_a_request_with_an_unusable_id_is_answered_with_a_null_id(server: tuple[Wire, Path]) -> None:
     w, _ = server
+    # Earlier frames of this module that were no message are answered with id null too (session 25): not those.
+    w.seen[:] = [m for m in w.seen if m.get("id") is not None]
     w.send({"jsonrpc": "2.0", "id": {"not": "an id"}, "method": "delphi/health", "params": {}})
     ans = w.response(None, timeout=ALIVE_S)
     assert ans["error"]["code"] == -32600 and "id" in ans["error"]["message"]
@@ -238,3 +240,29 @@ def test_framer_finds_every_frame_between_random_junk(seed: int) -> None:
     for c in (*chunks, b""):
         q.put(c)
     assert list(Framer(q, max_body=4096, idle_s=0.05).messages()) == sent
+
+
+@pytest.mark.parametrize("bad,code,said", [
+    (frame(b"{not json at all"), -32700, "parse error: a frame of 16 bytes is not JSON"),
+    (frame(b'[{"jsonrpc": "2.0", "id": 1, "method": "delphi/health"}]'), -32600, "batch"),
+    (frame(b'"just a string"'), -32600, "a JSON-RPC message is an object, got str"),
+], ids=["not JSON", "a batch", "a string"])
+def test_a_frame_that_is_no_message_is_answered_with_id_null(server: tuple[Wire, Path], bad: bytes, code: int,
+                                                              said: str) -> None:
+    """JSON-RPC answers a parse error or an invalid request it cannot read an id from with id null; the server
+    only logged them, and a client waited for an answer that never came (an editor newcomer, session 25)."""
+    w, _ = server
+    seen = len(w.seen)
+    w.send_raw(bad)
+    deadline = time.monotonic() + ALIVE_S
+    while True:
+        errors = [m for m in w.seen[seen:] if m.get("id") is None and "error" in m]
+        if errors:
+            break
+        assert time.monotonic() < deadline, w.seen[seen:]
+        try:
+            w.next_message(0.2)
+        except queue.Empty:
+            pass
+    assert errors[0]["error"]["code"] == code and said in errors[0]["error"]["message"], errors
+    assert_alive(w, "a frame that is no message")
