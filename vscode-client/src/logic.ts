@@ -51,8 +51,9 @@ export interface ContextAnswer {
   packed?: { path: string; startLine: number; endLine: number; text: string; whole: boolean }[];
   packedTokens?: number;
   branchesReady?: Record<string, string>;
-  /** `cut`: a long question was searched as its head and tail (the server's QUESTION_HEAD_CHARS / TAIL). */
-  query?: { cut?: { chars: number; head: number; tail: number } };
+  /** `cut`: a long question was searched as its head and tail (the server's QUESTION_HEAD_CHARS / TAIL);
+   * `meaningOnly`: no file holds a word or name of the question; `namedAnchor`: the file a test question named. */
+  query?: { cut?: { chars: number; head: number; tail: number }; meaningOnly?: boolean; namedAnchor?: string };
 }
 
 export interface PickItem { label: string; description: string; detail: string; uri: string; line: number }

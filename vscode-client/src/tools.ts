@@ -207,6 +207,14 @@ function indexNote(answer: ContextAnswer & { indexing?: { phase?: string; done?:
     notes.push(`Note: the question has ${cut.chars} characters; Delphi searched its first ${cut.head} and last ` +
       `${cut.tail}.`);
   }
+  if (answer.query?.meaningOnly) {
+    // As the CLI and MCP say it (delphi_ls/shown.py meaning_note): a nonsense word still gets files by meaning.
+    notes.push("Note: no file holds a word or name of the question; these files are only similar in meaning — " +
+      "search with grep too.");
+  }
+  if (answer.query?.namedAnchor) {
+    notes.push(`Note: asked around ${shown(answer.query.namedAnchor)}, the file the question names.`);
+  }
   // "ready (not used for this query shape)" and "off: ..." (turned off by settings, or no git history) are
   // not problems to tell the model about; "partial", "not ready", "disabled" and "error" are.
   const notReady = Object.entries(answer.branchesReady ?? {}).filter(([, s]) => !/^(ready|off)\b/.test(s));

@@ -108,6 +108,12 @@ test("context text: a file name cannot add a line, a long question cannot push t
   assert.match(long, /^1\. /m);
   const cut = tools.formatContext({ ...answer(), query: { cut: { chars: 100012, head: 12000, tail: 4000 } } }, "q", 6000);
   assert.match(cut, /the question has 100012 characters; Delphi searched its first 12000 and last 4000/);
+  // An answer found only by meaning, and one asked around the file the question named, say so (session 25).
+  const vague = tools.formatContext({ ...answer(), query: { meaningOnly: true } }, "q", 6000);
+  assert.match(vague, /no file holds a word or name of the question; these files are only similar in meaning/);
+  assert.doesNotMatch(tools.formatContext(answer(), "q", 6000), /only similar in meaning/);
+  const named = tools.formatContext({ ...answer(), query: { namedAnchor: "src/a\u202eb.py" } }, "q", 6000);
+  assert.match(named, /asked around src\/a\\u202eb\.py, the file the question names/);
 });
 
 test("related-tests input and text", () => {
