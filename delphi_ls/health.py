@@ -103,15 +103,19 @@ def staleness(engine: EngineState, buffered: Collection[str] = ()) -> dict[str, 
             "examples": (changed + new + deleted)[:10], "stale": bool(changed or new or deleted)}
 
 
+GRAMS_COUNTED = 1_000  # the most chunks a status line counts above the trigram index's watermark
+
+
 def grams_status(engine: EngineState) -> str | None:
     """What the trigram branch lacks while its index (stores/meta.py, ``build_grams``) is behind the
     manifest, in words; None when it holds every chunk."""
-    behind = engine.meta.grams_behind()
+    behind = engine.meta.grams_behind(cap=GRAMS_COUNTED)  # read on every question during a run: bounded
     if not behind:
         return None
+    n = f"over {GRAMS_COUNTED:,}" if behind > GRAMS_COUNTED else str(behind)
     if engine.indexing is not None or engine.writer_holder() is not None:
-        return f"partial: {behind} chunks written by the run under way are not in the trigram index yet"
-    return (f"partial: {behind} chunks are not in the trigram index (a run stopped before adding them); "
+        return f"partial: {n} chunks written by the run under way are not in the trigram index yet"
+    return (f"partial: {n} chunks are not in the trigram index (a run stopped before adding them); "
             "literals in them are not found until the next `delphi index`, which adds them first")
 
 

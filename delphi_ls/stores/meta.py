@@ -796,14 +796,19 @@ class MetaStore:
             if hi is None:
                 return added
 
-    def grams_behind(self) -> int:
+    def grams_behind(self, cap: int | None = None) -> int:
         """Chunks the trigram index does not hold yet (0 when it holds every one): a run is adding them,
-        or one was stopped or killed before it did (the next index run adds them first)."""
+        or one was stopped or killed before it did (the next index run adds them first). ``cap``: count at
+        most that many plus one (every question asks while a run is under way: counting all of a large run's
+        chunks read their rows, 240 ms warm and 15 s cold at 100k files)."""
         with self._lock:
             row = self.db.execute("SELECT CAST(value AS INTEGER) FROM state WHERE key='grams_upto'").fetchone()
             if row is None:
                 return 0
-            return int(self.db.execute("SELECT COUNT(*) FROM chunks WHERE rowid > ?", (row[0],)).fetchone()[0])
+            if cap is None:
+                return int(self.db.execute("SELECT COUNT(*) FROM chunks WHERE rowid > ?", (row[0],)).fetchone()[0])
+            return int(self.db.execute("SELECT COUNT(*) FROM (SELECT 1 FROM chunks WHERE rowid > ? LIMIT ?)",
+                                       (row[0], cap + 1)).fetchone()[0])
 
     def find_literal(self, literal: str, limit: int) -> list[tuple[str, str]]:
         """(chunk id, path) of chunks containing ``literal`` verbatim, case-insensitively, in rowid order.
