@@ -19,7 +19,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from . import __version__  # the package's __init__ is light: its heavy names load on first use
 from .core import KINDS, State, state_of  # standard library only, like this module's other imports
-from .shown import cut_note, fenced, meaning_note, shown, shown_text
+from .shown import fenced, query_notes, shown, shown_text
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -264,9 +264,8 @@ def cmd_context(args: argparse.Namespace) -> int:
                 print(f"      L{s['startLine']}-{s['endLine']}: {shown(s['preview'][:100])}")
         if not ans["results"]:
             print("no files match")
-        for note in (cut_note(q), meaning_note(q)):
-            if note:
-                print(f"note: {note}")
+        for note in query_notes(q, named=False):  # the named anchor is in the header line above
+            print(f"note: {note}")
         for b, s in ans["branchesReady"].items():
             if state_of(s) not in (State.READY, State.OFF):
                 print(f"note: branch {b}: {shown(s)}")

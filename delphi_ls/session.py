@@ -90,7 +90,6 @@ class Session:
         # root -> {workspace path: why} of open buffers the last run could not index (problems_of says so)
         self.buffers_dropped: dict[Path, dict[str, str]] = {}
         self.pending: dict[Path, set[str] | None] = {}  # root -> paths to redo (None: everything)
-        self.queued: set[Path] = set()  # roots whose first run has not started yet
         self._cv = threading.Condition()
         self._last_change = 0.0
         self._stopping = False
@@ -152,7 +151,6 @@ class Session:
             except (SettingsError, FileNotFoundError, OSError, RequestError) as e:
                 self.events.message("error", f"Delphi cannot open {root}: {e}")
                 return None
-        self.queued.add(root)
         with self._engines_lock:
             self._caught_up[root] = threading.Event()
         self._schedule(root, None)
@@ -351,7 +349,6 @@ class Session:
             eng = self.engines.get(root)
             if eng is None:
                 continue
-            self.queued.discard(root)
             warming = self._warming.pop(root, None)
             if warming is not None:
                 warming.wait(timeout=WARM_WAIT_S)

@@ -72,6 +72,15 @@ def meaning_note(query: dict[str, Any]) -> str | None:
     return "no file holds a word or name of the question; these files are only similar in meaning"
 
 
+def query_notes(query: dict[str, Any], named: bool = True) -> list[str]:
+    """The notes every front prints under an answer, from its ``query``: a question read in part, an answer found
+    only by meaning, and (``named``; the CLI says it in its header line) the file a test question named."""
+    notes = [n for n in (cut_note(query), meaning_note(query)) if n]
+    if named and query.get("namedAnchor"):
+        notes.append(f"asked around {shown(query['namedAnchor'])}, the file the question names")
+    return notes
+
+
 def cut_note(query: dict[str, Any]) -> str | None:
     """What a front says when a long question was read in part (the answer's ``query.cut``), else None."""
     cut = query.get("cut")

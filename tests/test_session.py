@@ -144,7 +144,6 @@ def test_query_before_first_run_says_queued(tmp_path: Path):
         # Status says so too, also once the worker has taken the folder and waits (warm start, questions in
         # flight) before its first run: it said "ready" with 0 files there (session 25).
         assert s.status()["workspaces"][0]["state"] == "queued"
-        s.queued.clear()
         assert s.status()["workspaces"][0]["state"] == "queued"
         # A first run that ended without indexing anything (it failed) is not "queued" for ever (review).
         s._caught_up[ws.resolve()].set()

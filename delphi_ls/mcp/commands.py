@@ -65,6 +65,14 @@ class Opening:
         self._closed = False
         self._lock = threading.Lock()
 
+    @classmethod
+    def refused(cls, root: Path, reason: str) -> Opening:
+        """An open that failed before it began (no such folder, settings that do not load): calls get ``reason``."""
+        opening = cls({}, root)
+        opening._errors.append(reason)
+        opening._done.set()
+        return opening
+
     def start(self) -> None:
         threading.Thread(target=self._open, name="delphi-open", daemon=True).start()
 
@@ -135,21 +143,18 @@ def run_mcp(path: str | None, overrides: dict[str, Any], connect: bool = True) -
         # "connection closed" (a newcomer's `delphi mcp /nonexistent`, session 25).
         reason = f"Delphi cannot open {root}: {e}"
         print(f"delphi mcp: {reason}", file=sys.stderr, flush=True)
-
-        def refused() -> Session:
-            raise OpeningFailed(reason)
-
-        anyio.run(serve_stdio, build_server(local_call(refused)))
-        return 0
-    found = find_daemon(index_dir) if connect else None
-    if found is not None:
-        url, token = found
-        print(f"delphi mcp: forwarding to the daemon at {url}", file=sys.stderr, flush=True)
-        anyio.run(_proxy, url, token, root, index_dir)
-        return 0
-    opening = Opening(overrides, root)
+        opening, to_open = Opening.refused(root, reason), False
+    else:
+        found = find_daemon(index_dir) if connect else None
+        if found is not None:
+            url, token = found
+            print(f"delphi mcp: forwarding to the daemon at {url}", file=sys.stderr, flush=True)
+            anyio.run(_proxy, url, token, root, index_dir)
+            return 0
+        opening, to_open = Opening(overrides, root), True
     server = build_server(local_call(opening.get))
-    opening.start()
+    if to_open:
+        opening.start()
     try:
         anyio.run(serve_stdio, server)
     finally:

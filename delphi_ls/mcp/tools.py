@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ..api import KINDS, MAX_LIMIT, ContextRequest, RelatedRequest, RequestError, SymbolsRequest
 from ..core import State, state_of
 from ..settings import snake_case
-from ..shown import cut_note, fenced, meaning_note, shown, shown_question
+from ..shown import fenced, query_notes, shown, shown_question
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -260,11 +260,7 @@ def render_context(ans: dict[str, Any], req: ContextRequest, notes: list[str] | 
     for b, s in ans["branchesReady"].items():
         if state_of(s) not in (State.READY, State.OFF):
             lines.append(f"note: branch {b}: {shown(s)}")
-    for note in (cut_note(ans["query"]), meaning_note(ans["query"])):
-        if note:
-            lines.append(f"note: {note}")
-    if named := ans["query"].get("namedAnchor"):
-        lines.append(f"note: asked around {shown(named)}, the file the question names")
+    lines += [f"note: {n}" for n in query_notes(ans["query"])]
     lines += [f"note: {n}" for n in notes or []]
     packed = ans.get("packed") or []
     if packed:
