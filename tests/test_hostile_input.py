@@ -129,6 +129,41 @@ def test_binary_without_nul_is_detected_by_content(ws: Path, tmp_path: Path):
     assert content_skip_reason("l1.py", "# café crème brûlée\nx = 1\n".encode("latin-1") * 30) is None
 
 
+def test_a_file_skipped_for_its_bytes_is_not_read_again_until_it_changes(ws: Path, tmp_path: Path, monkeypatch):
+    """A data file skipped for its bytes was read again by every run (and so by every question's update)."""
+    (ws / "dump.txt").write_bytes(b"header\x00" + b"x" * 4000)
+    (ws / "bundle.js").write_text("var a=1;" * 600, encoding="utf-8")  # one 4,800-char line: minified
+    read: list[str] = []
+    real = pipe.prepare_in_process
+
+    def counting(root, opts, items):
+        read.extend(path for path, _old, _buf in items)
+        return real(root, opts, items)
+
+    monkeypatch.setattr(pipe, "prepare_in_process", counting)
+    with _engine(ws, tmp_path) as eng:
+        eng.index()
+        assert sorted(p for p in read if p in ("dump.txt", "bundle.js")) == ["bundle.js", "dump.txt"]
+        read.clear()
+        rep = eng.index()
+        assert read == [] and rep.files_skipped == 1 + 1
+        assert eng.meta.skipped()["dump.txt"] == "binary content (NUL byte)"
+        assert eng.meta.skipped()["bundle.js"].startswith("minified")
+        # Changed bytes are read again: text now, so indexed, and no longer listed as skipped.
+        (ws / "dump.txt").write_text("def parse_dump():\n    return 1\n", encoding="utf-8")
+        rep = eng.index()
+        assert read == ["dump.txt"] and "dump.txt" not in eng.meta.skipped()
+        assert eng.meta.chunks_of("dump.txt")
+        # And skipped again when its bytes say so, with the stat of those bytes remembered.
+        (ws / "dump.txt").write_bytes(b"\x00\x01" * 100)
+        read.clear()
+        eng.index()
+        assert read == ["dump.txt"] and eng.meta.chunks_of("dump.txt") == []
+        read.clear()
+        eng.index()
+        assert read == []
+
+
 def test_stop_during_a_cold_index_returns_and_resumes(tmp_path: Path):
     files: dict[str, str | bytes] = {f"pkg/m{i:03}.py": f"def f{i}():\n    return {i}\n" for i in range(120)}
     ws = _ws(tmp_path / "ws", {**files, "yarn.lock": "x\n"})  # a skipped file: the stop path records it

@@ -570,12 +570,14 @@ def test_the_builders_root_and_skipped_files_do_not_travel(built, tmp_path: Path
     db = sqlite3.connect(tmp_path / "m.sqlite")
     try:
         assert db.execute("SELECT COUNT(*) FROM skipped").fetchone()[0] == 0
+        assert db.execute("SELECT COUNT(*) FROM skipped_seen").fetchone()[0] == 0
         assert db.execute("SELECT value FROM state WHERE key='root'").fetchone() is None
     finally:
         db.close()
     with Engine(ws, index_dir=tmp_path / "src-ix", vectors=False) as eng:
         eng.index()
         assert eng.meta.skipped()  # (the check can fail: the builder does skip files)
+        assert eng.meta.skipped_for_bytes()  # those skipped for their bytes too (the binary logo.dat)
 
 
 def test_loading_an_index_another_engine_has_open_is_refused(built, tmp_path: Path) -> None:

@@ -182,6 +182,10 @@ class Indexer:
             rep.files_deleted = len(deleted)
             imports_moved = True
 
+        skipped = dict(result.skipped)
+        # Files skipped for their bytes, with the size and mtime they had: the same stat is not read again.
+        for_bytes = {} if reparse else self.meta.skipped_for_bytes()
+        seen: dict[str, tuple[int, int]] = {}
         todo = []
         for path, entry in current.items():
             # The same rule as for deletions: a named folder (created, or renamed into place) stands for
@@ -192,9 +196,13 @@ class Indexer:
             if old and old[1] == entry.size and old[2] == entry.mtime_ns and path not in buffers and not reparse:
                 rep.files_unchanged += 1
                 continue
+            known = for_bytes.get(path)
+            if known and known[1:] == (entry.size, entry.mtime_ns) and path not in buffers and path not in stored:
+                skipped[path] = known[0]
+                seen[path] = known[1:]
+                continue
             todo.append(entry)
 
-        skipped = dict(result.skipped)
         done = 0
         i = 0
         size = FIRST_BATCH_FILES
@@ -230,6 +238,8 @@ class Indexer:
                     got = next(stream)
                     if got.skip is not None:
                         skipped[entry.path] = got.skip
+                        if got.skip_for_bytes and entry.path not in buffers:
+                            seen[entry.path] = (entry.size, entry.mtime_ns)
                     elif got.unchanged:
                         self.meta.touch_file(entry.path, entry.size, entry.mtime_ns)
                         rep.files_unchanged += 1
@@ -310,12 +320,12 @@ class Indexer:
                 files = {p: k for p, k, _n in self.meta.files()}
                 self.filedocs.set_importers(FileGraph.build(files, self.meta.all_imports()).imported_by)
         if only is None and not rep.errors:
-            self.meta.set_skipped(skipped)
+            self.meta.set_skipped(skipped, seen)
         else:
             # A partial run (some files, or a full run stopped early) adds what it saw, replacing nothing.
             for p, r in skipped.items():
                 if only is None or p in only:
-                    self.meta.add_skipped(p, r)
+                    self.meta.add_skipped(p, r, seen.get(p))
         rep.files_skipped = len(skipped)
         self.lexical.refresh()
         if not rep.errors:

@@ -138,6 +138,9 @@ def _prune(meta: Path) -> None:
         # The builder's machine: its absolute root, and which files it skipped (names of secret files).
         db.execute("DELETE FROM state WHERE key IN ('root', 'recovered', 'recovered_rebuilt')")
         db.execute("DELETE FROM skipped")
+        # An index from before the table has none (the snapshot's schema is the builder's own).
+        if db.execute("SELECT 1 FROM sqlite_master WHERE name='skipped_seen'").fetchone():
+            db.execute("DELETE FROM skipped_seen")
         # FTS5 keeps a removed line's terms in old segments until a merge: merge every FTS5 table.
         for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table' "
                                   "AND sql LIKE 'CREATE VIRTUAL TABLE%USING fts5%'").fetchall():

@@ -80,6 +80,7 @@ class Prepared:
 
     path: str
     skip: str | None = None  # the reason the file is skipped (the same words as in-process)
+    skip_for_bytes: bool = False  # the bytes decided the skip: the same bytes (size, mtime) need no new read
     unchanged: bool = False  # same bytes as the manifest's row: only its size and mtime are refreshed
     digest: str = ""
     replaced: bool = False  # decoded with replacement characters
@@ -119,7 +120,7 @@ def prepare_file(root: Path, path: str, opts: Options, old_digest: str | None = 
             return Prepared(path, skip=f"unreadable: {e.strerror}")
     reason = content_skip_reason(path, data)
     if reason:
-        return Prepared(path, skip=reason)
+        return Prepared(path, skip=reason, skip_for_bytes=True)
     digest = hashlib.sha1(data).hexdigest()
     if old_digest is not None and old_digest == digest:
         return Prepared(path, unchanged=True, digest=digest)

@@ -72,6 +72,9 @@ CREATE TABLE IF NOT EXISTS changes (path TEXT PRIMARY KEY, weight REAL);
 -- The same commits' messages, each with the indexed files it changed (a JSON list: a path may hold a newline).
 CREATE TABLE IF NOT EXISTS commit_messages (message TEXT, files TEXT);
 CREATE TABLE IF NOT EXISTS skipped (path TEXT PRIMARY KEY, reason TEXT);
+-- The size and mtime of the skipped files whose bytes decided it (binary, generated, minified): while they
+-- stay the same the file is not read again (a folder of data files was re-read by every question's update).
+CREATE TABLE IF NOT EXISTS skipped_seen (path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER);
 CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT);
 -- Chroma writes an update of named paths left for later (issue 18): 'add' (upsert the embedded chunk from
 -- the embedding cache) or 'del' (delete the id). Written before the manifest marks a chunk embedded.
@@ -384,8 +387,8 @@ class MetaStore:
                 # deletes below leave it alone and the rebuild's chunks are added in bulk (build_grams).
                 self.db.execute("INSERT INTO chunk_grams(chunk_grams) VALUES ('delete-all')")
                 self.db.execute("INSERT OR REPLACE INTO state VALUES ('grams_upto', '0')")
-                for table in ("files", "chunks", "symbols", "imports", "skipped", "cochange", "changes",
-                              "commit_messages", "chroma_pending"):
+                for table in ("files", "chunks", "symbols", "imports", "skipped", "skipped_seen", "cochange",
+                              "changes", "commit_messages", "chroma_pending"):
                     self.db.execute(f"DELETE FROM {table}")
                 self.db.execute("DELETE FROM state WHERE key IN ('lexical_ready', 'parser_version', 'cochange')")
             self._moved += 1
@@ -450,6 +453,7 @@ class MetaStore:
         self.db.executemany("INSERT INTO symbols VALUES (?,?,?,?,?,?)",
                             [(n, k, path, ln, en, cont) for n, k, ln, en, cont in w.symbols])
         self.db.execute("DELETE FROM skipped WHERE path=?", (path,))
+        self.db.execute("DELETE FROM skipped_seen WHERE path=?", (path,))
         self.db.execute(
             "INSERT OR REPLACE INTO files VALUES (?,?,?,?,?,?,?,?,NULL)",
             (path, w.hash, w.size, w.mtime_ns, w.kind, w.language, len(w.chunks), int(w.replaced)),
@@ -531,15 +535,29 @@ class MetaStore:
             return [r[0] for r in self.db.execute("SELECT id FROM chunks WHERE path=?", (path,))]
 
     # --- skipped -----------------------------------------------------------
-    def set_skipped(self, skipped: dict[str, str]) -> None:
+    def set_skipped(self, skipped: dict[str, str], seen: dict[str, tuple[int, int]] | None = None) -> None:
+        """Every skipped file with its reason; ``seen``: (size, mtime_ns) of those skipped for their bytes."""
         with self._lock:
             with transaction(self.db):
                 self.db.execute("DELETE FROM skipped")
+                self.db.execute("DELETE FROM skipped_seen")
                 self.db.executemany("INSERT OR REPLACE INTO skipped VALUES (?, ?)", list(skipped.items()))
+                self.db.executemany("INSERT OR REPLACE INTO skipped_seen VALUES (?, ?, ?)",
+                                    [(p, st[0], st[1]) for p, st in (seen or {}).items() if p in skipped])
 
-    def add_skipped(self, path: str, reason: str) -> None:
+    def add_skipped(self, path: str, reason: str, seen: tuple[int, int] | None = None) -> None:
         with self._lock:
-            self.db.execute("INSERT OR REPLACE INTO skipped VALUES (?, ?)", (path, reason))
+            with transaction(self.db):
+                self.db.execute("INSERT OR REPLACE INTO skipped VALUES (?, ?)", (path, reason))
+                self.db.execute("DELETE FROM skipped_seen WHERE path=?", (path,))
+                if seen is not None:
+                    self.db.execute("INSERT INTO skipped_seen VALUES (?, ?, ?)", (path, seen[0], seen[1]))
+
+    def skipped_for_bytes(self) -> dict[str, tuple[str, int, int]]:
+        """(reason, size, mtime_ns) of the files skipped for what their bytes held, as last read."""
+        with self._lock:
+            return {p: (r, size, mtime) for p, r, size, mtime in self.db.execute(
+                "SELECT s.path, s.reason, t.size, t.mtime_ns FROM skipped s JOIN skipped_seen t ON s.path = t.path")}
 
     def skipped(self) -> dict[str, str]:
         with self._lock:
