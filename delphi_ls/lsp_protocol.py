@@ -43,6 +43,7 @@ from pygls.exceptions import (
     JsonRpcMethodNotFound,
 )
 from pygls.io_ import StdoutWriter
+from pygls.protocol import default_converter
 from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage, JsonRPCResponseMessage
 from pygls.protocol.language_server import LanguageServerProtocol, lsp_method
 
@@ -238,6 +239,35 @@ def describe_structure_error(exc: BaseException) -> str:
             parts.append(f"{where or 'message'}: {what}")
         return "; ".join(parts[:5])
     return _short(str(exc) or type(exc).__name__, 200)
+
+
+def _strict(kind: type, name: str) -> Callable[[Any, Any], Any]:
+    def structure(value: Any, _type: Any) -> Any:
+        if type(value) is kind:
+            return value
+        if kind is int and type(value) is float and value.is_integer():
+            return int(value)  # 3.0 from a client that writes every number as a float
+        if kind is float and type(value) is int:
+            return float(value)
+        raise ValueError(f"expected {name}, got {_json_type(value)}")
+    return structure
+
+
+def _json_type(value: Any) -> str:
+    return {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "an array",
+            dict: "an object", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def strict_converter() -> cattrs.Converter:
+    """pygls' converter with the protocol's scalar types checked instead of converted.
+
+    cattrs converts by calling the type: ``workspace/symbol`` with ``"query": 12`` searched for "12", a line
+    of ``"3"`` was line 3 and ``"false"`` was true (an editor newcomer's finding, session 25). Now each is
+    InvalidParams naming the field, like any other params that do not fit."""
+    converter = default_converter()
+    for kind, name in ((str, "a string"), (int, "an integer"), (bool, "a boolean"), (float, "a number")):
+        converter.register_structure_hook(kind, _strict(kind, name))
+    return converter
 
 
 def _valid_id(x: Any) -> bool:

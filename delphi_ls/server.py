@@ -19,7 +19,7 @@ from pygls.lsp.server import LanguageServer
 
 from . import __version__
 from .api import ContextRequest, RelatedRequest, RequestError, uri_to_path
-from .lsp_protocol import DelphiProtocol, serve_stdio
+from .lsp_protocol import DelphiProtocol, serve_stdio, strict_converter
 from .session import Problem, Session, SessionEvents
 
 log = logging.getLogger("delphi_ls")
@@ -88,7 +88,8 @@ class LspEvents(SessionEvents):
 class DelphiServer(LanguageServer):
     def __init__(self) -> None:
         # DelphiProtocol: every request answered, malformed frames dropped and resynchronised (lsp_protocol)
-        super().__init__("delphi-ls", __version__, protocol_cls=DelphiProtocol)
+        # strict_converter: a number where the protocol has a string is refused, not searched as text.
+        super().__init__("delphi-ls", __version__, protocol_cls=DelphiProtocol, converter_factory=strict_converter)
         self.events = LspEvents(self)
         self.session = Session(self.events)
         self.front_options: dict[str, Any] = {}

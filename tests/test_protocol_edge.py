@@ -121,6 +121,15 @@ BAD_REQUESTS: dict[str, tuple[dict, int, str]] = {
         "position"),
     "codeLens without textDocument": ({"method": "textDocument/codeLens", "params": {}}, -32602, "textDocument"),
     "hover without params": ({"method": "textDocument/hover"}, -32602, "params"),
+    # A number, a boolean or a string where the protocol has another type was converted (12 searched as "12",
+    # "false" read as true) instead of refused (an editor newcomer, session 25).
+    "workspace/symbol query a number": ({"method": "workspace/symbol", "params": {"query": 12}}, -32602, "query"),
+    "hover line a string": ({"method": "textDocument/hover", "params": {
+        "textDocument": {"uri": "file:///nowhere/a.py"}, "position": {"line": "3", "character": 0}}}, -32602,
+        "position.line"),
+    "hover line a fraction": ({"method": "textDocument/hover", "params": {
+        "textDocument": {"uri": "file:///nowhere/a.py"}, "position": {"line": 2.5, "character": 0}}}, -32602,
+        "position.line"),
     "unknown method": ({"method": "delphi/noSuchThing", "params": {}}, -32601, "delphi/noSuchThing"),
     "jsonrpc 1.0": ({"method": "delphi/health", "params": {}, "jsonrpc": "1.0"}, -32600, "jsonrpc"),
     "method not a string": ({"method": 42, "params": {}}, -32600, "method"),
