@@ -40,7 +40,8 @@ LANGUAGE = Language(
         LanguageSpec("go", "tree_sitter_go", "language", (".go",),
                      {"function_declaration": "function", "method_declaration": "method", "type_spec": "type"},
                      frozenset(), frozenset({"import_declaration", "package_clause"}),
-                     chunk_units=frozenset({"type_declaration"}), import_node=_import_node),
+                     chunk_units=frozenset({"type_declaration"}), import_node=_import_node,
+                     import_depth=3),  # source_file > import_declaration > import_spec_list > import_spec
     ),
     resolvers={"go": _resolve},
     test_names=(r".*_test\.go$",),

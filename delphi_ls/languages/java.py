@@ -41,7 +41,7 @@ LANGUAGE = Language(
                      frozenset({"class_declaration", "interface_declaration", "enum_declaration",
                                 "record_declaration"}),
                      frozenset({"import_declaration", "package_declaration"}),
-                     import_node=_import_node),
+                     import_node=_import_node, import_depth=1),  # imports are the program's children
     ),
     resolvers={"java": _resolve},
     test_names=(r".*tests?\.java$", r".*IT\.java$"),
