@@ -558,6 +558,8 @@ class Engine:
                 done.append(f"lexical index rebuilt from the manifest ({n} documents)"
                             + (f" in {self.lexical.name} (it was {switched})" if switched else ""))
         self._claim_lexical()
+        if check or rebuild:
+            done += self._check_embed_cache(vectors)
         broken_vectors = rebuild or self._reset_vectors or "vector_store_damaged" in self.problems
         # A loaded snapshot ships no Chroma files (indexing/snapshot.py): a full run, which has Chroma
         # open by now, fills it from the embedding cache; a query's catch-up leaves it to that run.
@@ -588,6 +590,34 @@ class Engine:
         if refill:
             self.meta.set_state("vectors_refill", False)  # the flags say what Chroma holds again
         return done
+
+    def _check_embed_cache(self, vectors: bool) -> list[str]:
+        """The embedding cache probed (one chunk re-embedded, against its cached vector) before a full run
+        trusts it: a damaged cache (blobs of the wrong width, other values) was reported by health with "run
+        `delphi index` to re-embed", and every run, `--rebuild` too, refilled from it and embedded nothing
+        (a security audit, session 26). Rows of the wrong width go; if the probe still fails, the model's
+        whole cache goes; the chunks are then embedded again (what the cache still holds is read from it)."""
+        if not (vectors and self.settings.vectors and self.embedder is not None and self.model_matches()):
+            return []
+        model, dim = self.embedder.identity.weights_sha256, self.embedder.identity.dim
+        p = health_mod.probe(self.meta, None, self.embedder, model)
+        if p.get("cosine") is None or p["cosine"] >= 0.99:
+            return []
+        first = p["status"]
+        dropped, whole = 0, False
+        if "missing from" not in first:  # a missing row is re-embedded by the pass below; the rest are sound
+            dropped = self.meta.drop_cached(model, 4 * dim)
+            p = health_mod.probe(self.meta, None, self.embedder, model)
+            whole = p.get("cosine") is not None and p["cosine"] < 0.99 and "missing from" not in p["status"]
+            if whole:
+                dropped += self.meta.drop_cached(model)
+        self.meta.reset_embedded()
+        if self._vectors is not None:
+            self._vectors.wipe()
+        self._probe = None
+        self._exact = None
+        return [f"embedding cache failed its probe ({first.removeprefix('failed: ')}): {dropped} cached vectors "
+                f"removed{' (all of this model' + chr(39) + 's)' if whole else ''}; the chunks are embedded again"]
 
     def _reopen_vectors_if_written_elsewhere(self) -> None:
         """Embedded Chroma keeps its index in memory; after another process wrote, reopen before writing

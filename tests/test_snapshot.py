@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import sqlite3
+import stat
 import subprocess
 import sys
 import tarfile
@@ -245,6 +246,43 @@ def test_a_manifest_carrying_its_own_trigger_is_refused(built, tmp_path: Path) -
     with pytest.raises(SnapshotError, match="triggers or views this Delphi does not make .*trigger sneaky"):
         Engine.load_snapshot(bad, other, index_dir=tmp_path / "index-b")
     assert not (tmp_path / "index-b" / "meta.sqlite").exists()
+
+
+@pytest.mark.parametrize("sql, said", [
+    # Rows naming files outside the workspace were loaded and answered as file:///ws/../../etc/passwd
+    # until the next index (a security audit, session 26).
+    ("UPDATE files SET path = '../../etc/passwd' WHERE rowid = (SELECT MIN(rowid) FROM files)", "files.path"),
+    ("UPDATE chunks SET path = '/etc/shadow' WHERE rowid = (SELECT MIN(rowid) FROM chunks)", "chunks.path"),
+    ("UPDATE symbols SET path = 'src/./x.py' WHERE rowid = (SELECT MIN(rowid) FROM symbols)", "symbols.path"),
+    ("INSERT INTO commit_messages VALUES ('m', '[\"../out.py\"]')", "commit"),
+    # A state value that is not JSON made every command a traceback, for good.
+    ("INSERT OR REPLACE INTO state VALUES ('embedder', '{')", "state 'embedder'"),
+])
+def test_a_manifest_naming_files_outside_or_unreadable_is_refused(built, tmp_path: Path, sql: str, said: str) -> None:
+    ws, snap, _answers = built
+    with tarfile.open(snap, "r:gz") as tar:
+        (tmp_path / "meta.sqlite").write_bytes(tar.extractfile("index/meta.sqlite").read())
+    db = sqlite3.connect(tmp_path / "meta.sqlite")
+    db.execute(sql)
+    db.commit()
+    db.close()
+    bad = rewrite(snap, tmp_path / "paths.snap", replace={"index/meta.sqlite": (tmp_path / "meta.sqlite").read_bytes()})
+    other = checkout(ws, tmp_path / "b" / "repo")
+    with pytest.raises(SnapshotError, match=re.escape(said)):
+        Engine.load_snapshot(bad, other, index_dir=tmp_path / "index-b")
+    assert not (tmp_path / "index-b" / "meta.sqlite").exists()
+
+
+def test_snapshot_out_that_is_not_a_regular_file_is_refused(built, tmp_path: Path) -> None:
+    """``--out /dev/null`` as root replaced the device node with the snapshot; a FIFO the same way."""
+    ws, _snap, _answers = built
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    with Engine(ws, index_dir=tmp_path / "ix", vectors=False) as eng:
+        eng.index()
+        with pytest.raises(SnapshotError, match="not a regular file"):
+            eng.snapshot(fifo)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
 
 
 def test_another_index_format_parser_or_schema_is_refused_naming_each(built, tmp_path: Path) -> None:

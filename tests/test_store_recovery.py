@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -92,12 +93,20 @@ def _assert_whole(eng: Engine, facts: dict) -> None:
     assert all(s.startswith(("ready", "off")) for s in ans["branchesReady"].values()), ans["branchesReady"]
 
 
-@pytest.mark.parametrize("damage", ["truncated", "overwritten"])
+@pytest.mark.parametrize("damage", ["truncated", "overwritten", "state not JSON"])
 def test_damaged_manifest_is_moved_aside_and_rebuilt(copy, damage: str):
     ws, idx, facts = copy
     db = idx / "meta.sqlite"
-    data = db.read_bytes()
-    db.write_bytes(data[: len(data) // 2] if damage == "truncated" else os.urandom(len(data)))
+    if damage == "state not JSON":
+        # SQLite opens it: a state value of `{` was a JSONDecodeError traceback for every command, for good
+        # (a security audit, session 26).
+        con = sqlite3.connect(db)
+        con.execute("UPDATE state SET value = '{' WHERE key = 'embedder'")
+        con.commit()
+        con.close()
+    else:
+        data = db.read_bytes()
+        db.write_bytes(data[: len(data) // 2] if damage == "truncated" else os.urandom(len(data)))
     with _open(ws, idx) as eng:  # used to raise DatabaseError for every command, forever
         h = eng.health(check_staleness=False)
         p = _problem(h, "manifest_recovered")
@@ -191,6 +200,30 @@ def test_damaged_vector_store_is_refilled_from_the_cache(copy, damage: str):
         assert rep.chunks_embedded == n and rep.vectors_from_cache == n  # written back, none re-embedded
         _assert_whole(eng, facts)
     assert _health_exit(ws, idx) == 0
+
+
+@pytest.mark.parametrize("damage", ["wrong width", "other values"])
+def test_a_damaged_embedding_cache_is_found_and_embedded_again(copy, damage: str):
+    """Health said "run `delphi index` to re-embed" and every run, `--rebuild` too, refilled from the same
+    cache and embedded nothing (a security audit, session 26)."""
+    ws, idx, facts = copy
+    con = sqlite3.connect(idx / "meta.sqlite")
+    con.execute("UPDATE embed_cache SET vec = x'0000803f0000803f0000803f'" if damage == "wrong width"
+                else "UPDATE embed_cache SET vec = zeroblob(length(vec))")
+    con.commit()
+    con.close()
+    # The exact search answers (the default below its bound): queries read the cache itself.
+    with Engine(ws, index_dir=str(idx), reranker="off") as eng:
+        assert eng.health(check_staleness=False)["branches"]["vector"].startswith("disabled: self-consistency")
+        rep = eng.index()
+        n = facts["counts"]["vectors"]
+        assert any(r.startswith("embedding cache failed its probe") for r in rep.repaired), rep.repaired
+        assert rep.chunks_embedded == n and rep.vectors_from_cache < n
+        h = eng.health(check_staleness=False)
+        assert h["ok"] and h["branches"]["vector"] == "ready", h["problems"]
+        assert h["model"]["probe"]["cosine"] > 0.99
+        assert eng.meta.counts() == facts["counts"]
+        assert eng.context("exponential backoff retry policy")["branchesReady"]["vector"] == "ready"
 
 
 def test_rebuild_flag_rebuilds_every_store_without_embedding(copy, capsys, monkeypatch):

@@ -41,6 +41,7 @@ import os
 import re
 import shutil
 import sqlite3
+import stat
 import tarfile
 import time
 import zlib
@@ -167,6 +168,18 @@ def _manifest_facts(meta_path: Path) -> dict[str, Any]:
             "content": h.hexdigest()}
 
 
+def _refuse_special(out: Path) -> None:
+    """Only a regular file (or nothing) at ``out`` is replaced: the rename over ``--out /dev/null`` as root
+    replaced the device node itself with the snapshot (a security audit, session 26), a FIFO the same way."""
+    try:
+        st = os.lstat(out)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(st.st_mode):
+        raise SnapshotError(f"--out {out} exists and is not a regular file (a device, FIFO, socket or link); "
+                            "name a file to write")
+
+
 def create(root: Path, index_dir: Path, writer: WriterLock, settings: Settings, index_format: int,
            out: Path) -> dict[str, Any]:
     """Write the index at ``index_dir`` (of workspace ``root``) to ``out``; returns the header.
@@ -176,6 +189,7 @@ def create(root: Path, index_dir: Path, writer: WriterLock, settings: Settings, 
     out = Path(out).resolve()
     if out.is_dir():
         raise SnapshotError(f"--out {out} is a folder; name the snapshot file to write")
+    _refuse_special(out)
     # (SnapshotError is a ValueError: a try/except around relative_to() once swallowed this refusal.)
     if out.is_relative_to(Path(root).resolve()):
         raise SnapshotError(f"the snapshot {out} would be written inside the workspace {root}; write it elsewhere "
@@ -228,6 +242,7 @@ def create(root: Path, index_dir: Path, writer: WriterLock, settings: Settings, 
                     info.size, info.mtime, info.mode = p.stat().st_size, int(header["created"]), 0o600
                     with p.open("rb") as f:
                         tar.addfile(info, f)
+            _refuse_special(out)  # again: the rename would replace whatever is there by now
             tmp.replace(out)
         except BaseException:
             tmp.unlink(missing_ok=True)
@@ -464,6 +479,7 @@ def _adopt(meta: Path, root: Path, file: Path, header: dict[str, Any], refill: b
     except sqlite3.DatabaseError as e:
         raise SnapshotError(f"the snapshot's manifest does not open ({e})") from None
     try:
+        _check_content(db)
         db.execute("BEGIN")
         db.execute("UPDATE files SET mtime_ns = -1")
         if refill:  # the engine refills Chroma from the embedding cache at its next full index
@@ -479,6 +495,47 @@ def _adopt(meta: Path, root: Path, file: Path, header: dict[str, Any], refill: b
         raise SnapshotError(f"the snapshot's manifest is damaged ({e})") from None
     finally:
         db.close()
+
+
+# Every column of the manifest that names a workspace file (a table this Delphi does not make is no concern:
+# nothing reads it). A snapshot is a file from elsewhere: its rows are checked like its tar members.
+_PATH_COLUMNS = (("files", "path"), ("chunks", "path"), ("symbols", "path"), ("imports", "path"),
+                 ("cochange", "a"), ("cochange", "b"), ("changes", "path"), ("file_docs", "path"))
+
+
+def unsafe_path(p: Any) -> bool:
+    """Not a plain workspace-relative path: absolute, with ``..``/``.``/empty parts, or holding a NUL."""
+    return (not isinstance(p, str) or not p or p.startswith("/") or "\x00" in p
+            or any(part in ("", ".", "..") for part in p.split("/")))
+
+
+def _check_content(db: sqlite3.Connection) -> None:
+    """Refuse a manifest whose rows name files outside the workspace (``../../etc/passwd``, ``/etc/shadow``:
+    loaded, they were answered with ``file:///ws/../../etc/passwd`` links until the next index; a security
+    audit, session 26) or whose state the engine cannot read (a value that is not JSON made every command
+    a traceback)."""
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    for table, col in _PATH_COLUMNS:
+        if table not in tables:
+            continue
+        for (p,) in db.execute(f"SELECT DISTINCT {col} FROM {table}"):  # noqa: S608 (names are ours)
+            if unsafe_path(p):
+                raise SnapshotError(f"the snapshot's manifest names a file outside the workspace ({table}.{col} "
+                                    f"{str(p)[:80]!r}); refused")
+    if "commit_messages" in tables:
+        for (files,) in db.execute("SELECT files FROM commit_messages"):
+            try:
+                named = json.loads(files)
+            except (TypeError, ValueError):
+                named = None
+            if not isinstance(named, list) or any(unsafe_path(p) for p in named):
+                raise SnapshotError("the snapshot's manifest has a commit naming files outside the workspace "
+                                    "or not as a list; refused")
+    for key, value in db.execute("SELECT key, value FROM state"):
+        try:
+            json.loads(value)
+        except (TypeError, ValueError):
+            raise SnapshotError(f"the snapshot's manifest state {str(key)[:40]!r} is not readable; refused") from None
 
 
 def _rebuild_lexical(stage: Path, root: Path, settings: Settings) -> None:

@@ -180,8 +180,15 @@ def _locked(e: sqlite3.OperationalError) -> bool:
     return "locked" in str(e) or getattr(e, "sqlite_errorcode", None) in (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED
 
 
+class DamagedManifest(sqlite3.DatabaseError):
+    """A manifest SQLite opens whose content this Delphi cannot read (a table missing, a state value that is
+    not JSON): damaged like a corrupt page, moved aside and rebuilt the same way (a security audit, session
+    26: a state value of ``{`` made every command a traceback, for good)."""
+
+
 def is_corruption(e: BaseException) -> bool:
-    return isinstance(e, sqlite3.DatabaseError) and getattr(e, "sqlite_errorcode", None) in _CORRUPT_CODES
+    return isinstance(e, DamagedManifest) or (
+        isinstance(e, sqlite3.DatabaseError) and getattr(e, "sqlite_errorcode", None) in _CORRUPT_CODES)
 
 
 def _readonly(e: BaseException) -> bool:
@@ -335,9 +342,12 @@ class MetaStore:
             names = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master")}
             missing = {"files", "chunks", "state", "embed_cache", "symbols"} - names
             if missing:
-                raise sqlite3.DatabaseError(f"tables missing: {', '.join(sorted(missing))}")
-            for _k, v in self.db.execute("SELECT key, value FROM state"):
-                json.loads(v)
+                raise DamagedManifest(f"tables missing: {', '.join(sorted(missing))}")
+            for k, v in self.db.execute("SELECT key, value FROM state"):
+                try:
+                    json.loads(v)
+                except (TypeError, ValueError):
+                    raise DamagedManifest(f"the state value {k!r} is not JSON") from None
             self.db.execute("SELECT COUNT(*), MAX(n_chunks) FROM files").fetchone()
             self.db.execute("SELECT COUNT(*), MAX(embedded) FROM chunks").fetchone()
 
@@ -992,6 +1002,15 @@ class MetaStore:
             with transaction(self.db):
                 self.db.executemany("INSERT OR REPLACE INTO embed_cache VALUES (?,?,?)",
                                     [(model, h, v.astype(np.float32).tobytes()) for h, v in items])
+
+    def drop_cached(self, model: str, width: int | None = None) -> int:
+        """Remove ``model``'s cached vectors: those whose blob is not ``width`` bytes, or all of them (None)."""
+        with self._lock:
+            with transaction(self.db):
+                if width is None:
+                    return self.db.execute("DELETE FROM embed_cache WHERE model=?", (model,)).rowcount
+                return self.db.execute("DELETE FROM embed_cache WHERE model=? AND length(vec) != ?",
+                                       (model, width)).rowcount
 
     def embedded_vectors(self, model: str, paths: list[str] | None = None) -> list[tuple[str, str, bytes]]:
         """(chunk id, path, float32 blob) of every embedded chunk (or those of ``paths``) whose vector
