@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import sqlite3
+import stat
 import subprocess
 import threading
 import time
@@ -1198,6 +1199,21 @@ class Engine:
             raise RequestError(field, f"{raw!r} is outside the workspace {self.root}") from None
         if str(rel) == ".":
             raise RequestError(field, f"{raw!r} is the workspace itself, not a file")
+        try:
+            rel.as_posix().encode("utf-8")
+        except UnicodeEncodeError:  # undecodable bytes of a command-line argument: such files are never indexed
+            raise RequestError(field, f"{raw!r} is not a valid UTF-8 name (Delphi skips such files)") from None
+        # normpath is lexical: `src/linkdir/out.py` with linkdir -> /elsewhere was taken, and whether it
+        # existed, was a folder, or had tests told what lies outside (a security audit, session 26).
+        at = self.root
+        for part in rel.parts:
+            at = at / part
+            try:
+                if stat.S_ISLNK(os.lstat(at).st_mode):
+                    raise RequestError(field, f"{raw!r} goes through a symbolic link ({at.relative_to(self.root)}); "
+                                              "Delphi does not follow links")
+            except OSError:
+                break  # the rest does not exist on disk (an unsaved buffer may still be indexed)
         # A mistyped path must not quietly answer as if there were no anchor. An editor's unsaved
         # buffer is not on disk but is in the index (buffers are indexed), so it counts as existing.
         full = self.root / rel

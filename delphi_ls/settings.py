@@ -273,8 +273,10 @@ class Settings:
         if self.index_dir is not None:
             return Path(self.index_dir).expanduser()
         root = workspace.resolve()
-        digest = hashlib.sha1(str(root).encode()).hexdigest()[:12]
-        return Path(platformdirs.user_cache_dir("delphi")) / f"{root.name or 'root'}-{digest}"
+        digest = hashlib.sha1(os.fsencode(root)).hexdigest()[:12]  # a folder's name can be any bytes
+        # The folder's name as text (tantivy and Chroma take only UTF-8 paths; the digest keeps it unique).
+        name = os.fsencode(root.name).decode("utf-8", "replace") or "root"
+        return Path(platformdirs.user_cache_dir("delphi")) / f"{name}-{digest}"
 
     def as_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

@@ -10,6 +10,7 @@ and decodes to the same text.
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -43,5 +44,7 @@ def write_trace(path: Path, answer: dict[str, Any], lists: dict[str, list[Hit]],
         "timingsMs": answer["timingsMs"],
     }
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8") as f:
+    # 0600 when created: a trace holds the question (a pasted stack trace) and the workspace's paths.
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "a", encoding="utf-8") as f:
         f.write(dumps_inert(record) + "\n")

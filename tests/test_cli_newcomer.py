@@ -554,3 +554,48 @@ def test_a_bad_option_value_is_named_by_its_flag(ws: Path, idx: list[str]) -> No
     assert out.returncode == 2 and "delphi: error: --budget-tokens: must be" in out.stderr, out.stderr
     out = delphi("context", str(ws), "retry", "--limit", "0", *idx)
     assert out.returncode == 2 and "delphi: error: --limit: must be" in out.stderr, out.stderr
+
+
+def test_arguments_and_a_workspace_that_are_not_utf8_get_answers_not_tracebacks(ws: Path, idx: list[str],
+                                                                              tmp_path: Path) -> None:
+    """Undecodable bytes in an argument crashed every command in the writer lock (its command line written
+    as UTF-8) and then in the manifest; a workspace folder so named crashed in the index folder's name and
+    in tantivy (a security audit, session 26)."""
+    def run(*args: bytes | str, cwd: Path | bytes | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run([*DELPHI, *args], cwd=cwd, capture_output=True, timeout=300)
+
+    out = run("related-tests", str(ws), b"bad\xffname.py", *idx, cwd=ws)
+    assert out.returncode == 2 and b"not a valid UTF-8 name" in out.stderr and b"Traceback" not in out.stderr
+    out = run("context", str(ws), b"retry \xff backoff", "--json", *idx)
+    assert out.returncode == 0 and b"Traceback" not in out.stderr
+    assert json.loads(out.stdout)["results"]
+    bad = os.fsencode(tmp_path) + b"/ws\xffname"
+    os.makedirs(bad)
+    with open(bad + b"/a.py", "w") as f:
+        f.write("def backoff_delay():\n    return 2\n")
+    env_home = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    for args in (("index", "."), ("context", ".", "backoff delay")):
+        out = subprocess.run([*DELPHI, *args, "--no-vectors"], cwd=bad, capture_output=True,
+                             timeout=300, env={**os.environ, **env_home})
+        assert out.returncode == 0 and b"Traceback" not in out.stderr, out.stderr[-800:]
+    assert b"a.py" in out.stdout
+
+
+def test_the_writer_lock_names_the_command_not_its_arguments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """It held the whole command line (a question, a --chroma-url with credentials), 0644, and health shows
+    it to MCP and LSP clients (a security audit, session 26)."""
+    from delphi_ls.stores.writer_lock import WriterLock
+
+    monkeypatch.setattr(sys, "argv", ["/venv/bin/delphi", "context", ".", "the secret question",
+                                      "--chroma-url", "http://user:pw@host:8000"])
+    lock = WriterLock(tmp_path)
+    (tmp_path / "writer.lock").write_text("")
+    (tmp_path / "writer.lock").chmod(0o644)  # as an older Delphi left it
+    assert lock.try_acquire()
+    try:
+        text = (tmp_path / "writer.lock").read_text()
+        assert text.splitlines()[1] == "delphi context"
+        assert "secret" not in text and "pw@" not in text
+        assert (tmp_path / "writer.lock").stat().st_mode & 0o777 == 0o600
+    finally:
+        lock.release()

@@ -408,3 +408,26 @@ def test_a_request_before_initialized_is_server_not_initialized(tmp_path: Path):
     finally:
         if wire.proc.poll() is None:
             wire.proc.kill()
+
+
+def test_an_anchor_through_a_linked_folder_is_refused_whatever_lies_there(ws: Path, tmp_path: Path):
+    """normpath is lexical: through `src/linkdir -> /outside` an anchor answered, a missing one said "does not
+    exist" and a folder "is a folder", telling what lies outside the workspace (a security audit, session 26)."""
+    from delphi_ls.api import RequestError
+
+    outside = tmp_path / "outside"
+    (outside / "sub").mkdir(parents=True)
+    (outside / "out.py").write_text("def secret_thing():\n    return 1\n")
+    (ws / "src").mkdir()
+    (ws / "src" / "linkdir").symlink_to(outside, target_is_directory=True)
+    (ws / "app" / "alias.py").symlink_to(outside / "out.py")
+    with _engine(ws, tmp_path) as eng:
+        eng.index()
+        for anchor in ("src/linkdir/out.py", "src/linkdir/nonexist.py", "src/linkdir/sub", "app/alias.py",
+                       f"file://{ws}/src/linkdir/out.py", str(ws / "src" / "linkdir" / "out.py")):
+            with pytest.raises(RequestError, match="symbolic link") as e:
+                eng.context("x", anchors=[anchor])
+            assert "does not exist" not in str(e.value) and "folder" not in str(e.value)
+            with pytest.raises(RequestError, match="symbolic link"):
+                eng.related_tests(anchor)
+        assert eng.context("x", anchors=["app/retry.py"])["results"] is not None  # a plain file still answers

@@ -1,5 +1,7 @@
 from pathlib import Path
 
+import pytest
+
 from delphi_ls.workspace.kinds import file_kind, stem_of
 from delphi_ls.workspace.scan import scan
 
@@ -86,6 +88,22 @@ def test_secret_files_are_never_indexed(tmp_path: Path):
     for f in index.rglob("*"):
         if f.is_file():
             assert secret.encode() not in f.read_bytes(), f"the secret reached {f}"
+
+
+@pytest.mark.parametrize("name, secret", [
+    # Indexed and answered before (a security audit, session 26).
+    (".htpasswd", True), ("service-account.json", True), ("credentials.json", True), ("client_secret.json", True),
+    ("client_secret_1234-abc.apps.googleusercontent.com.json", True), ("id_rsa_github", True),
+    ("id_ed25519_work", True), ("deploy.ppk", True), ("AuthKey_ABC123.p8", True), (".vault-token", True),
+    (".s3cfg", True), (".boto", True), (".my.cnf", True),
+    # Public halves and templates are not secrets.
+    ("id_rsa_github.pub", False), ("id_ed25519.pub", False), ("client_secret.json.example", False),
+    ("credentials.py", False), ("secrets_manager.go", False),
+])
+def test_secret_file_names(name: str, secret: bool) -> None:
+    from delphi_ls.workspace.scan import is_secret_file
+
+    assert is_secret_file(name) is secret
 
 
 def test_the_quick_ignore_test_gives_pathspecs_verdicts() -> None:

@@ -79,9 +79,15 @@ QUESTION_HEAD_CHARS = 12_000
 QUESTION_TAIL_CHARS = 4_000
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def question_read(text: str) -> str:
     """The part of a question that is searched: all of it up to QUESTION_HEAD_CHARS + QUESTION_TAIL_CHARS
-    characters, else its head and its tail joined by a line break."""
+    characters, else its head and its tail joined by a line break. Lone surrogates (a command-line
+    argument's undecodable bytes, a JSON ``\\udcff``) become U+FFFD: the model's tokenizer raised on them and
+    the vector branch failed the question (a security audit, session 26)."""
+    text = _SURROGATE.sub("\ufffd", text)
     if len(text) <= QUESTION_HEAD_CHARS + QUESTION_TAIL_CHARS:
         return text
     return text[:QUESTION_HEAD_CHARS] + "\n" + text[-QUESTION_TAIL_CHARS:]

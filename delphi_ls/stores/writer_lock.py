@@ -9,8 +9,10 @@ the pid no longer running.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
+import re
 import sys
 import threading
 import time
@@ -45,11 +47,15 @@ class IndexBusy(RuntimeError):
 
 
 def _command() -> str:
-    argv = list(sys.argv) or ["python"]
-    argv[0] = os.path.basename(argv[0]) or "python"
-    if argv[0] in ("cli.py", "__main__.py", "-m", "-c"):
-        argv[0] = "delphi"
-    return " ".join(argv)[:200]
+    """The holder's program and subcommand (``delphi index``), no more: the rest of the command line can
+    hold a question, a pasted trace or a ``--chroma-url`` with credentials, and this file is readable by
+    any process of the user and shown to MCP and LSP clients in health (a security audit, session 26)."""
+    argv = [os.fsencode(a).decode("utf-8", "replace") for a in sys.argv] or ["python"]  # argv can be any bytes
+    name = os.path.basename(argv[0]) or "python"
+    if name in ("cli.py", "__main__.py", "-m", "-c"):
+        name = "delphi"
+    sub = next((a for a in argv[1:] if re.fullmatch(r"[a-z][a-z-]{1,30}", a)), None)
+    return f"{name} {sub}" if sub else name
 
 
 def _alive(pid: int) -> bool:
@@ -94,7 +100,7 @@ class WriterLock:
             if self._fd is not None:
                 return True
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -103,6 +109,8 @@ class WriterLock:
             except BaseException:
                 os.close(fd)
                 raise
+            with contextlib.suppress(OSError):
+                os.fchmod(fd, 0o600)  # a lock file from before was created 0644
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n{_command()}\n{time.time()}\n".encode(), 0)
             self._fd = fd

@@ -40,8 +40,12 @@ BINARY_EXTENSIONS = {
 # rule names them (a newcomer's untracked `.env` with an AWS key came back from `delphi context`).
 # Templates meant to be shared (`.env.example`) are ordinary text.
 SECRET_NAMES = {".env", ".netrc", ".pgpass", ".npmrc", ".pypirc", "credentials", ".git-credentials",
-                "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519"}
-SECRET_SUFFIXES = (".pem", ".key", ".p12", ".pfx", ".jks", ".keystore", ".kdbx", ".gpg")
+                "credentials.json", "client_secret.json", "service-account.json", "service_account.json",
+                ".htpasswd", ".vault-token", ".s3cfg", ".boto", ".my.cnf", ".dockercfg"}
+SECRET_SUFFIXES = (".pem", ".key", ".p12", ".pfx", ".jks", ".keystore", ".kdbx", ".gpg", ".ppk", ".p8")
+# SSH private keys under any name that starts like the defaults (`id_rsa_github`, `id_ed25519_work`); their
+# `.pub` halves are public. Google's OAuth client files are `client_secret_<id>.json`.
+SECRET_PREFIXES = ("id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", "client_secret")
 SECRET_TEMPLATE_SUFFIXES = (".example", ".sample", ".template", ".dist", ".defaults")
 
 
@@ -49,6 +53,8 @@ def is_secret_file(name: str) -> bool:
     low = name.lower()
     if low.startswith(".env"):  # .env, .env.local, .envrc (direnv), .env-prod, .env_prod
         return not low.endswith(SECRET_TEMPLATE_SUFFIXES)
+    if low.startswith(SECRET_PREFIXES) and not low.endswith((".pub", *SECRET_TEMPLATE_SUFFIXES)):
+        return True
     return low in SECRET_NAMES or low.endswith(SECRET_SUFFIXES)
 
 
