@@ -170,13 +170,17 @@ def initialized(ls: DelphiServer, params: lsp.InitializedParams) -> None:
         ls.client_register_capability(lsp.RegistrationParams(registrations=[reg]))
     ls.session.start(ls.folders)
     if ls.front_options.get("mcpHttp"):
-        from .mcp.daemon import start_in_thread
+        from .mcp.daemon import LOOPBACK, start_in_thread
 
+        host = ls.front_options.get("mcpHost", "127.0.0.1")
         try:
-            ls.http_daemon = start_in_thread(ls.session, host=ls.front_options.get("mcpHost", "127.0.0.1"),
-                                             port=int(ls.front_options.get("mcpPort", 0)))
+            ls.http_daemon = start_in_thread(ls.session, host=host, port=int(ls.front_options.get("mcpPort", 0)))
         except Exception as e:  # the editor features keep working; the user is told why agents cannot connect
             ls.events.message("error", f"Delphi: the MCP HTTP daemon did not start: {e}")
+        else:
+            if host not in LOOPBACK:  # as `delphi serve --host` says it (this front said nothing: an audit)
+                ls.events.message("warning", f"Delphi: the MCP HTTP daemon listens on {host}, beyond this machine; "
+                                             "every call still needs the token")
 
 
 @server.feature(CONTEXT)

@@ -3,6 +3,7 @@ forwarding from `delphi mcp` to a daemon, bad arguments, and the output cap."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -287,6 +288,26 @@ async def test_language_server_serves_mcp_over_loopback(ws: Path, tmp_path: Path
     assert not (index / "daemon.json").exists()  # removed at shutdown
 
 
+def test_the_language_servers_daemon_beyond_loopback_warns(ws: Path, tmp_path: Path):
+    """`mcpHost: "0.0.0.0"` listened on every interface without a word; `delphi serve --host` warns (an audit)."""
+    from bench.lspclient import LspClient
+
+    index = tmp_path / "index"
+    lsp = LspClient()
+    try:
+        lsp.initialize(ws, {"indexDir": str(index), "vectors": False, "mcpHttp": True, "mcpHost": "0.0.0.0"})
+        deadline = time.monotonic() + 60
+        said: list[str] = []
+        while not said:
+            assert time.monotonic() < deadline, lsp.notifications
+            said = [n["params"]["message"] for n in list(lsp.notifications) if n.get("method") == "window/showMessage"
+                    and n["params"]["type"] == 2 and "beyond this machine" in n["params"]["message"]]
+            time.sleep(0.1)
+        assert "0.0.0.0" in said[0]
+    finally:
+        lsp.close()
+
+
 def test_a_second_daemon_refuses_and_leaves_the_first_alone(ws: Path, tmp_path: Path):
     proc, url, token = _start_daemon(ws, tmp_path / "index")
     try:
@@ -299,6 +320,34 @@ def test_a_second_daemon_refuses_and_leaves_the_first_alone(ws: Path, tmp_path: 
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_two_daemons_started_together_one_serves(ws: Path, tmp_path: Path):
+    """Both saw no daemon.json and both served, the later one's discovery files over the earlier's (a security
+    audit, session 26): now the first to hold daemon.lock serves and the other refuses."""
+    cmd = [*CLI, "serve", str(ws), "--index-dir", str(tmp_path / "index"), "--no-vectors"]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    try:
+        deadline = time.monotonic() + 60
+        while sum(p.poll() is None for p in procs) > 1 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        alive = [p for p in procs if p.poll() is None]
+        assert len(alive) == 1, [p.returncode for p in procs]
+        for p in procs:
+            if p is not alive[0]:
+                assert p.returncode == 1 and "already serves" in p.stderr.read()
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "index" / "daemon.json").exists():
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        assert json.loads((tmp_path / "index" / "daemon.json").read_text())["pid"] == alive[0].pid
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+                p.wait(timeout=30)
+            for f in (p.stdout, p.stderr):
+                f.close()
 
 
 async def test_mcp_without_a_folder_serves_the_project_around_the_current_one(ws: Path, tmp_path: Path):

@@ -10,6 +10,7 @@ index a second time.
 
 from __future__ import annotations
 
+import fcntl
 import hmac
 import json
 import os
@@ -30,6 +31,9 @@ if TYPE_CHECKING:
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 DAEMON_FILE = "daemon.json"
 TOKEN_FILE = "daemon.token"
+# Held (flock) by the daemon serving an index folder for as long as it serves it: two `delphi serve` started
+# together both saw no daemon.json and both served, the later one's files over the earlier's (an audit).
+LOCK_FILE = "daemon.lock"
 MCP_PATH = "/mcp"
 
 ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[dict[str, Any]]], Callable[[dict[str, Any]], Awaitable[None]]],
@@ -64,9 +68,15 @@ class Daemon:
     files: list[Path]
     _server: Any
     _thread: threading.Thread
+    locks: dict[Path, int]  # index folder -> the fd holding its daemon.lock
 
     def serve_folder(self, index_dir: Path, root: Path) -> None:
-        """A folder added to the session: agents started for it find this daemon too."""
+        """A folder added to the session: agents started for it find this daemon too (unless another
+        daemon serves it already: its agents stay with that one)."""
+        fd = claim(index_dir)
+        if fd is None:
+            return
+        self.locks[index_dir] = fd
         self.files += write_discovery(index_dir, self.url, self.token, root)
 
     def drop_folder(self, index_dir: Path) -> None:
@@ -75,6 +85,8 @@ class Daemon:
             if _ours(f, self.url, self.token):
                 f.unlink(missing_ok=True)
             self.files.remove(f)
+        if index_dir in self.locks:
+            os.close(self.locks.pop(index_dir))
 
     def stop(self) -> None:
         self._server.should_exit = True
@@ -84,6 +96,24 @@ class Daemon:
             # live, but not after a kill -9 of ours); its files must survive our exit.
             if _ours(f, self.url, self.token):
                 f.unlink(missing_ok=True)
+        for fd in self.locks.values():
+            os.close(fd)
+        self.locks.clear()
+
+
+def claim(index_dir: Path) -> int | None:
+    """The fd holding ``index_dir``'s daemon lock, or None while another daemon (started or starting) holds it."""
+    index_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(index_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _ours(f: Path, url: str, token: str) -> bool:
@@ -130,17 +160,30 @@ def write_discovery(index_dir: Path, url: str, token: str, root: Path) -> list[P
 
 def start_in_thread(session: Session, host: str = "127.0.0.1", port: int = 0) -> Daemon:
     """Serve the session's tools over streamable HTTP from a background thread."""
+    if not isinstance(host, str) or not host:
+        raise ValueError("mcpHost must be a host name or address")
+    locks: dict[Path, int] = {}
+    try:
+        for eng in list(session.engines.values()):
+            running = find_daemon(eng.index_dir)
+            fd = claim(eng.index_dir) if running is None else None
+            if fd is None:
+                where = f" at {running[0]}" if running else " (it is starting)"
+                raise DaemonRunning(f"a Delphi daemon already serves {eng.root}{where}; agents can use it "
+                                    f"(`delphi mcp {eng.root}` forwards to it)")
+            locks[eng.index_dir] = fd
+        return _start(session, host, port, locks)
+    except BaseException:
+        for fd in locks.values():
+            os.close(fd)
+        raise
+
+
+def _start(session: Session, host: str, port: int, locks: dict[Path, int]) -> Daemon:
     import uvicorn
 
     from .server import build_server, local_call
 
-    if not isinstance(host, str) or not host:
-        raise ValueError("mcpHost must be a host name or address")
-    for eng in list(session.engines.values()):
-        running = find_daemon(eng.index_dir)
-        if running is not None:
-            raise DaemonRunning(f"a Delphi daemon already serves {eng.root} at {running[0]}; agents can use it "
-                                f"(`delphi mcp {eng.root}` forwards to it)")
     server = build_server(local_call(session))
     app = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
     token = secrets.token_urlsafe(32)
@@ -162,7 +205,7 @@ def start_in_thread(session: Session, host: str = "127.0.0.1", port: int = 0) ->
     files: list[Path] = []
     for eng in list(session.engines.values()):
         files += write_discovery(eng.index_dir, url, token, eng.root)
-    return Daemon(url, token, files, userver, thread)
+    return Daemon(url, token, files, userver, thread, locks)
 
 
 def find_daemon(index_dir: Path) -> tuple[str, str] | None:
