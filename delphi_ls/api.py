@@ -9,10 +9,11 @@ knows nothing of LSP or MCP; this module knows nothing of either.
 
 from __future__ import annotations
 
+import os
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
-from urllib.parse import unquote, urlparse
+from urllib.parse import unquote_to_bytes, urlparse
 
 from .core import KINDS
 
@@ -28,9 +29,11 @@ class RequestError(ValueError):
 
 
 def uri_to_path(uri: str) -> Path:
-    """A ``file:`` URI or a plain path, as a path."""
+    """A ``file:`` URI or a plain path, as a path. ``%FF`` is the byte 0xFF, as the file system names it
+    (``unquote`` made it U+FFFD: another name, one the skip rules for undecodable names never saw, so an
+    editor's buffer of such a file was indexed as ``\ufffdbad.py``; a security audit, session 26)."""
     if uri.startswith("file:"):
-        return Path(unquote(urlparse(uri).path))
+        return Path(os.fsdecode(unquote_to_bytes(urlparse(uri).path)))
     return Path(uri)
 
 

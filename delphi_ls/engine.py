@@ -21,10 +21,9 @@ import uuid
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 from . import health as health_mod
-from .api import ContextAnswer, ContextRequest, RequestError
+from .api import ContextAnswer, ContextRequest, RequestError, uri_to_path
 from .core import Need, State, SymbolRecord, state_of
 from .indexing.cochange import COCHANGE_VERSION, change_history, git_head
 from .indexing.graph import FileGraph
@@ -1189,7 +1188,7 @@ class Engine:
                                else "must be a non-empty path")
         raw = anchor
         if anchor.startswith("file:"):
-            anchor = unquote(urlparse(anchor).path)
+            anchor = str(uri_to_path(anchor))
         p = Path(anchor)
         if not p.is_absolute():
             p = self.root / p

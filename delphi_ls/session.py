@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from typing import Any
 from .api import ContextAnswer, ContextRequest, RelatedRequest, RequestError, SymbolsRequest, uri_to_path
 from .engine import Engine, IndexReport
 from .settings import Settings, SettingsError
+from .workspace.scan import UNDECODABLE_NAME
 from .workspace.watch import Watcher, WatchUnavailable
 
 log = logging.getLogger("delphi_ls")
@@ -47,6 +49,7 @@ RESCAN_S = 600.0
 DEFINITION_KINDS = ("function", "method", "class", "struct", "interface", "trait", "enum", "type")
 # Skips a user expects (images, lock files, empty files, links, generated and minified code) are
 # not worth a mark in the editor: the probe saw one Information diagnostic per PNG and lock file.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 QUIET_SKIPS = ("symlink", "empty file", "binary", "lockfile", "generated", "minified", "not a regular file")
 
 
@@ -241,6 +244,8 @@ class Session:
                 rel = path.relative_to(root).as_posix()
             except ValueError:
                 continue
+            if not rel.isascii() and _SURROGATE.search(rel):
+                return None  # a name that is not UTF-8 (`%FF` in a URI): never indexed (the scan skips it too)
             return (eng, rel) if rel != "." else None
         return None
 
@@ -689,6 +694,10 @@ class Session:
             if len(out) >= MAX_FILE_PROBLEMS:
                 break
             if reason.startswith(QUIET_SKIPS) or "binary" in reason:
+                continue
+            if reason == UNDECODABLE_NAME:  # `path` is a printable spelling (`bad\xffname.py`), not the file's name:
+                # a URI made of it named another file, or none (a security audit, session 26)
+                out.append(Problem("info", f"Delphi did not index {path}: {reason}", "skipped", None))
                 continue
             out.append(Problem("info", f"Delphi did not index this file: {reason}", "skipped", eng.root / path))
         for path in h["decodedWithReplacement"]:

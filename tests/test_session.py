@@ -223,6 +223,31 @@ def test_ignored_buffer_never_reaches_a_store(tmp_path: Path):
             assert secret.encode() not in f.read_bytes(), f"the secret reached {f}"
 
 
+def test_a_buffer_whose_uri_names_undecodable_bytes_is_not_indexed(tmp_path: Path):
+    """`file:///ws/%FFbad.py` was read as `\ufffdbad.py` (unquote replaced the byte), a valid name, and the buffer
+    was indexed; the diagnostic of a file so named went to a URI spelled from its printable form (a security
+    audit, session 26). The skip rule sees the real bytes now; the diagnostic goes to the workspace's health."""
+    import os
+
+    ws = build_workspace(tmp_path / "ws")
+    Path(os.fsdecode(os.fsencode(ws) + b"/on\xffdisk.py")).write_text("def ondisk_zz1():\n    return 1\n")
+    events = Recorder()
+    s = Session(events, {"indexDir": str(tmp_path / "index"), "vectors": False})
+    try:
+        s.start([ws])
+        assert s.wait_idle(120)
+        s.buffer_changed(ws.as_uri() + "/%FFbad.py", "def undecodable_zz9():\n    return 1\n")
+        assert s.wait_idle(60)
+        from delphi_ls.api import SymbolsRequest
+
+        assert s.symbols(SymbolsRequest(query="undecodable_zz9")) == []
+        assert s.symbols(SymbolsRequest(query="ondisk_zz1")) == []
+        problems = [p for _root, ps in events.problem_lists for p in ps if "file name is not valid UTF-8" in p.message]
+        assert problems and all(p.path is None and "on\\xffdisk.py" in p.message for p in problems), problems
+    finally:
+        s.shutdown()
+
+
 def test_fronts_do_not_reach_into_the_stores():
     """The fronts (and the session) talk to the engine's API, never to its stores: a store can change
     without touching a front."""

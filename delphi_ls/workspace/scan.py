@@ -58,6 +58,7 @@ def is_secret_file(name: str) -> bool:
     return low in SECRET_NAMES or low.endswith(SECRET_SUFFIXES)
 
 
+UNDECODABLE_NAME = "file name is not valid UTF-8"
 ALWAYS_SKIPPED_DIRS = {".git", ".hg", ".svn"}
 # Only a marker in a comment at the start of a line counts: code that *mentions* it is not generated.
 GENERATED_MARK = re.compile(
@@ -236,7 +237,7 @@ def scan(root: Path, max_file_bytes: int, extra_ignores: list[str] | None = None
         try:
             if not _utf8_name(e.name):
                 # The index stores text; such a name cannot be stored, searched or sent over LSP.
-                out.skipped[printable_path(rel)] = "file name is not valid UTF-8"
+                out.skipped[printable_path(rel)] = UNDECODABLE_NAME
                 continue
             if e.is_symlink():
                 out.skipped[rel] = "symlink (not followed)"
@@ -273,7 +274,7 @@ def skip_reason(root: Path, rel: Any, settings: Any, size: int | None = None) ->
     if not isinstance(rel, str) or not rel:
         return "not a workspace path"
     if not _utf8_name(rel):
-        return "file name is not valid UTF-8"
+        return UNDECODABLE_NAME
     if rel.startswith("/") or "\0" in rel:
         return "outside the workspace"
     parts = rel.split("/")
