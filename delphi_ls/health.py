@@ -158,8 +158,9 @@ def report(engine: EngineState, check_staleness: bool = True, buffered: Collecti
         if counts["files"] and engine.indexing is not None:
             msg = f"indexing in progress: {counts['files']} files indexed so far"
         elif counts["files"]:
-            msg = (f"indexing was interrupted: {counts['files']} files indexed so far; "
-                   "run `delphi index` to finish")
+            # Front-neutral: a language or MCP server resumes it by itself; the CLI needs `delphi index`.
+            msg = (f"indexing was interrupted: {counts['files']} files indexed so far; the next run finishes it "
+                   "(a running Delphi server starts one itself; otherwise `delphi index`)")
         else:
             msg = "the workspace has not been indexed yet"
         problems.append({"severity": "warning", "code": "not_indexed", "message": msg})

@@ -180,6 +180,29 @@ def test_first_question_on_a_small_folder_waits_for_its_catch_up(tmp_path: Path)
         s.shutdown()
 
 
+def test_a_small_folders_first_index_is_waited_for_by_every_request(tmp_path: Path):
+    """symbols and related_tests answered "0" from an empty index right after start, with nothing saying so, and
+    context "0 files" at 1.8 s on a 94-file folder whose index was ready 2 s later (an agent newcomer, session 26)."""
+    from delphi_ls.api import RelatedRequest, SymbolsRequest
+
+    ws = build_workspace(tmp_path / "ws")
+    for ask in ("symbols", "related", "context"):
+        s = Session(None, {"indexDir": str(tmp_path / f"index-{ask}"), "vectors": False})
+        try:
+            s.start([ws])  # nothing indexed yet: the first run starts in the background
+            if ask == "symbols":
+                assert any(r["name"] == "RetryPolicy" for r in s.symbols(SymbolsRequest(query="RetryPolicy")))
+            elif ask == "related":
+                rows = s.related_tests(RelatedRequest(path="shipyard/retry.py"))
+                assert any(r["path"] == "tests/test_retry.py" for r in rows), rows
+            else:
+                assert s.context(ContextRequest(query="RetryPolicy"))["results"]
+            eng = next(iter(s.engines.values()))
+            assert s.indexing_of(eng) is None or s.indexing_of(eng)["phase"] not in ("queued", "catch-up")
+        finally:
+            s.shutdown()
+
+
 def test_a_large_folder_answers_at_once_and_says_its_catch_up_is_pending(tmp_path: Path, monkeypatch):
     """Above CATCH_UP_WAIT_FILES the catch-up's walk takes long (40 s at 100,000 files): the question is not
     held for it, and the answer says what it may miss."""
@@ -193,6 +216,13 @@ def test_a_large_folder_answers_at_once_and_says_its_catch_up_is_pending(tmp_pat
         ans = s.context(ContextRequest(query="brand_new_function_zeta"))
         assert ans["indexing"]["phase"] == "catch-up"
         assert all(r["path"] != "zeta_added_meanwhile.py" for r in ans["results"])
+        # The agents' other tools say it too (they answered from the old index without a word; session 26).
+        from delphi_ls.mcp.tools import run_tool
+
+        for tool, args in (("symbols", {"query": "brand_new_function_zeta"}),
+                           ("related_tests", {"path": "shipyard/retry.py"})):
+            out = run_tool(s, tool, args)
+            assert "still being looked for" in out.text and out.structured["indexing"]["phase"] == "catch-up"
         s.start([])
         assert s.wait_idle(120)
         ans = s.context(ContextRequest(query="brand_new_function_zeta"))

@@ -120,7 +120,8 @@ TOOLS: list[ToolSpec] = [
     ToolSpec(
         "symbols", "Find definitions by name",
         "Fuzzy search over the definitions (functions, classes, methods, types) in the workspace: exact, prefix, "
-        "substring and subsequence matches of the name, with file and line. " + GREP_HINT,
+        "substring and subsequence matches of the name, with file and line: where something is defined, not "
+        "every place its name appears (grep finds those).",
         schema_of(SymbolsRequest, docs={
             "query": "A definition's name or part of it: 'HttpClient', 'parse_conf', 'retryBackoff' (exact, prefix, "
                      "substring and subsequence matches).",
@@ -133,8 +134,9 @@ TOOLS: list[ToolSpec] = [
         {"type": "object", "properties": {}, "additionalProperties": False}),
     ToolSpec(
         "reindex", "Re-index the workspace",
-        "Schedule a re-index of the workspace (only files that changed are redone). Rarely needed: edits are picked "
-        "up on their own when an editor runs Delphi; use after large changes made outside an editor.",
+        "Schedule a re-index of the workspace (only files that changed are redone). Rarely needed: Delphi watches "
+        "the workspace's files and picks up edits within seconds (where the system lets it watch: index_status "
+        "says otherwise); use after a large change such as a branch switch if an answer looks out of date.",
         {"type": "object", "properties": {"workspace": {"type": "string", "description": FIELD_DOCS["workspace"]}},
          "additionalProperties": False}, read_only=False),
 ]
@@ -179,7 +181,8 @@ def run_tool(session: Session, name: str, args: Any) -> ToolOutput:
             what = "tests" if name == "related_tests" else "source files"
             lines = [f"{len(rows)} {what} for {shown(req.path)}" + (f" ({shown(req.symbol)})" if req.symbol else "")]
             lines += [f"{i}. {shown(r['path'])} — {shown(r['why'])}" for i, r in enumerate(rows, 1)]
-            data = {"results": [{k: r[k] for k in ("path", "why") if k in r} for r in rows]}
+            data: dict[str, Any] = {"results": [{k: r[k] for k in ("path", "why") if k in r} for r in rows]}
+            _say_indexing(session, session.engine_for(req.workspace, (req.path,)), lines, data)
             text = _cap("\n".join(lines))
             return ToolOutput(text, _fit_structured(data, len(text)))
         if name == "symbols":
@@ -192,6 +195,8 @@ def run_tool(session: Session, name: str, args: Any) -> ToolOutput:
                       + (f"  (in {shown(r['container'])})" if r.get("container") else "") for r in rows]
             data = {"results": [{k: r[k] for k in ("name", "kind", "path", "line", "endLine", "container")}
                                 for r in rows]}
+            for eng in [session.engine_for(req_s.workspace)] if req_s.workspace else list(session.engines.values()):
+                _say_indexing(session, eng, lines, data)
             text = _cap("\n".join(lines))
             return ToolOutput(text, _fit_structured(data, len(text)))
         if name == "index_status":
@@ -219,6 +224,24 @@ def run_tool(session: Session, name: str, args: Any) -> ToolOutput:
         field, why = (e.field if e.field in args else snake_case(e.field)), str(e).removeprefix(e.field + ": ")
         return ToolOutput(f"argument '{field}': {why}", {"error": {"field": field, "message": f"{field}: {why}"}},
                           True)
+
+
+def indexing_line(running: dict[str, Any]) -> str:
+    """What an answer given while the index is not (known to be) up to date may miss, in words."""
+    if running["phase"] == "catch-up":
+        return ("note: files changed since Delphi last ran are still being looked for; this answer comes "
+                "from the index as that run left it and may miss them")
+    if running["phase"] == "queued":
+        return "note: the first index has not started yet; this answer is empty for now, not final (ask again shortly)"
+    return (f"note: indexing in progress ({running['phase']} {running['done']}/{running['total']}); "
+            "this answer comes from what is indexed so far")
+
+
+def _say_indexing(session: Session, eng: Any, lines: list[str], data: dict[str, Any]) -> None:
+    running = session.indexing_of(eng)
+    if running is not None:
+        lines.append(indexing_line(running))
+        data["indexing"] = running
 
 
 def _no_args(args: dict[str, Any], allowed: tuple[str, ...]) -> None:
@@ -251,15 +274,12 @@ def render_context(ans: dict[str, Any], req: ContextRequest, notes: list[str] | 
         where = f":{span['startLine']}-{span['endLine']}" if span else ""
         lines.append(f"{r['rank']}. {shown(r['path'])}{where} [{r['kind']}] — {shown(r['why'])}")
     running = ans.get("indexing")
-    if running and running["phase"] == "catch-up":
-        lines.append("note: files changed since Delphi last ran are still being looked for; this answer comes "
-                     "from the index as that run left it and may miss them")
-    elif running:
-        lines.append(f"note: indexing in progress ({running['phase']} {running['done']}/{running['total']}); "
-                     "this answer comes from what is indexed so far")
-    for b, s in ans["branchesReady"].items():
-        if state_of(s) not in (State.READY, State.OFF):
-            lines.append(f"note: branch {b}: {shown(s)}")
+    if running:
+        lines.append(indexing_line(running))
+    if not (running and running["phase"] == "queued"):  # then every branch is "not ready": one line said it
+        for b, s in ans["branchesReady"].items():
+            if state_of(s) not in (State.READY, State.OFF):
+                lines.append(f"note: branch {b}: {shown(s)}")
     lines += [f"note: {n}" for n in query_notes(ans["query"])]
     lines += [f"note: {n}" for n in notes or []]
     packed = ans.get("packed") or []
