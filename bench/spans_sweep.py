@@ -31,6 +31,8 @@ from delphi_ls.retrieval import packing as P
 from delphi_ls.retrieval import spans as S
 
 EVIDENCE = dict(S.BRANCH_EVIDENCE)
+# bench.spans's budgets and three small ones: an agent asking for a few hundred tokens (session 26)
+SWEEP_BUDGETS = (250, 500, 1000, 2000, 4000, 8000)
 
 
 def dump(args: argparse.Namespace) -> None:
@@ -90,10 +92,10 @@ def evaluate(data: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
         scored = {p: S.score_chunks(p, d["chunks"][p], sq) for p in d["order"]}
         S.link_files(d["order"], scored, sq)  # as the engine's results() does
         results = [{"path": p, "spans": []} for p in d["order"]]
-        row = res.setdefault(d["task"], {k: [] for k in ("hunk_cov@2000", "hunk_cov@4000", "hunk_cov@8000",
+        row = res.setdefault(d["task"], {k: [] for k in (*(f"hunk_cov@{b}" for b in SWEEP_BUDGETS),
                                                          "file_cov@4000", "first_span_hit",
                                                          "first_span_lines")})
-        for b in (2000, 4000, 8000):
+        for b in SWEEP_BUDGETS:
             packed, used = P.pack(results, meta, b, Path(d["root"]), sq, scored)  # type: ignore[arg-type]
             assert used <= b
             sc = score_pack(packed, d["regs"])

@@ -141,6 +141,22 @@ def test_budget_prefers_the_best_part_of_each_top_file(eng: Engine) -> None:
     assert not any("def iter_blueprints" in p["text"] for p in spans)
 
 
+@pytest.mark.parametrize("budget", [40, 60])
+def test_a_best_part_too_large_for_the_budget_is_packed_as_its_first_lines(eng: Engine, budget: int) -> None:
+    """At 100 tokens the top file's best chunk was left out and smaller chunks of other files with no word of
+    the question were packed instead (an agent newcomer, session 26)."""
+    ans = eng.context("make_config configuration mapping from defaults", budget_tokens=budget, limit=5)
+    assert ans["results"][0]["path"] == "app.py"
+    first = ans["packed"][0]
+    assert first["path"] == "app.py" and "def make_config" in first["text"], ans["packed"]
+    assert first["why"].endswith("its first lines: the rest did not fit the budget")
+    assert ans["packedTokens"] <= budget
+    whole = next(c for c in eng.meta.chunks_of("app.py") if "def make_config" in c.text)
+    assert first["startLine"] == whole.start_line and first["endLine"] < whole.end_line
+    lines = eng.root.joinpath("app.py").read_text().splitlines(keepends=True)
+    assert first["text"] == "".join(lines[first["startLine"] - 1: first["endLine"]])
+
+
 def test_adjacent_chosen_chunks_merge_into_one_span(eng: Engine, ws: Path) -> None:
     chunks = eng.meta.chunks_of("util.py")
     assert len(chunks) >= 3

@@ -13,6 +13,7 @@ are blank there), so no line is ever dropped.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,12 @@ BREADTH = 0.25  # share of the budget first spent on each top file's best chunk 
 BREADTH_CHUNKS = 1  # how many of each file's best chunks the breadth share takes, file by file
 BREADTH_BONUS = 10.0  # lifts those candidates above every depth candidate
 MERGE_GAP = 2  # chosen chunks separated by at most this many blank lines read as one span
+# A file's best chunk that does not fit what is left of the budget is packed as its first lines that do (at
+# least TRIM_MIN_TOKENS of them) instead of leaving the room to smaller chunks of lower value: at 100 tokens
+# the top file's best part (375 tokens) was left out and two 1-line chunks of other files with no word of the
+# question were packed instead (an agent newcomer, session 26; measured in bench/RESULTS.md, session 26).
+TRIM_BEST = True
+TRIM_MIN_TOKENS = 24
 
 
 MAX_READ_BYTES = 4_000_000  # beyond any indexed file (max_file_bytes defaults to 1 MB)
@@ -142,7 +149,7 @@ def pack(results: list[dict[str, Any]], meta: MetaStore, budget: int, root: Path
             continue
         if v < BREADTH_BONUS:
             break
-        used = _take(it, used, budget, root, per_file, whole, chosen)
+        used = _take(it, used, budget, root, per_file, whole, chosen, trim=TRIM_BEST)
     rest = sorted(deferred + [it for it in items if it[0] < BREADTH_BONUS], key=lambda t: (-t[0], -t[1], t[2]))
     for it in rest:
         if used >= budget:
@@ -182,8 +189,9 @@ def _cost(sc: ScoredChunk) -> int:
 
 def _take(it: tuple[float, int, int, str, str, Any], used: int, budget: int, root: Path | None,
           per_file: dict[str, tuple[int, list[ChunkRow]]], whole: dict[str, str],
-          chosen: dict[str, list[ScoredChunk]]) -> int:
-    """Take one candidate if it fits; the tokens used after it."""
+          chosen: dict[str, list[ScoredChunk]], trim: bool = False) -> int:
+    """Take one candidate if it fits (``trim``: a chunk that does not, as its first lines that do); the
+    tokens used after it."""
     _v, _nr, _j, kind, path, payload = it
     if kind == "whole":
         text = "".join(file_lines(root, per_file[path][1]))
@@ -196,7 +204,29 @@ def _take(it: tuple[float, int, int, str, str, Any], used: int, budget: int, roo
     if used + cost <= budget:
         chosen.setdefault(path, []).append(payload)
         used += cost
+    elif trim and budget - used >= TRIM_MIN_TOKENS and path not in chosen:
+        cut = _trimmed(payload, budget - used)
+        if cut is not None:
+            chosen[path] = [cut]
+            used += _cost(cut)
     return used
+
+
+def _trimmed(sc: ScoredChunk, room: int) -> ScoredChunk | None:
+    """``sc`` cut to its first whole lines that cost at most ``room`` tokens (None when not even one does)."""
+    keep: list[str] = []
+    size = 1 + MERGE_GAP + CHARS_PER_TOKEN - 1  # as _cost counts: the text, its separator, rounded up
+    for line in sc.chunk.text.splitlines(keepends=True):
+        if (size + len(line)) // CHARS_PER_TOKEN > room:
+            break
+        keep.append(line)
+        size += len(line)
+    if not keep or len(keep) == sc.chunk.end_line - sc.chunk.start_line + 1:
+        return None
+    c = sc.chunk
+    cut = ChunkRow(c.id, c.path, c.ord, c.start_line, c.start_line + len(keep) - 1, c.symbols, c.kind,
+                   c.content_hash, "".join(keep))
+    return dataclasses.replace(sc, chunk=cut, trimmed=True)
 
 
 def _merged(picks: list[ScoredChunk], lines: list[str]) -> list[dict[str, Any]]:

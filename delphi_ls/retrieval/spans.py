@@ -240,6 +240,7 @@ class ScoredChunk:
     links: list[tuple[str, str]] = field(default_factory=list)  # (symbol, path): other top files' names it uses
     # what those links add to the packer's value (not to the listing: a listed span's why-line leaves them out)
     lift: float = 0.0
+    trimmed: bool = False  # packed as its first lines only: the whole did not fit the budget (packing._trimmed)
 
     @property
     def value(self) -> float:
@@ -498,6 +499,8 @@ def why_of(sc: ScoredChunk, packed: bool = False, head: ChunkRow | None = None) 
         bits.append("uses " + ", ".join(f"`{k}` ({src.rsplit('/', 1)[-1]})" for k, src in links[:2]))
     if sc.branches:
         bits.append("hit by " + ", ".join(sc.branches))
+    if packed and sc.trimmed:
+        bits.append("its first lines: the rest did not fit the budget")
     if bits:
         return "; ".join(bits)
     # No word, name or branch in it: the first chunk is the file's start (imports, the module's head); any
