@@ -15,7 +15,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 from . import __version__  # the package's __init__ is light: its heavy names load on first use
 from .core import KINDS, State, state_of  # standard library only, like this module's other imports
@@ -623,8 +623,47 @@ def _settings_warnings_on_stderr() -> None:
         lg.propagate = False
 
 
+class _McpUsage(Exception):
+    """A `delphi mcp` command line argparse would exit on: the agent's client saw only "connection closed"."""
+
+
+def _mcp_args(argv: list[str]) -> argparse.Namespace | int:
+    """`delphi mcp ...` whose command line is wrong still serves MCP, every call saying what is wrong: an exit
+    before `initialize` shows in an agent's client as "Connection closed" and nothing more (an agent
+    newcomer, session 26: `delphi mcp FILE`, `delphi mcp --foo DIR`, `delphi mcp DIR extra`)."""
+    from .mcp.commands import run_mcp
+
+    ap = build_parser()
+    subs = next(a for a in ap._actions if isinstance(a, argparse._SubParsersAction))
+
+    def refuse(message: str) -> NoReturn:
+        raise _McpUsage(message)
+
+    subs.choices["mcp"].error = refuse  # type: ignore[method-assign]
+    try:
+        args = _parse(ap, argv)
+    except _McpUsage as e:
+        print(f"delphi mcp: error: {e}", file=sys.stderr, flush=True)
+        return run_mcp(None, {}, connect=False, refusal=f"the command line is wrong: {e} (usage: "
+                                                        "delphi mcp [FOLDER] [--index-dir DIR] [--no-daemon] ...)")
+    path = getattr(args, "path", None)
+    if path and Path(path).is_file():
+        reason = f"{path} is a file, not a folder: `delphi mcp` takes the workspace folder (or none: the project " \
+                 "around the current folder)"
+        print(f"delphi mcp: error: {reason}", file=sys.stderr, flush=True)
+        return run_mcp(None, {}, connect=False, refusal=reason)
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = _parse(build_parser(), argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["mcp"]:
+        got = _mcp_args(argv)
+        if isinstance(got, int):
+            return got
+        args = got
+    else:
+        args = _parse(build_parser(), argv)
     _settings_warnings_on_stderr()
     wrong = _not_a_folder(getattr(args, "path", None))
     if wrong:  # before the engine opens (and before its imports)

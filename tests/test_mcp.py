@@ -427,6 +427,24 @@ async def test_a_workspace_folder_that_does_not_exist_says_why_on_every_call(tmp
                 _text(res)
 
 
+@pytest.mark.parametrize("mistake", ["a file", "an unknown option", "an extra argument"])
+async def test_a_wrong_command_line_serves_and_says_why_on_every_call(ws: Path, tmp_path: Path, mistake: str):
+    """`delphi mcp FILE`, `delphi mcp --foo DIR` and `delphi mcp DIR extra` exited 2 before `initialize`: the
+    agent's client said only "Connection closed" (an agent newcomer, session 26)."""
+    args = {"a file": [str(ws / "engine" / "src" / "lib.rs")], "an unknown option": ["--foo", str(ws)],
+            "an extra argument": [str(ws), "extra"]}[mistake]
+    said = {"a file": "is a file, not a folder", "an unknown option": "unrecognized arguments: --foo",
+            "an extra argument": "unrecognized arguments: extra"}[mistake]
+    params = StdioServerParameters(command=CLI[0], args=[*CLI[1:], "mcp", *args, "--index-dir",
+                                                         str(tmp_path / "index")], env=dict(os.environ))
+    async with Client(params) as client:
+        assert sorted(t.name for t in (await client.list_tools()).tools) == sorted(TOOL_NAMES)
+        for tool, targs in (("context", {"query": "BuildGraph"}), ("index_status", {})):
+            res = await client.call_tool(tool, targs)
+            assert res.is_error and said in _text(res), _text(res)
+    assert not (tmp_path / "index").exists()  # nothing opened or indexed
+
+
 async def test_a_call_too_large_for_the_daemon_says_so(ws: Path, tmp_path: Path):
     """Forwarded, a 5 MB question met the daemon's 4 MiB body limit (HTTP 413) and was reported as "the daemon
     is not answering" (a newcomer, session 25). It is refused with its size, and the next call is answered."""

@@ -129,12 +129,16 @@ def index_dir_of(root: Path, overrides: dict[str, Any]) -> Path:
     return Settings.load(root, overrides).index_path(root)
 
 
-def run_mcp(path: str | None, overrides: dict[str, Any], connect: bool = True) -> int:
+def run_mcp(path: str | None, overrides: dict[str, Any], connect: bool = True, refusal: str | None = None) -> int:
+    """``refusal``: the command line was wrong (`delphi mcp FILE`, an unknown option): served all the same,
+    every call saying so, as for a folder that cannot be opened."""
     from .daemon import find_daemon
     from .server import build_server, local_call, serve_stdio
 
     root = Path(path).expanduser().resolve() if path is not None else project_root(Path.cwd())
     try:
+        if refusal is not None:
+            raise ValueError(refusal)
         if not root.is_dir():
             raise FileNotFoundError(f"workspace folder not found: {path}")
         index_dir = index_dir_of(root, overrides)  # once: loading settings reports a repository's refusals
