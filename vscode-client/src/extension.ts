@@ -4,7 +4,7 @@ import {
   anchorsOf, ContextAnswer, HealthSummary, initializationOptions, packedMarkdown, quickPickItems, ServerSettingKey, serverCommand,
   startFailureMessage, statusText,
 } from "./logic";
-import { frontOptions, MCP_PROVIDER_ID, mcpServerSpecs, settingsEnv } from "./mcp";
+import { frontOptions, MCP_PROVIDER_ID, mcpCommand, mcpServerSpecs, settingsEnv } from "./mcp";
 import {
   CONTEXT_TOOL, invocationMessage, RELATED_TESTS_TOOL, runContextTool, runRelatedTestsTool, Send, ToolError, toolFailure,
 } from "./tools";
@@ -171,7 +171,8 @@ function mcpProvider(context: vscode.ExtensionContext): void {
       provideMcpServerDefinitions: () => {
         const cfg = vscode.workspace.getConfiguration("delphi");
         if (!cfg.get<boolean>("mcpServer.enabled", true)) return [];
-        const problems = settingsEnv(reader()).problems.join("; ");
+        const start = mcpCommand(reader());
+        const problems = [...settingsEnv(reader()).problems, ...(typeof start === "string" ? [start] : [])].join("; ");
         if (problems && problems !== warned) void vscode.window.showWarningMessage(`Delphi MCP server: ${problems}`);
         warned = problems;
         const folders = (vscode.workspace.workspaceFolders ?? []).map((f) => ({ name: f.name, fsPath: f.uri.fsPath, scheme: f.uri.scheme }));

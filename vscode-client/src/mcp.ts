@@ -51,17 +51,43 @@ export function settingsEnv(cfg: ConfigReader): { env: Record<string, string>; p
 }
 
 /**
- * One stdio MCP server per local workspace folder: `<pythonPath> -m delphi_ls.cli mcp <folder>`, the interpreter
- * the language server runs on (delphi.server.pythonPath). Folders on other file systems (remote, virtual) have no
- * path the server could index and get none.
+ * What starts `delphi mcp`, from the settings that start the language server: delphi.mcpServer.command when set;
+ * else from delphi.server.command (`.../delphi-ls` -> `.../delphi mcp`, `PY -m delphi_ls` -> `PY -m delphi_ls.cli
+ * mcp`; it was ignored, and the MCP server ran `python3 -m delphi_ls.cli` on the system Python: "No module named
+ * 'delphi_ls'", an agent newcomer, session 26); else delphi.server.pythonPath. A string: why none can be made.
+ */
+export function mcpCommand(cfg: ConfigReader): { command: string; args: string[] } | string {
+  const own = cfg.get<string[]>("mcpServer.command") ?? [];
+  if (own.length > 0) return { command: own[0], args: own.slice(1) };
+  const cmd = cfg.get<string[]>("server.command") ?? [];
+  if (cmd.length > 0) {
+    const exe = cmd[0];
+    const base = exe.split(/[\\/]/).pop() ?? exe;
+    if (/^delphi-ls(\.exe)?$/i.test(base) && cmd.length === 1) {
+      return { command: exe.slice(0, exe.length - base.length) + base.replace(/^delphi-ls/i, "delphi"), args: ["mcp"] };
+    }
+    const m = cmd.indexOf("-m");
+    if (m > 0 && cmd[m + 1] === "delphi_ls" && m + 2 === cmd.length) {
+      return { command: exe, args: [...cmd.slice(1, m), "-m", "delphi_ls.cli", "mcp"] };
+    }
+    return `delphi.server.command ${JSON.stringify(cmd)} does not say how to start \`delphi mcp\`; set delphi.mcpServer.command ` +
+      '(e.g. ["/path/to/.venv/bin/delphi", "mcp"])';
+  }
+  return { command: cfg.get<string>("server.pythonPath") || "python3", args: ["-m", "delphi_ls.cli", "mcp"] };
+}
+
+/**
+ * One stdio MCP server per local workspace folder (mcpCommand, then the folder). Folders on other file systems
+ * (remote, virtual) have no path the server could index and get none; nor does any when no command can be made.
  */
 export function mcpServerSpecs(folders: readonly Folder[], cfg: ConfigReader, version: string): McpStdioSpec[] {
-  const python = cfg.get<string>("server.pythonPath") || "python3";
+  const start = mcpCommand(cfg);
+  if (typeof start === "string") return [];
   const { env } = settingsEnv(cfg);
   return folders.filter((f) => f.scheme === "file").map((f) => ({
     label: folders.length > 1 ? `Delphi (${f.name})` : "Delphi",
-    command: python,
-    args: ["-m", "delphi_ls.cli", "mcp", f.fsPath],
+    command: start.command,
+    args: [...start.args, f.fsPath],
     cwd: f.fsPath,
     env,
     version,

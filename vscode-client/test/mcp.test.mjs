@@ -27,6 +27,19 @@ test("one stdio definition per local folder: <pythonPath> -m delphi_ls.cli mcp <
   assert.deepEqual(mcp.mcpServerSpecs([], reader({}), "0.1.0"), []);
 });
 
+test("the MCP command follows delphi.server.command, or delphi.mcpServer.command, or says why not", () => {
+  // delphi.server.command was ignored: the MCP server ran python3 -m delphi_ls.cli on the system Python (session 26).
+  const f = [{ name: "ws", fsPath: "/w", scheme: "file" }];
+  const spec = (values) => mcp.mcpServerSpecs(f, reader(values), "0.1.0").map((s) => [s.command, ...s.args]);
+  assert.deepEqual(spec({ "server.command": ["/d/.venv/bin/delphi-ls"] }), [["/d/.venv/bin/delphi", "mcp", "/w"]]);
+  assert.deepEqual(spec({ "server.command": ["/d/py", "-X", "utf8", "-m", "delphi_ls"] }),
+    [["/d/py", "-X", "utf8", "-m", "delphi_ls.cli", "mcp", "/w"]]);
+  assert.deepEqual(spec({ "mcpServer.command": ["/x/delphi", "mcp", "--no-daemon"], "server.command": ["wrap"] }),
+    [["/x/delphi", "mcp", "--no-daemon", "/w"]]);
+  assert.deepEqual(spec({ "server.command": ["ssh", "box", "delphi-ls"] }), []);
+  assert.match(mcp.mcpCommand(reader({ "server.command": ["ssh", "box", "delphi-ls"] })), /delphi\.mcpServer\.command/);
+});
+
 test("settings travel as DELPHI_* variables; what a variable cannot carry is named", () => {
   const { env, problems } = mcp.settingsEnv(reader({ rrfK: 20, vectors: false, extraIgnores: ["a/", "b/"],
     branchWeights: { vector: 0 }, embedder: "minilm-l6-int8", chromaUrl: null }));

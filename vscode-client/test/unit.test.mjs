@@ -13,7 +13,7 @@ function reader(values) {
 
 test("every server setting is contributed as delphi.<key>, and nothing else but the extension's own", () => {
   const props = Object.keys(pkg.contributes.configuration.properties).map((k) => k.replace(/^delphi\./, ""));
-  const own = ["server.command", "server.pythonPath", "agentTools.enabled", "mcpServer.enabled"];
+  const own = ["server.command", "server.pythonPath", "agentTools.enabled", "mcpServer.enabled", "mcpServer.command"];
   const server = props.filter((k) => !own.includes(k));
   assert.deepEqual([...server].sort(), [...logic.SERVER_SETTING_KEYS].sort());
   for (const k of server) assert.ok(pkg.contributes.configuration.properties[`delphi.${k}`].description);
