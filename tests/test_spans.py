@@ -282,3 +282,32 @@ def test_a_files_preamble_is_not_listed_first(tmp_path: Path) -> None:
         assert not S._is_preamble(S.score_chunks("script.py", e.meta.chunks_of("script.py"), sq))
     finally:
         e.close()
+
+
+def test_the_chunk_a_stack_frame_names_is_the_files_first_span(tmp_path: Path) -> None:
+    """A Node trace's `respond` at application.js:265 was listed after three chunks of the file that hold none
+    of its lines (an agent newcomer, session 26): the innermost frame's chunk now comes first, then the other
+    frames' (Python prints the innermost frame last)."""
+    root = tmp_path / "ws"
+    (root / "lib").mkdir(parents=True)
+    body = "".join(_body(f"helper_{i}", f"respond helper number {i} respond respond") for i in range(4))
+    body += _body("respond", "write the body") + _body("handle_response", "call respond for the context")
+    (root / "lib" / "application.py").write_text(body)
+    lines = body.splitlines()
+    at = {name: next(i + 1 for i, ln in enumerate(lines) if ln.startswith(f"def {name}(")) for name in
+          ("respond", "handle_response")}
+    node = ("TypeError: Cannot set headers after they are sent\n"
+            f"    at respond (/app/node_modules/x/lib/application.py:{at['respond'] + 3}:10)\n"
+            f"    at handleResponse (/app/node_modules/x/lib/application.py:{at['handle_response'] + 3}:5)\n")
+    python = ("Traceback (most recent call last):\n"
+              f'  File "/srv/app/lib/application.py", line {at["handle_response"] + 3}, in handle_response\n'
+              f'  File "/srv/app/lib/application.py", line {at["respond"] + 3}, in respond\n'
+              "TypeError: respond failed\n")
+    with Engine(root, index_dir=str(tmp_path / "index"), vectors=False) as e:
+        e.index(vectors=False)
+        for q in (node, python):
+            spans = e.context(q, limit=3)["results"][0]["spans"]
+            assert spans[0]["symbol"] == "respond" and spans[0]["startLine"] <= at["respond"] + 3 <= spans[0]["endLine"]
+            assert spans[0]["why"].startswith(f"holds line {at['respond'] + 3} of the trace"), spans[0]
+            # the outer frame's chunk comes next: here it joins the first span (adjacent, as strong)
+            assert any(s["startLine"] <= at["handle_response"] + 3 <= s["endLine"] for s in spans[:2]), spans

@@ -65,6 +65,7 @@ EV_LEARNED = 0.0  # the branches' evidence is among the features; adding it agai
 # neighbour join nearly every first span (median 47 -> 60 lines; whole small files in the golden spans).
 LEARNED_LINK = "exp"
 W_DEFINES = 1.0  # a chunk that defines a symbol named by a question word, beyond mentioning it
+FRAMES_FIRST = True  # a chunk holding a line a stack frame names goes first (_frames_first; RESULTS, session 26)
 # Links across the answer's files, for a question without anchors (an anchored one links by the anchor's
 # own symbols): the names the best chunk of each of the top LINK_FILES files defines (weight 1 / rank)
 # lift, in the packer's value only, the chunks of the other top files that use them, by LINK_WEIGHT of the
@@ -90,6 +91,7 @@ class SpanQuery:
     exact: set[str] = field(default_factory=set)  # words counted as whole words only (anchor symbols)
     evidence: dict[str, dict[str, tuple[float, list[str]]]] = field(default_factory=dict)  # path -> id -> (w, branches)
     anchors: list[str] = field(default_factory=list)
+    frames: list[tuple[str, int]] = field(default_factory=list)  # a trace's (file as written, line)
     _heavy: set[str] | None = field(default=None, repr=False, compare=False)
     _order: dict[str, int] | None = field(default=None, repr=False, compare=False)
     _kinds: tuple[list[str], set[str]] | None = field(default=None, repr=False, compare=False)
@@ -165,7 +167,11 @@ class SpanQuery:
                 for i, cid in enumerate(h.chunk_ids):
                     old, names = per.get(cid, (0.0, []))
                     per[cid] = (old + w / (1 + i), names + [branch])
-        return cls(words, exact, evidence, anchor_list)
+        # Innermost frame first: where the program failed. Python prints it last ("most recent call last").
+        frames = list(q.frames)
+        if "most recent call last" in q.text.lower():
+            frames.reverse()
+        return cls(words, exact, evidence, anchor_list, frames)
 
 
 _LOWER: OrderedDict[str, str] = OrderedDict()  # chunk id -> lower-cased text (ids are content-addressed)
@@ -241,6 +247,7 @@ class ScoredChunk:
     # what those links add to the packer's value (not to the listing: a listed span's why-line leaves them out)
     lift: float = 0.0
     trimmed: bool = False  # packed as its first lines only: the whole did not fit the budget (packing._trimmed)
+    frame_lines: list[int] = field(default_factory=list)  # lines of this chunk a stack frame of the question names
 
     @property
     def value(self) -> float:
@@ -248,6 +255,41 @@ class ScoredChunk:
 
 
 def score_chunks(path: str, chunks: list[ChunkRow], sq: SpanQuery) -> list[ScoredChunk]:
+    """Every chunk of one file with its score, in file order (:func:`_scored`), the chunks that hold a line a
+    stack frame of the question names in this file first (:func:`_frames_first`)."""
+    out = _scored(path, chunks, sq)
+    if FRAMES_FIRST and sq.frames and out:
+        _frames_first(path, out, sq.frames)
+    return out
+
+
+def _frame_names(frame: str, path: str) -> bool:
+    """Whether a frame's file (as the trace wrote it: absolute, site-packages, relative) is ``path``."""
+    return frame == path or frame.endswith("/" + path) or ("/" not in frame and path.endswith("/" + frame))
+
+
+def _frames_first(path: str, out: list[ScoredChunk], frames: list[tuple[str, int]]) -> None:
+    """A frame's line is where the program was when it failed: the chunk holding it is the place to read
+    first, whatever the words say (a Node trace's `respond` at application.js:265 was listed after three other
+    chunks of the file, none holding line 265; an agent newcomer, session 26). Such chunks go above the file's
+    best, the innermost frame's first (``frames`` comes innermost first)."""
+    lines = [ln for f, ln in frames if _frame_names(f, path)]
+    if not lines:
+        return
+    top = max(sc.value for sc in out)
+    for k, ln in enumerate(lines):
+        for sc in out:
+            if sc.chunk.start_line <= ln <= sc.chunk.end_line and ln not in sc.frame_lines:
+                if not sc.frame_lines:
+                    # Above the best, whatever the chunk's own score; the innermost frame's chunk first.
+                    sc.score = max(top, 0.0) + 1.0 + 0.01 * (len(lines) - k) - sc.lift
+                    if sc.pack is not None:
+                        sc.pack = sc.score
+                sc.frame_lines.append(ln)
+                break
+
+
+def _scored(path: str, chunks: list[ChunkRow], sq: SpanQuery) -> list[ScoredChunk]:
     """Every chunk of one file with its score, in file order.
 
     This runs for each of an answer's top files on every question, so it is written for speed, with
@@ -492,6 +534,8 @@ def why_of(sc: ScoredChunk, packed: bool = False, head: ChunkRow | None = None) 
     """A span's reason; a ``packed`` span's also says which of the other top files' names it uses. ``head``:
     the first chunk of a span merged from several (``sc`` is the one that earned it its place)."""
     bits = []
+    if sc.frame_lines:
+        bits.append("holds line " + ", ".join(str(n) for n in sc.frame_lines[:3]) + " of the trace")
     if sc.matched:
         bits.append("names " + ", ".join(f"`{w}`" for w in sc.matched[:3]))
     links = [(k, src) for k, src in sc.links if k.lower() not in sc.matched] if packed else []
