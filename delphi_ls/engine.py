@@ -1219,8 +1219,21 @@ class Engine:
         if full.is_dir():
             raise RequestError(field, f"{raw!r} is a folder, not a file")
         if not full.is_file() and self.meta.file_info(rel.as_posix()) is None:
-            raise RequestError(field, f"{raw!r} does not exist in the workspace {self.root}")
+            near = self._near_names(rel.as_posix())
+            hint = f"; did you mean {' or '.join(near)}?" if near else ""
+            raise RequestError(field, f"{raw!r} does not exist in the workspace {self.root}{hint}")
         return rel.as_posix()
+
+    def _near_names(self, rel: str) -> list[str]:
+        """Indexed files a missing path may mean (at most three): its name in another folder, or spelt with
+        another case or one letter off (`Ky.ts` for source/core/Ky.ts; an agent newcomer, session 26)."""
+        try:
+            view = self.view()
+        except Exception:  # a hint only: an index that cannot give one gives none
+            return []
+        base = rel.rpartition("/")[2]
+        near = view.by_basename.get(base) or view.misspelt(base)
+        return sorted(near)[:3] if len(near) <= 3 else []
 
     def context(self, query: str, anchors: list[str] | None = None, draft: str | None = None, limit: int = 20,
                 budget_tokens: int | None = None, kinds: list[str] | None = None,
@@ -1363,6 +1376,11 @@ class Engine:
         """Tests for a source file (named after it, importing it, in a folder named after it, or using
         what it defines), or for one symbol in it (tests that name the symbol, the file's own first)."""
         rel = self.normalise_anchor(path, field="path")
+        if symbol is not None:
+            names = list(dict.fromkeys(d.name for d in self.definitions(rel)))
+            if symbol not in names:  # it answered "0 tests", as if the symbol had none (an agent newcomer, session 26)
+                shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "") if names else "none"
+                raise RequestError("symbol", f"{rel} defines no {symbol!r} (its definitions: {shown})")
         ctx = SearchContext(self.settings, self.meta, self.lexical, None, None, self.view(), [rel])
         return related.related_tests(ctx, self.lexical, rel, symbol, limit)
 
@@ -1373,8 +1391,9 @@ class Engine:
         view = self.view()
         kind = view.files.get(rel, file_kind(rel))
         if kind != "test":  # a source file's answer would be its neighbours, not what it exercises
-            raise RequestError("path", f"{rel} is not a test file (kind: {kind}); related-code takes a test "
-                                       "— for the tests of a source file use related-tests")
+            # Front-neutral: the CLI's `related-tests` is the MCP tool `related_tests` (an agent newcomer, session 26).
+            raise RequestError("path", f"{rel} is not a test file (kind: {kind}); the related code is asked of a "
+                                       "test; for the tests of a source file ask for its related tests")
         ctx = SearchContext(self.settings, self.meta, self.lexical, None, None, view, [rel])
         return related.related_code(ctx, rel, limit)
 

@@ -471,8 +471,8 @@ def test_version_is_printed_without_loading_the_engine() -> None:
 def test_related_code_on_a_source_file_says_it_takes_a_test(ws: Path, idx: list[str]) -> None:
     out = delphi("related-code", str(ws), "retry.py", *idx, cwd=ws / "shipyard")
     assert out.returncode == 2 and out.stdout == ""
-    assert ("delphi: error: retry.py is not a test file (kind: code); related-code takes a test — for the tests "
-            "of a source file use related-tests") in out.stderr, out.stderr
+    assert ("delphi: error: retry.py is not a test file (kind: code); the related code is asked of a test; for "
+            "the tests of a source file ask for its related tests") in out.stderr, out.stderr
     from delphi_ls import Engine, RequestError
 
     with Engine(ws, index_dir=idx[1], vectors=False) as eng:  # the API (and so MCP and LSP) say the same
@@ -599,3 +599,18 @@ def test_the_writer_lock_names_the_command_not_its_arguments(tmp_path: Path, mon
         assert (tmp_path / "writer.lock").stat().st_mode & 0o777 == 0o600
     finally:
         lock.release()
+
+
+def test_a_missing_path_or_symbol_says_what_is_there(ws: Path, idx: list[str]) -> None:
+    """`related_tests` with a symbol the file does not define answered "0 tests"; a path in the wrong folder or
+    case "does not exist" and nothing more (an agent newcomer, session 26)."""
+    out = delphi("related-tests", str(ws), "shipyard/Retry.py", *idx)
+    assert out.returncode == 2 and "did you mean shipyard/retry.py?" in out.stderr, out.stderr
+    out = delphi("related-tests", str(ws), "retry.py", *idx)  # at the root: the file is in shipyard/
+    assert out.returncode == 2 and "did you mean shipyard/retry.py?" in out.stderr, out.stderr
+    from delphi_ls import Engine, RequestError
+
+    with Engine(ws, index_dir=idx[1], vectors=False) as eng:
+        with pytest.raises(RequestError, match=r"shipyard/retry.py defines no 'NoSuchSymbol' \(its definitions: .*RetryPolicy"):
+            eng.related_tests("shipyard/retry.py", symbol="NoSuchSymbol")
+        assert eng.related_tests("shipyard/retry.py", symbol="RetryPolicy") is not None
