@@ -63,6 +63,7 @@ class Opening:
         self._session: Session | None = None
         self._errors: list[str] = []
         self._closed = False
+        self._started = False
         self._lock = threading.Lock()
 
     @classmethod
@@ -74,6 +75,7 @@ class Opening:
         return opening
 
     def start(self) -> None:
+        self._started = True
         threading.Thread(target=self._open, name="delphi-open", daemon=True).start()
 
     def _error(self, text: str) -> None:
@@ -102,6 +104,8 @@ class Opening:
 
     def close(self, wait_s: float = 60.0) -> None:
         """Shut the session down, waiting for an open in progress so no store is left half-open."""
+        if not self._started and not self._done.is_set():
+            return  # never started (a forwarding `delphi mcp` whose daemon stayed): nothing to wait for
         self._done.wait(wait_s)
         with self._lock:
             self._closed = True
@@ -153,7 +157,11 @@ def run_mcp(path: str | None, overrides: dict[str, Any], connect: bool = True, r
         if found is not None:
             url, token = found
             print(f"delphi mcp: forwarding to the daemon at {url}", file=sys.stderr, flush=True)
-            anyio.run(_proxy, url, token, root, index_dir)
+            fallback = Opening(overrides, root)
+            try:
+                anyio.run(_proxy, url, token, root, index_dir, fallback)
+            finally:
+                fallback.close()
             return 0
         opening, to_open = Opening(overrides, root), True
     server = build_server(local_call(opening.get))
@@ -170,6 +178,7 @@ def run_mcp(path: str | None, overrides: dict[str, Any], connect: bool = True, r
 # daemon (an editor's language server) may serve several and would otherwise answer for its first.
 FOLDER_TOOLS = ("context", "related_tests", "related_code", "symbols", "reindex")
 CALL_TIMEOUT_S = 120.0
+RESTART_WAIT_S = 5.0  # how long a forwarding call waits for a daemon to come back before opening the index itself
 # The daemon's HTTP front refuses bodies over the MCP SDK's default of 4 MiB (413); a call is refused here
 # first, with why, instead of as "not answering" (session 25). The JSON-RPC envelope takes the rest.
 MAX_FORWARD_BYTES = 4 * 1024 * 1024 - 16 * 1024
@@ -188,19 +197,30 @@ def too_large(args: dict[str, Any]) -> str | None:
             f"last {QUESTION_TAIL_CHARS:,} characters only")
 
 
-async def _proxy(url: str, token: str, root: Path, index_dir: Path) -> None:
+def _cause(e: BaseException) -> BaseException:
+    """The exception under the SDK's task groups: "ExceptionGroup: unhandled errors in a TaskGroup (1
+    sub-exception)" was all a forwarded call said when the daemon had died (an agent newcomer, session 26)."""
+    while isinstance(e, BaseExceptionGroup) and e.exceptions:
+        e = e.exceptions[0]
+    return e
+
+
+async def _proxy(url: str, token: str, root: Path, index_dir: Path, fallback: Opening | None = None) -> None:
     """Serve stdio, forwarding each call to the daemon. A client per call (connecting to loopback costs
     milliseconds): when the daemon restarts (an editor's "restart language server": new port, new token),
-    the next call finds it again through `daemon.json` instead of hanging on the old address."""
+    the next call finds it again through `daemon.json` instead of hanging on the old address. When it is gone
+    for good (no live daemon.json), ``fallback`` opens the index in this process and answers from then on, as
+    a `delphi mcp` started without a daemon would."""
     import mcp_types as types
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
 
     from .daemon import find_daemon
-    from .server import build_server, serve_stdio
+    from .server import build_server, local_call, serve_stdio
 
     where = [url, token]
+    local: list[Any] = []  # the fallback's call, once the daemon is gone
 
     async def once(name: str, args: dict[str, Any]) -> Any:
         http = create_mcp_http_client(headers={"Authorization": f"Bearer {where[1]}"})
@@ -211,20 +231,32 @@ async def _proxy(url: str, token: str, root: Path, index_dir: Path) -> None:
     async def call(name: str, args: dict[str, Any]) -> Any:
         if name in FOLDER_TOOLS and "workspace" not in args:
             args = {**args, "workspace": str(root)}
+        if local:
+            return await local[0](name, args)
         if (big := too_large(args)) is not None:
             return types.CallToolResult(content=[types.TextContent(type="text", text=big)], is_error=True)
-        failure: Exception
+        failure: BaseException
         try:
             return await once(name, args)
         except Exception as e:
-            failure = e
+            failure = _cause(e)
         found = find_daemon(index_dir)
+        deadline = anyio.current_time() + RESTART_WAIT_S
+        while found is None and fallback is not None and anyio.current_time() < deadline:
+            await anyio.sleep(0.2)  # an editor's "restart language server": a new daemon within seconds
+            found = find_daemon(index_dir)
         if found is not None:
             where[:] = list(found)
             try:
                 return await once(name, args)
             except Exception as e:
-                failure = e
+                failure = _cause(e)
+        elif fallback is not None:
+            print(f"delphi mcp: the daemon at {where[0]} is gone ({type(failure).__name__}: {failure}); opening the "
+                  "index in this process", file=sys.stderr, flush=True)
+            fallback.start()
+            local.append(local_call(fallback.get))
+            return await local[0](name, args)
         msg = (f"Delphi's daemon for {root} is not answering ({type(failure).__name__}: {failure}); "
                "restart this MCP server to open the index here, or start `delphi serve` again")
         return types.CallToolResult(content=[types.TextContent(type="text", text=msg)], is_error=True)
