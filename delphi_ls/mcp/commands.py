@@ -35,7 +35,8 @@ def _session(overrides: dict[str, Any], root: Path, on_error: Callable[[str], No
 
     class StderrEvents(SessionEvents):
         def message(self, severity: str, text: str) -> None:
-            print(f"delphi {severity}: {text}", file=sys.stderr, flush=True)
+            # The session's messages are written for an editor ("Delphi: ..."): one prefix here, not two.
+            print(f"delphi {severity}: {text.removeprefix('Delphi: ')}", file=sys.stderr, flush=True)
             if severity == "error" and on_error is not None:
                 on_error(text)
 
