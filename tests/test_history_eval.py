@@ -69,11 +69,15 @@ def test_eval_history_scores_engine_and_baselines(repo: Path, tmp_path: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "eval.json"
     assert main(["eval", "--history", str(repo), "-n", "10", "--out", str(out), "--work", str(tmp_path / "w")]) == 0
-    printed = capsys.readouterr().out
+    said = capsys.readouterr()
+    printed = said.out
     assert "| overall | engine |" in printed and "| overall | heuristic |" in printed
     result = json.loads(out.read_text())
     assert result["questions"] == 3 and result["changes"] == 2
     code2test = next(r for r in result["records"] if r["task"] == "code2test")
     # The test named after the anchor answers "which tests cover this change?" first.
     assert code2test["systems"]["engine"]["mrr"] == 1.0
+    # What was ranked is kept, and the progress names the change beside the parent it is asked at (session 26).
+    assert code2test["systems"]["engine"]["top"][0] in code2test["gold"]
+    assert f"change {code2test['commit'][:12]} asked at its parent" in said.err + said.out
     assert set(result["summary"]["overall"]) == {"engine", "bm25", "grep", "heuristic"}

@@ -47,7 +47,11 @@ def evaluate_history(path: str | Path, limit: int = 50, baselines: tuple[str, ..
     try:
         for n, base in enumerate(bases, start=1):
             group = [s for s in samples if s["base_commit"] == base]
-            log(f"[{n}/{len(bases)}] {base[:12]}: {_count(len(group), 'question')}")
+            # The base is the change's parent (the tree the question is asked of): both named, so a line of
+            # the log ties back to its change (an agent newcomer read the parent's id as the change's).
+            changes = ", ".join(dict.fromkeys(s["fix_commit"][:12] for s in group))
+            log(f"[{n}/{len(bases)}] change {changes} asked at its parent {base[:12]}: "
+                f"{_count(len(group), 'question')}")
             missing = checkout(git_dir, base, tree)
             if missing:
                 skipped.append(f"{base[:12]}: {len(missing)} blobs absent from the object store")
@@ -65,7 +69,8 @@ def evaluate_history(path: str | Path, limit: int = 50, baselines: tuple[str, ..
                                            "title": s["query"]["pr_title"], "gold": gold, "systems": {}}
                     t0 = time.perf_counter()
                     ranked = [r["path"] for r in eng.context(text, anchors=valid, limit=100)["results"]]
-                    rec["systems"]["engine"] = {**metrics(ranked, gold), "latency": time.perf_counter() - t0}
+                    rec["systems"]["engine"] = {**metrics(ranked, gold), "latency": time.perf_counter() - t0,
+                                                "top": ranked[:10]}  # what was ranked, so a miss can be read
                     if base_sys is not None:
                         btext = text + ("\n" + "\n".join(valid) if valid else "")
                         for b in baselines:
