@@ -243,6 +243,8 @@ def test_outside_git_co_change_is_off_in_health_and_in_the_trace(ws: Path, tmp_p
                   "--trace", str(trace), *opts).returncode == 0
     ready = json.loads(trace.read_text().splitlines()[-1])["branchesReady"]
     assert ready["cochange"].startswith("off: not a git repository"), ready
+    # It holds the question (a pasted trace) and the workspace's paths: 0600, not 0644 (an audit, session 26).
+    assert trace.stat().st_mode & 0o777 == 0o600
     after = json.loads(delphi("health", str(ws), "--json", *opts).stdout)
     assert after["branches"]["cochange"].startswith("off")
 
