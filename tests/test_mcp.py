@@ -372,8 +372,15 @@ async def test_forwarding_survives_a_daemon_restart(ws: Path, tmp_path: Path):
             assert (await client.call_tool("index_status", {})).structured_content["pid"] == proc.pid
             proc.terminate()
             proc.wait(timeout=30)
-            proc, _url2, _ = _start_daemon(ws, tmp_path / "index")
+            # The new daemon comes up while the call waits for it (a restart takes a few seconds).
+            import threading
+
+            restarted: list = []
+            later = threading.Thread(target=lambda: (time.sleep(1.5), restarted.append(_start_daemon(ws, tmp_path / "index"))))
+            later.start()
             res = await client.call_tool("context", {"query": "BuildGraph"})
+            later.join(60)
+            proc = restarted[0][0]
             assert not res.is_error and res.structured_content["results"][0]["path"] == "engine/src/lib.rs"
             assert (await client.call_tool("index_status", {})).structured_content["pid"] == proc.pid
             # Gone for good: the call is answered from the index opened here (it said "not answering

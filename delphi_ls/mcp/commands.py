@@ -76,7 +76,10 @@ class Opening:
         return opening
 
     def start(self) -> None:
-        self._started = True
+        with self._lock:
+            if self._started:  # once: a second open would leave the first session's stores and threads behind
+                return
+            self._started = True
         threading.Thread(target=self._open, name="delphi-open", daemon=True).start()
 
     def _error(self, text: str) -> None:
@@ -180,6 +183,7 @@ def run_mcp(path: str | None, overrides: dict[str, Any], connect: bool = True, r
 FOLDER_TOOLS = ("context", "related_tests", "related_code", "symbols", "reindex")
 CALL_TIMEOUT_S = 120.0
 RESTART_WAIT_S = 5.0  # how long a forwarding call waits for a daemon to come back before opening the index itself
+STARTING_WAIT_S = 60.0  # ... and for one that holds daemon.lock (it is starting)
 # The daemon's HTTP front refuses bodies over the MCP SDK's default of 4 MiB (413); a call is refused here
 # first, with why, instead of as "not answering" (session 25). The JSON-RPC envelope takes the rest.
 MAX_FORWARD_BYTES = 4 * 1024 * 1024 - 16 * 1024
@@ -217,7 +221,7 @@ async def _proxy(url: str, token: str, root: Path, index_dir: Path, fallback: Op
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
 
-    from .daemon import find_daemon
+    from .daemon import daemon_starting, find_daemon
     from .server import build_server, local_call, serve_stdio
 
     where = [url, token]
@@ -242,9 +246,13 @@ async def _proxy(url: str, token: str, root: Path, index_dir: Path, fallback: Op
         except Exception as e:
             failure = _cause(e)
         found = find_daemon(index_dir)
-        deadline = anyio.current_time() + RESTART_WAIT_S
-        while found is None and fallback is not None and anyio.current_time() < deadline:
-            await anyio.sleep(0.2)  # an editor's "restart language server": a new daemon within seconds
+        start = anyio.current_time()
+        # An editor's "restart language server": a new daemon within seconds; while one holds daemon.lock it is
+        # starting (it opens its session before it writes daemon.json), so it is waited for longer.
+        while found is None and fallback is not None and not local and (
+                anyio.current_time() - start < RESTART_WAIT_S
+                or (daemon_starting(index_dir) and anyio.current_time() - start < STARTING_WAIT_S)):
+            await anyio.sleep(0.2)
             found = find_daemon(index_dir)
         if found is not None:
             where[:] = list(found)
@@ -253,10 +261,11 @@ async def _proxy(url: str, token: str, root: Path, index_dir: Path, fallback: Op
             except Exception as e:
                 failure = _cause(e)
         elif fallback is not None:
-            print(f"delphi mcp: the daemon at {where[0]} is gone ({type(failure).__name__}: {failure}); opening the "
-                  "index in this process", file=sys.stderr, flush=True)
-            fallback.start()
-            local.append(local_call(fallback.get))
+            if not local:  # two calls in flight when the daemon died: one open, not two (review)
+                print(f"delphi mcp: the daemon at {where[0]} is gone ({type(failure).__name__}: {failure}); "
+                      "opening the index in this process", file=sys.stderr, flush=True)
+                fallback.start()
+                local.append(local_call(fallback.get))
             return await local[0](name, args)
         msg = (f"Delphi's daemon for {root} is not answering ({type(failure).__name__}: {failure}); "
                "restart this MCP server to open the index here, or start `delphi serve` again")

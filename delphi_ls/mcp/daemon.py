@@ -73,10 +73,14 @@ class Daemon:
     def serve_folder(self, index_dir: Path, root: Path) -> None:
         """A folder added to the session: agents started for it find this daemon too (unless another
         daemon serves it already: its agents stay with that one)."""
-        fd = claim(index_dir)
-        if fd is None:
-            return
-        self.locks[index_dir] = fd
+        if index_dir not in self.locks:  # folders sharing an index folder share its lock (flock is per open file)
+            try:
+                fd = claim(index_dir)
+            except DaemonRunning:
+                fd = None
+            if fd is None:
+                return
+            self.locks[index_dir] = fd
         self.files += write_discovery(index_dir, self.url, self.token, root)
 
     def drop_folder(self, index_dir: Path) -> None:
@@ -102,10 +106,17 @@ class Daemon:
 
 
 def claim(index_dir: Path) -> int | None:
-    """The fd holding ``index_dir``'s daemon lock, or None while another daemon (started or starting) holds it."""
+    """The fd holding ``index_dir``'s daemon lock, or None while another daemon (started or starting) holds it.
+    A lock file that is a link or another user's is refused (DaemonRunning), as find_daemon distrusts their files."""
     index_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(index_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     try:
+        fd = os.open(index_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    except OSError as e:
+        raise DaemonRunning(f"{index_dir / LOCK_FILE} cannot be taken ({e.strerror}); no daemon started for it") from None
+    try:
+        st = os.fstat(fd)
+        if st.st_uid != os.getuid() or not stat.S_ISREG(st.st_mode):
+            raise DaemonRunning(f"{index_dir / LOCK_FILE} belongs to another user; no daemon started for it")
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
@@ -114,6 +125,23 @@ def claim(index_dir: Path) -> int | None:
         os.close(fd)
         raise
     return fd
+
+
+def daemon_starting(index_dir: Path) -> bool:
+    """Whether a daemon holds ``index_dir``'s lock (serving, or starting before its daemon.json is written)."""
+    try:
+        fd = os.open(index_dir / LOCK_FILE, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return False
 
 
 def _ours(f: Path, url: str, token: str) -> bool:
@@ -165,6 +193,8 @@ def start_in_thread(session: Session, host: str = "127.0.0.1", port: int = 0) ->
     locks: dict[Path, int] = {}
     try:
         for eng in list(session.engines.values()):
+            if eng.index_dir in locks:
+                continue  # two folders, one index folder: one lock (flock is per open file, even in one process)
             running = find_daemon(eng.index_dir)
             fd = claim(eng.index_dir) if running is None else None
             if fd is None:
