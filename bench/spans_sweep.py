@@ -91,6 +91,7 @@ def evaluate(data: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
         sq = S.SpanQuery.build(d["q"], d["lists"], d["anchors"], meta)  # type: ignore[arg-type]
         scored = {p: S.score_chunks(p, d["chunks"][p], sq) for p in d["order"]}
         S.link_files(d["order"], scored, sq)  # as the engine's results() does
+        S.frames_first(d["order"], scored, sq)
         results = [{"path": p, "spans": []} for p in d["order"]]
         row = res.setdefault(d["task"], {k: [] for k in (*(f"hunk_cov@{b}" for b in SWEEP_BUDGETS),
                                                          "file_cov@4000", "first_span_hit",

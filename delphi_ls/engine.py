@@ -188,6 +188,7 @@ class Engine:
         self._vectors_lock = threading.RLock()
         self._vectors_closed = False  # close() ran: an open that was waiting must not leave a client behind
         self._exact: ExactVectors | None = None  # the exact search's matrix, per index generation
+        self._cache_probed = False  # the embedding cache probed by a full run of this process (_check_embed_cache)
         self._exact_key: tuple[Any, ...] | None = None
         self._probe: dict[str, Any] | None = None
         if self.settings.vectors:
@@ -558,8 +559,6 @@ class Engine:
                 done.append(f"lexical index rebuilt from the manifest ({n} documents)"
                             + (f" in {self.lexical.name} (it was {switched})" if switched else ""))
         self._claim_lexical()
-        if check or rebuild:
-            done += self._check_embed_cache(vectors)
         broken_vectors = rebuild or self._reset_vectors or "vector_store_damaged" in self.problems
         # A loaded snapshot ships no Chroma files (indexing/snapshot.py): a full run, which has Chroma
         # open by now, fills it from the embedding cache; a query's catch-up leaves it to that run.
@@ -599,6 +598,7 @@ class Engine:
         whole cache goes; the chunks are then embedded again (what the cache still holds is read from it)."""
         if not (vectors and self.settings.vectors and self.embedder is not None and self.model_matches()):
             return []
+        self._cache_probed = True
         model, dim = self.embedder.identity.weights_sha256, self.embedder.identity.dim
         p = health_mod.probe(self.meta, None, self.embedder, model)
         if p.get("cosine") is None or p["cosine"] >= 0.99:
@@ -791,7 +791,10 @@ class Engine:
                 if full and wanted and self.meta.counts()["vectors"] > 0:
                     _ = self.vectors
                 indexer = self._indexer()
-                repaired = self._repair(indexer, rebuild, vectors, check=only is None)
+                # The embedding cache's probe: on a full run, once per process (each costs a chunk's embedding;
+                # a query's catch-up and a save never), and before a rebuild empties the manifest it samples.
+                repaired = self._check_embed_cache(vectors) if full and only is None and not self._cache_probed else []
+                repaired += self._repair(indexer, rebuild, vectors, check=only is None)
                 if repaired:
                     self.invalidate()
                     indexer = self._indexer()
@@ -1376,13 +1379,17 @@ class Engine:
         """Tests for a source file (named after it, importing it, in a folder named after it, or using
         what it defines), or for one symbol in it (tests that name the symbol, the file's own first)."""
         rel = self.normalise_anchor(path, field="path")
-        if symbol is not None:
-            names = list(dict.fromkeys(d.name for d in self.definitions(rel)))
-            if symbol not in names:  # it answered "0 tests", as if the symbol had none (an agent newcomer, session 26)
-                shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "") if names else "none"
-                raise RequestError("symbol", f"{rel} defines no {symbol!r} (its definitions: {shown})")
         ctx = SearchContext(self.settings, self.meta, self.lexical, None, None, self.view(), [rel])
-        return related.related_tests(ctx, self.lexical, rel, symbol, limit)
+        rows = related.related_tests(ctx, self.lexical, rel, symbol, limit)
+        if symbol is not None and not rows:
+            # "0 tests" for a name the file does not define read as "it has none" (an agent newcomer, session 26).
+            # Only with no answer: a constant or a qualified name is no recorded definition, and its tests are found.
+            names = list(dict.fromkeys(d.name for d in self.definitions(rel)))
+            if symbol not in names:
+                shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "") if names else "none"
+                raise RequestError("symbol", f"{rel} defines no {symbol!r} and no test names it (its definitions: "
+                                             f"{shown})")
+        return rows
 
     def related_code(self, test_path: str, limit: int = 10) -> list[dict[str, Any]]:
         """Source files a test exercises: named by it, imported by it (or through its helpers), in the

@@ -31,6 +31,7 @@ import re
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from enum import Enum
 from typing import IO, TYPE_CHECKING, Any
 
 import cattrs
@@ -242,14 +243,18 @@ def describe_structure_error(exc: BaseException) -> str:
 
 
 def _strict(kind: type, name: str) -> Callable[[Any, Any], Any]:
-    def structure(value: Any, _type: Any) -> Any:
+    def structure(value: Any, target: Any) -> Any:
         if type(value) is kind:
-            return value
-        if kind is int and type(value) is float and value.is_integer():
-            return int(value)  # 3.0 from a client that writes every number as a float
-        if kind is float and type(value) is int:
-            return float(value)
-        raise ValueError(f"expected {name}, got {_json_type(value)}")
+            got = value
+        elif kind is int and type(value) is float and value.is_integer():
+            got = int(value)  # 3.0 from a client that writes every number as a float
+        elif kind is float and type(value) is int:
+            got = float(value)
+        else:
+            raise ValueError(f"expected {name}, got {_json_type(value)}")
+        # The hook is found for the protocol's str and int enums too (FileChangeType, TraceValues): made the enum
+        # member, so a value outside it is refused as the default converter refused it (review).
+        return target(got) if target is not kind and isinstance(target, type) and issubclass(target, Enum) else got
     return structure
 
 

@@ -275,3 +275,20 @@ def test_a_frame_that_is_no_message_is_answered_with_id_null(server: tuple[Wire,
             pass
     assert errors[0]["error"]["code"] == code and said in errors[0]["error"]["message"], errors
     assert_alive(w, "a frame that is no message")
+
+
+def test_strict_scalars_keep_the_protocols_enums() -> None:
+    """The str and int hooks are found for lsprotocol's enums too: they came out as plain values and accepted
+    any (`FileChangeType` 99, `TraceValue` "bogus"), which the default converter refused (review, session 26)."""
+    from lsprotocol import types
+
+    from delphi_ls.lsp_protocol import strict_converter
+
+    c = strict_converter()
+    ok = c.structure({"changes": [{"uri": "file:///a", "type": 2}]}, types.DidChangeWatchedFilesParams)
+    assert ok.changes[0].type is types.FileChangeType.Changed
+    assert c.structure({"value": "off"}, types.SetTraceParams).value is types.TraceValue.Off
+    for bad, t in (({"changes": [{"uri": "file:///a", "type": 99}]}, types.DidChangeWatchedFilesParams),
+                   ({"value": "bogus"}, types.SetTraceParams), ({"value": 1}, types.SetTraceParams)):
+        with pytest.raises(Exception):  # noqa: B017 (cattrs' ClassValidationError, as for any bad params)
+            c.structure(bad, t)

@@ -99,6 +99,9 @@ def test_secret_files_are_never_indexed(tmp_path: Path):
     # Public halves and templates are not secrets.
     ("id_rsa_github.pub", False), ("id_ed25519.pub", False), ("client_secret.json.example", False),
     ("credentials.py", False), ("secrets_manager.go", False),
+    # Code named like them is code (review, session 26).
+    ("client_secret.py", False), ("client_secrets_test.go", False), ("client_secret_provider.ts", False),
+    ("id_rsa_test.py", False), ("id_ed25519.go", False), ("id_rsa_util.c", False),
 ])
 def test_secret_file_names(name: str, secret: bool) -> None:
     from delphi_ls.workspace.scan import is_secret_file

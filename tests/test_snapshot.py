@@ -273,6 +273,29 @@ def test_a_manifest_naming_files_outside_or_unreadable_is_refused(built, tmp_pat
     assert not (tmp_path / "index-b" / "meta.sqlite").exists()
 
 
+def test_a_snapshots_skipped_list_never_arrives(built, tmp_path: Path) -> None:
+    """A crafted skipped row (`../../etc/passwd`) reached the editor as a diagnostic's URI; a size and mtime of a
+    file skipped for its bytes, from another machine, could hide a file (review, session 26)."""
+    ws, snap, _answers = built
+    with tarfile.open(snap, "r:gz") as tar:
+        (tmp_path / "meta.sqlite").write_bytes(tar.extractfile("index/meta.sqlite").read())
+    db = sqlite3.connect(tmp_path / "meta.sqlite")
+    db.execute("INSERT INTO skipped VALUES ('../../etc/passwd', 'secret file')")
+    db.execute("INSERT INTO skipped VALUES ('src/app.py', 'binary content (NUL byte)')")
+    db.execute("INSERT INTO skipped_seen VALUES ('src/app.py', 1, 1)")
+    db.commit()
+    db.close()
+    crafted = rewrite(snap, tmp_path / "skipped.snap", replace={"index/meta.sqlite": (tmp_path / "meta.sqlite").read_bytes()})
+    other = checkout(ws, tmp_path / "b" / "repo")
+    Engine.load_snapshot(crafted, other, index_dir=tmp_path / "index-b")
+    db = sqlite3.connect(tmp_path / "index-b" / "meta.sqlite")
+    try:
+        assert db.execute("SELECT COUNT(*) FROM skipped").fetchone()[0] == 0
+        assert db.execute("SELECT COUNT(*) FROM skipped_seen").fetchone()[0] == 0
+    finally:
+        db.close()
+
+
 def test_snapshot_out_that_is_not_a_regular_file_is_refused(built, tmp_path: Path) -> None:
     """``--out /dev/null`` as root replaced the device node with the snapshot; a FIFO the same way."""
     ws, _snap, _answers = built

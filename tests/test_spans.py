@@ -311,3 +311,29 @@ def test_the_chunk_a_stack_frame_names_is_the_files_first_span(tmp_path: Path) -
             assert spans[0]["why"].startswith(f"holds line {at['respond'] + 3} of the trace"), spans[0]
             # the outer frame's chunk comes next: here it joins the first span (adjacent, as strong)
             assert any(s["startLine"] <= at["handle_response"] + 3 <= s["endLine"] for s in spans[:2]), spans
+
+
+def test_a_frame_names_a_file_only_when_it_can_be_told_apart() -> None:
+    """A bare `Foo.java:5` named every `*/Foo.java` of the top files, and a library frame
+    (`.../site-packages/x/models.py`) the workspace's root-level `models.py` (review, session 26)."""
+    from delphi_ls.retrieval.query import analyse
+    from delphi_ls.retrieval.spans import SpanQuery, frames_first
+    from delphi_ls.stores.meta import ChunkRow
+
+    def scored(path: str) -> list[ScoredChunk]:
+        return [ScoredChunk(ChunkRow(f"{path}{i}", path, i, 1 + 10 * i, 10 + 10 * i, [], "code", "h", "x"), 1.0 - i / 10,
+                            [], []) for i in range(3)]
+
+    def lifted(question: str, paths: list[str]) -> dict[str, list[int]]:
+        got = {p: scored(p) for p in paths}
+        frames_first(paths, got, SpanQuery.build(analyse(question)))
+        return {p: [ln for s in sc for ln in s.frame_lines] for p, sc in got.items()}
+
+    java = ("java.lang.IllegalStateException: boom\n\tat com.acme.Foo.run(Foo.java:15)\n"
+            "\tat com.acme.Main.main(Main.java:25)\n")
+    assert lifted(java, ["a/Foo.java", "b/Foo.java", "a/Main.java"]) == {"a/Foo.java": [], "b/Foo.java": [],
+                                                                        "a/Main.java": [25]}
+    assert lifted(java, ["a/Foo.java"]) == {"a/Foo.java": [15]}
+    py = ('Traceback (most recent call last):\n  File "/usr/lib/python3/site-packages/django/db/models.py", line 15, '
+          'in save\n  File "/srv/app/shop/models.py", line 25, in save\nValueError: x\n')
+    assert lifted(py, ["models.py", "shop/models.py"]) == {"models.py": [], "shop/models.py": [25]}

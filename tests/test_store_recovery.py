@@ -202,8 +202,8 @@ def test_damaged_vector_store_is_refilled_from_the_cache(copy, damage: str):
     assert _health_exit(ws, idx) == 0
 
 
-@pytest.mark.parametrize("damage", ["wrong width", "other values"])
-def test_a_damaged_embedding_cache_is_found_and_embedded_again(copy, damage: str):
+@pytest.mark.parametrize("damage, rebuild", [("wrong width", False), ("other values", False), ("wrong width", True)])
+def test_a_damaged_embedding_cache_is_found_and_embedded_again(copy, damage: str, rebuild: bool):
     """Health said "run `delphi index` to re-embed" and every run, `--rebuild` too, refilled from the same
     cache and embedded nothing (a security audit, session 26)."""
     ws, idx, facts = copy
@@ -215,7 +215,7 @@ def test_a_damaged_embedding_cache_is_found_and_embedded_again(copy, damage: str
     # The exact search answers (the default below its bound): queries read the cache itself.
     with Engine(ws, index_dir=str(idx), reranker="off") as eng:
         assert eng.health(check_staleness=False)["branches"]["vector"].startswith("disabled: self-consistency")
-        rep = eng.index()
+        rep = eng.index(rebuild=rebuild)  # --rebuild emptied the manifest the probe samples (review): probed first
         n = facts["counts"]["vectors"]
         assert any(r.startswith("embedding cache failed its probe") for r in rep.repaired), rep.repaired
         assert rep.chunks_embedded == n and rep.vectors_from_cache < n

@@ -482,6 +482,12 @@ def _adopt(meta: Path, root: Path, file: Path, header: dict[str, Any], refill: b
         _check_content(db)
         db.execute("BEGIN")
         db.execute("UPDATE files SET mtime_ns = -1")
+        # Nor the builder's skipped list (a crafted one named ../../etc/passwd for a diagnostic) or its size and
+        # mtime of files skipped for their bytes (another machine's stat could hide a file): the next run redoes
+        # both (review, session 26).
+        db.execute("DELETE FROM skipped")
+        if db.execute("SELECT 1 FROM sqlite_master WHERE name='skipped_seen'").fetchone():
+            db.execute("DELETE FROM skipped_seen")
         if refill:  # the engine refills Chroma from the embedding cache at its next full index
             db.execute("INSERT OR REPLACE INTO state VALUES ('vectors_refill', 'true')")
         db.execute("DELETE FROM state WHERE key IN ('recovered', 'recovered_rebuilt')")

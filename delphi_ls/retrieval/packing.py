@@ -19,7 +19,7 @@ from typing import Any
 
 from ..stores.meta import ChunkRow, MetaStore
 from ..workspace.scan import SkipFile, read_no_follow
-from .spans import ScoredChunk, SpanQuery, score_chunks, why_of
+from .spans import ScoredChunk, SpanQuery, frames_first, score_chunks, why_of
 
 CHARS_PER_TOKEN = 4  # a coarse, tokenizer-free estimate; callers budget conservatively
 WHOLE_SHARE = 4  # a whole file may take at most a quarter of the budget
@@ -119,11 +119,16 @@ def pack(results: list[dict[str, Any]], meta: MetaStore, budget: int, root: Path
             continue
         per_file[path] = (rank, chunks)
         fw = 1.0 / (1.0 + RANK_DECAY * (rank - 1))
-        sc = sc or score_chunks(path, chunks, sq)
+        if not sc:
+            sc = score_chunks(path, chunks, sq)
+            frames_first([path], {path: sc}, sq)
         order = sorted(sc, key=lambda s: -s.value)  # stable: ties keep file order, as ranked() does
         # A chunk lifted by the cross-file links (spans.link_files) may be the best, and the rest of its file
         # then counts a little less; taking the best before the lift instead: intent2code hunk_cov@4000
         # 0.707 -> 0.696 on dev_mined, 0.700 -> 0.703 on dev_langs (session 18), so the lifted best stays.
+        # A chunk a stack frame names leads its file by a margin (spans.frames_first), and the rest of the file
+        # is weighed against it, so counts for less: the budget goes to the other files' frame chunks first (the
+        # rest weighed against the best of the others packed all of src/hash.c before kv.c's frame chunk, C golden).
         best = order[0].value if order and order[0].value > 0 else 1.0
         size = sum(len(c.text) + 1 for c in chunks)
         if (size + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN <= max(budget // WHOLE_SHARE, 1):

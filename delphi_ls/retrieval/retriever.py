@@ -266,6 +266,7 @@ class Retriever:
             for f in head:
                 scored[f.path] = spans_mod.score_chunks(f.path, chunks.get(f.path, []), sq)  # the packer reuses them
             spans_mod.link_files([f.path for f in head], scored, sq)
+            spans_mod.frames_first([f.path for f in head], scored, sq)
             listed = [spans_mod.listed_spans(scored[f.path], asked) for f in head]
             listed += spans_mod.evidence_spans(meta, [(f.path, f.evidence) for f in top[len(head):]], asked)
         rows = []

@@ -255,38 +255,70 @@ class ScoredChunk:
 
 
 def score_chunks(path: str, chunks: list[ChunkRow], sq: SpanQuery) -> list[ScoredChunk]:
-    """Every chunk of one file with its score, in file order (:func:`_scored`), the chunks that hold a line a
-    stack frame of the question names in this file first (:func:`_frames_first`)."""
-    out = _scored(path, chunks, sq)
-    if FRAMES_FIRST and sq.frames and out:
-        _frames_first(path, out, sq.frames)
-    return out
+    """Every chunk of one file with its score, in file order (:func:`_scored`). Callers then lift the chunks
+    other top files link to (:func:`link_files`) and put first those a stack frame names (:func:`frames_first`)."""
+    return _scored(path, chunks, sq)
+
+
+_LIBRARY_DIRS = ("/site-packages/", "/dist-packages/", "/node_modules/", "/vendor/", "/.cargo/registry/")
 
 
 def _frame_names(frame: str, path: str) -> bool:
-    """Whether a frame's file (as the trace wrote it: absolute, site-packages, relative) is ``path``."""
-    return frame == path or frame.endswith("/" + path) or ("/" not in frame and path.endswith("/" + frame))
+    """Whether a frame's file (as the trace wrote it: absolute, site-packages, relative) is ``path``. A library's
+    frame (`.../site-packages/x/models.py`) is not the workspace's root-level `models.py`: a path of one part
+    matches such a frame only whole (review, session 26)."""
+    if frame == path:
+        return True
+    if frame.endswith("/" + path):
+        return "/" in path or not any(d in frame for d in _LIBRARY_DIRS)
+    return "/" not in frame and path.endswith("/" + frame)
 
 
-def _frames_first(path: str, out: list[ScoredChunk], frames: list[tuple[str, int]]) -> None:
+def _shared_tail(frame: str, path: str) -> int:
+    """How many of the two paths' last parts are the same."""
+    n = 0
+    for a, b in zip(reversed(frame.split("/")), reversed(path.split("/")), strict=False):
+        if a != b:
+            break
+        n += 1
+    return n
+
+
+def frames_first(order: list[str], scored: dict[str, list[ScoredChunk]], sq: SpanQuery) -> None:
     """A frame's line is where the program was when it failed: the chunk holding it is the place to read
     first, whatever the words say (a Node trace's `respond` at application.js:265 was listed after three other
     chunks of the file, none holding line 265; an agent newcomer, session 26). Such chunks go above the file's
-    best, the innermost frame's first (``frames`` comes innermost first)."""
-    lines = [ln for f, ln in frames if _frame_names(f, path)]
-    if not lines:
+    best, by score (the listing) and by value (the packer), the innermost frame's first (``sq.frames`` comes
+    innermost first). Run after :func:`link_files`, so no lift puts another chunk above them. A frame names the
+    one file of ``order`` that shares most of its path, and none when two share as much (a bare `Foo.java:42`
+    and two `*/Foo.java`; review, session 26)."""
+    if not FRAMES_FIRST or not sq.frames:
         return
-    top = max(sc.value for sc in out)
-    for k, ln in enumerate(lines):
-        for sc in out:
-            if sc.chunk.start_line <= ln <= sc.chunk.end_line and ln not in sc.frame_lines:
-                if not sc.frame_lines:
-                    # Above the best, whatever the chunk's own score; the innermost frame's chunk first.
-                    sc.score = max(top, 0.0) + 1.0 + 0.01 * (len(lines) - k) - sc.lift
-                    if sc.pack is not None:
-                        sc.pack = sc.score
-                sc.frame_lines.append(ln)
-                break
+    owner: dict[int, str] = {}  # frame index -> the file it names
+    for i, (f, _ln) in enumerate(sq.frames):
+        cands = [(_shared_tail(f, p), p) for p in order if _frame_names(f, p)]
+        if cands:
+            most = max(n for n, _p in cands)
+            best = [p for n, p in cands if n == most]
+            if len(best) == 1:
+                owner[i] = best[0]
+    for path in order:
+        out = scored.get(path)
+        if not out:
+            continue
+        lines = [ln for i, (_f, ln) in enumerate(sq.frames) if owner.get(i) == path]
+        if not lines:
+            continue
+        top = max(max(sc.score for sc in out), max(sc.value for sc in out), 0.0)
+        for k, ln in enumerate(lines):
+            for sc in out:
+                if sc.chunk.start_line <= ln <= sc.chunk.end_line and ln not in sc.frame_lines:
+                    if not sc.frame_lines:
+                        sc.score = top + 1.0 + 0.01 * (len(lines) - k)
+                        if sc.pack is not None:
+                            sc.pack = sc.score
+                    sc.frame_lines.append(ln)
+                    break
 
 
 def _scored(path: str, chunks: list[ChunkRow], sq: SpanQuery) -> list[ScoredChunk]:

@@ -43,9 +43,10 @@ SECRET_NAMES = {".env", ".netrc", ".pgpass", ".npmrc", ".pypirc", "credentials",
                 "credentials.json", "client_secret.json", "service-account.json", "service_account.json",
                 ".htpasswd", ".vault-token", ".s3cfg", ".boto", ".my.cnf", ".dockercfg"}
 SECRET_SUFFIXES = (".pem", ".key", ".p12", ".pfx", ".jks", ".keystore", ".kdbx", ".gpg", ".ppk", ".p8")
-# SSH private keys under any name that starts like the defaults (`id_rsa_github`, `id_ed25519_work`); their
-# `.pub` halves are public. Google's OAuth client files are `client_secret_<id>.json`.
-SECRET_PREFIXES = ("id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", "client_secret")
+# SSH private keys under a name that starts like the defaults and has no extension (`id_rsa_github`,
+# `id_ed25519_work`; `id_rsa.pub` is public and `id_rsa_util.c` is code). Google's OAuth client files are
+# `client_secret_<id>.json` (`client_secret.py` is code).
+SSH_KEY_PREFIXES = ("id_rsa", "id_dsa", "id_ecdsa", "id_ed25519")
 SECRET_TEMPLATE_SUFFIXES = (".example", ".sample", ".template", ".dist", ".defaults")
 
 
@@ -53,7 +54,9 @@ def is_secret_file(name: str) -> bool:
     low = name.lower()
     if low.startswith(".env"):  # .env, .env.local, .envrc (direnv), .env-prod, .env_prod
         return not low.endswith(SECRET_TEMPLATE_SUFFIXES)
-    if low.startswith(SECRET_PREFIXES) and not low.endswith((".pub", *SECRET_TEMPLATE_SUFFIXES)):
+    if low.startswith(SSH_KEY_PREFIXES) and "." not in low:
+        return True
+    if low.startswith("client_secret") and low.endswith(".json"):
         return True
     return low in SECRET_NAMES or low.endswith(SECRET_SUFFIXES)
 
