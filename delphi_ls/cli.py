@@ -575,11 +575,10 @@ def _parse(ap: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Name
     return args
 
 
-def _not_a_folder(path: str | None) -> str | None:
+def _not_a_folder(path: str | None, example: str = '`delphi context . "question"`') -> str | None:
     """The workspace argument names a file (`delphi context chi/mux.go q`): say what the argument is."""
     if path and Path(path).is_file():
-        return (f"{path} is a file, not a folder: the first argument is the workspace folder "
-                '(e.g. `delphi context . "question"`)')
+        return f"{path} is a file, not a folder: the first argument is the workspace folder (e.g. {example})"
     return None
 
 
@@ -644,14 +643,13 @@ def _mcp_args(argv: list[str]) -> argparse.Namespace | int:
         args = _parse(ap, argv)
     except _McpUsage as e:
         print(f"delphi mcp: error: {e}", file=sys.stderr, flush=True)
-        return run_mcp(None, {}, connect=False, refusal=f"the command line is wrong: {e} (usage: "
+        return run_mcp(None, {}, connect=False, refusal=f"delphi mcp's command line is wrong: {e} (usage: "
                                                         "delphi mcp [FOLDER] [--index-dir DIR] [--no-daemon] ...)")
-    path = getattr(args, "path", None)
-    if path and Path(path).is_file():
-        reason = f"{path} is a file, not a folder: `delphi mcp` takes the workspace folder (or none: the project " \
-                 "around the current folder)"
-        print(f"delphi mcp: error: {reason}", file=sys.stderr, flush=True)
-        return run_mcp(None, {}, connect=False, refusal=reason)
+    wrong = _not_a_folder(getattr(args, "path", None), "`delphi mcp FOLDER`, or no folder: the project around the "
+                                                          "current one")
+    if wrong:
+        print(f"delphi mcp: error: {wrong}", file=sys.stderr, flush=True)
+        return run_mcp(None, {}, connect=False, refusal=wrong)
     return args
 
 

@@ -49,6 +49,7 @@ from .stores.view_cache import ViewCache, code_digest
 from .stores.writer_lock import Holder, IndexBusy, WriterLock  # noqa: F401  (IndexBusy: for callers of index())
 from .traces import write_trace
 from .workspace.kinds import file_kind
+from .workspace.scan import utf8_name
 
 INDEX_FORMAT = 3
 
@@ -1201,10 +1202,8 @@ class Engine:
             raise RequestError(field, f"{raw!r} is outside the workspace {self.root}") from None
         if str(rel) == ".":
             raise RequestError(field, f"{raw!r} is the workspace itself, not a file")
-        try:
-            rel.as_posix().encode("utf-8")
-        except UnicodeEncodeError:  # undecodable bytes of a command-line argument: such files are never indexed
-            raise RequestError(field, f"{raw!r} is not a valid UTF-8 name (Delphi skips such files)") from None
+        if not utf8_name(rel.as_posix()):  # undecodable bytes of a command-line argument: never indexed
+            raise RequestError(field, f"{raw!r} is not a valid UTF-8 name (Delphi skips such files)")
         # normpath is lexical: `src/linkdir/out.py` with linkdir -> /elsewhere was taken, and whether it
         # existed, was a folder, or had tests told what lies outside (a security audit, session 26).
         at = self.root
@@ -1228,15 +1227,16 @@ class Engine:
         return rel.as_posix()
 
     def _near_names(self, rel: str) -> list[str]:
-        """Indexed files a missing path may mean (at most three): its name in another folder, or spelt with
-        another case or one letter off (`Ky.ts` for source/core/Ky.ts; an agent newcomer, session 26)."""
+        """Indexed files a missing path may mean (at most three): its name in another folder, or a name of five
+        letters or more before its extension spelt with another case or one letter off (`source/core/ky.ts` for
+        source/core/Ky.ts... when the stem is long enough: IndexView.misspelt; an agent newcomer, session 26)."""
         try:
             view = self.view()
         except Exception:  # a hint only: an index that cannot give one gives none
             return []
         base = rel.rpartition("/")[2]
         near = view.by_basename.get(base) or view.misspelt(base)
-        return sorted(near)[:3] if len(near) <= 3 else []
+        return sorted(near) if len(near) <= 3 else []
 
     def context(self, query: str, anchors: list[str] | None = None, draft: str | None = None, limit: int = 20,
                 budget_tokens: int | None = None, kinds: list[str] | None = None,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import threading
 import time
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from typing import Any
 from .api import ContextAnswer, ContextRequest, RelatedRequest, RequestError, SymbolsRequest, uri_to_path
 from .engine import Engine, IndexReport
 from .settings import Settings, SettingsError
-from .workspace.scan import UNDECODABLE_NAME
+from .workspace.scan import UNDECODABLE_NAME, utf8_name
 from .workspace.watch import Watcher, WatchUnavailable
 
 log = logging.getLogger("delphi_ls")
@@ -49,7 +48,6 @@ RESCAN_S = 600.0
 DEFINITION_KINDS = ("function", "method", "class", "struct", "interface", "trait", "enum", "type")
 # Skips a user expects (images, lock files, empty files, links, generated and minified code) are
 # not worth a mark in the editor: the probe saw one Information diagnostic per PNG and lock file.
-_SURROGATE = re.compile("[\ud800-\udfff]")
 QUIET_SKIPS = ("symlink", "empty file", "binary", "lockfile", "generated", "minified", "not a regular file")
 
 
@@ -244,7 +242,7 @@ class Session:
                 rel = path.relative_to(root).as_posix()
             except ValueError:
                 continue
-            if not rel.isascii() and _SURROGATE.search(rel):
+            if not utf8_name(rel):
                 return None  # a name that is not UTF-8 (`%FF` in a URI): never indexed (the scan skips it too)
             return (eng, rel) if rel != "." else None
         return None

@@ -162,6 +162,15 @@ def test_a_file_skipped_for_its_bytes_is_not_read_again_until_it_changes(ws: Pat
         read.clear()
         eng.index()
         assert read == []
+        eng.index(only=["dump.txt"])  # a save or a watcher's event names it: not read either
+        assert read == []
+        # Rules that decide otherwise (a Delphi update) read every such file again, once (review, session 26).
+        monkeypatch.setattr(pipe, "SKIP_RULES", pipe.SKIP_RULES + 1)
+        eng.index()
+        assert sorted(read) == ["bundle.js", "dump.txt"]
+        read.clear()
+        eng.index()
+        assert read == []
 
 
 def test_stop_during_a_cold_index_returns_and_resumes(tmp_path: Path):

@@ -180,10 +180,14 @@ def test_first_question_on_a_small_folder_waits_for_its_catch_up(tmp_path: Path)
         s.shutdown()
 
 
-def test_a_small_folders_first_index_is_waited_for_by_every_request(tmp_path: Path):
+def test_a_small_folders_first_index_is_waited_for_by_every_request(tmp_path: Path, monkeypatch):
     """symbols and related_tests answered "0" from an empty index right after start, with nothing saying so, and
     context "0 files" at 1.8 s on a 94-file folder whose index was ready 2 s later (an agent newcomer, session 26)."""
+    import delphi_ls.session as session_mod
     from delphi_ls.api import RelatedRequest, SymbolsRequest
+
+    # The wait ends when the first run does; a loaded CI machine may take longer than the product's 3 s (review).
+    monkeypatch.setattr(session_mod, "CATCH_UP_WAIT_S", 120.0)
 
     ws = build_workspace(tmp_path / "ws")
     for ask in ("symbols", "related", "context"):

@@ -24,7 +24,7 @@ from ..stores.lexical import LexicalStore
 from ..stores.meta import ChunkRow, FileWrite, MetaStore
 from ..stores.vectors import VectorStore
 from ..workspace.kinds import file_kind
-from ..workspace.scan import FileEntry, ScanResult, scan, skip_reason
+from ..workspace.scan import SKIP_RULES, FileEntry, ScanResult, scan, skip_reason
 from .embed_ahead import EmbedAhead
 from .graph import FileGraph
 from .named import WalkNeeded, scan_named
@@ -183,8 +183,11 @@ class Indexer:
             imports_moved = True
 
         skipped = dict(result.skipped)
-        # Files skipped for their bytes, with the size and mtime they had: the same stat is not read again.
-        for_bytes = {} if reparse else self.meta.skipped_for_bytes()
+        # Files skipped for their bytes, with the size and mtime they had: the same stat is not read again, while
+        # the rules that decided it are these (SKIP_RULES: an update that changes them reads every such file again).
+        rules_same = self.meta.get_state("skip_rules") == SKIP_RULES
+        for_bytes = {} if reparse or not rules_same else self.meta.skipped_for_bytes(
+            None if only is None else [p for p in current if p in wanted or any(p.startswith(w + "/") for w in wanted)])
         seen: dict[str, tuple[int, int]] = {}
         todo = []
         for path, entry in current.items():
@@ -321,6 +324,7 @@ class Indexer:
                 self.filedocs.set_importers(FileGraph.build(files, self.meta.all_imports()).imported_by)
         if only is None and not rep.errors:
             self.meta.set_skipped(skipped, seen)
+            self.meta.ensure_state("skip_rules", SKIP_RULES)
         else:
             # A partial run (some files, or a full run stopped early) adds what it saw, replacing nothing.
             for p, r in skipped.items():

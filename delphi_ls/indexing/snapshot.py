@@ -537,11 +537,11 @@ def _check_content(db: sqlite3.Connection) -> None:
             if not isinstance(named, list) or any(unsafe_path(p) for p in named):
                 raise SnapshotError("the snapshot's manifest has a commit naming files outside the workspace "
                                     "or not as a list; refused")
-    for key, value in db.execute("SELECT key, value FROM state"):
-        try:
-            json.loads(value)
-        except (TypeError, ValueError):
-            raise SnapshotError(f"the snapshot's manifest state {str(key)[:40]!r} is not readable; refused") from None
+    from ..stores.meta import unreadable_state
+
+    bad = unreadable_state(db)
+    if bad is not None:
+        raise SnapshotError(f"the snapshot's manifest state {bad[:40]!r} is not readable; refused")
 
 
 def _rebuild_lexical(stage: Path, root: Path, settings: Settings) -> None:

@@ -152,8 +152,9 @@ def run_mcp(path: str | None, overrides: dict[str, Any], connect: bool = True, r
         index_dir = index_dir_of(root, overrides)  # once: loading settings reports a repository's refusals
     except Exception as e:
         # Served all the same, every call saying why: an exit before `initialize` shows in a client only as
-        # "connection closed" (a newcomer's `delphi mcp /nonexistent`, session 25).
-        reason = f"Delphi cannot open {root}: {e}"
+        # "connection closed" (a newcomer's `delphi mcp /nonexistent`, session 25). A wrong command line is said
+        # as it is, not as a folder (the current one) that cannot be opened (review, session 26).
+        reason = refusal if refusal is not None else f"Delphi cannot open {root}: {e}"
         print(f"delphi mcp: {reason}", file=sys.stderr, flush=True)
         opening, to_open = Opening.refused(root, reason), False
     else:

@@ -229,8 +229,9 @@ def _trimmed(sc: ScoredChunk, room: int) -> ScoredChunk | None:
     if not keep or len(keep) == sc.chunk.end_line - sc.chunk.start_line + 1:
         return None
     c = sc.chunk
-    cut = ChunkRow(c.id, c.path, c.ord, c.start_line, c.start_line + len(keep) - 1, c.symbols, c.kind,
-                   c.content_hash, "".join(keep))
+    # Its own id and hash: caches keyed by chunk id take ids as content-addressed (spans._LOWER; review).
+    cut = dataclasses.replace(c, id=f"{c.id}:first{len(keep)}", end_line=c.start_line + len(keep) - 1,
+                              content_hash=f"{c.content_hash}:first{len(keep)}", text="".join(keep))
     return dataclasses.replace(sc, chunk=cut, trimmed=True)
 
 

@@ -186,6 +186,16 @@ class DamagedManifest(sqlite3.DatabaseError):
     26: a state value of ``{`` made every command a traceback, for good)."""
 
 
+def unreadable_state(db: sqlite3.Connection) -> str | None:
+    """The key of a state value that is not JSON (the engine reads every one as JSON), or None."""
+    for k, v in db.execute("SELECT key, value FROM state"):
+        try:
+            json.loads(v)
+        except (TypeError, ValueError):
+            return str(k)
+    return None
+
+
 def is_corruption(e: BaseException) -> bool:
     return isinstance(e, DamagedManifest) or (
         isinstance(e, sqlite3.DatabaseError) and getattr(e, "sqlite_errorcode", None) in _CORRUPT_CODES)
@@ -343,11 +353,9 @@ class MetaStore:
             missing = {"files", "chunks", "state", "embed_cache", "symbols"} - names
             if missing:
                 raise DamagedManifest(f"tables missing: {', '.join(sorted(missing))}")
-            for k, v in self.db.execute("SELECT key, value FROM state"):
-                try:
-                    json.loads(v)
-                except (TypeError, ValueError):
-                    raise DamagedManifest(f"the state value {k!r} is not JSON") from None
+            bad = unreadable_state(self.db)
+            if bad is not None:
+                raise DamagedManifest(f"the state value {bad!r} is not JSON")
             self.db.execute("SELECT COUNT(*), MAX(n_chunks) FROM files").fetchone()
             self.db.execute("SELECT COUNT(*), MAX(embedded) FROM chunks").fetchone()
 
@@ -563,11 +571,20 @@ class MetaStore:
                 if seen is not None:
                     self.db.execute("INSERT INTO skipped_seen VALUES (?, ?, ?)", (path, seen[0], seen[1]))
 
-    def skipped_for_bytes(self) -> dict[str, tuple[str, int, int]]:
-        """(reason, size, mtime_ns) of the files skipped for what their bytes held, as last read."""
+    def skipped_for_bytes(self, paths: Iterable[str] | None = None) -> dict[str, tuple[str, int, int]]:
+        """(reason, size, mtime_ns) of the files skipped for what their bytes held, as last read: every one, or
+        those of ``paths`` (a save names one file: not a read of the whole list)."""
+        sql = "SELECT s.path, s.reason, t.size, t.mtime_ns FROM skipped s JOIN skipped_seen t ON s.path = t.path"
         with self._lock:
-            return {p: (r, size, mtime) for p, r, size, mtime in self.db.execute(
-                "SELECT s.path, s.reason, t.size, t.mtime_ns FROM skipped s JOIN skipped_seen t ON s.path = t.path")}
+            if paths is None:
+                rows = self.db.execute(sql).fetchall()
+            else:
+                rows = []
+                wanted = list(paths)
+                for i in range(0, len(wanted), 500):
+                    part = wanted[i: i + 500]
+                    rows += self.db.execute(sql + f" WHERE s.path IN ({','.join('?' * len(part))})", part).fetchall()
+        return {p: (r, size, mtime) for p, r, size, mtime in rows}
 
     def skipped(self) -> dict[str, str]:
         with self._lock:

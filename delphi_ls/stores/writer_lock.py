@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import re
 import sys
 import threading
 import time
@@ -46,6 +45,10 @@ class IndexBusy(RuntimeError):
         super().__init__(holder.describe() if holder else "another Delphi process is indexing this workspace")
 
 
+SUBCOMMANDS = frozenset({"index", "context", "health", "symbols", "related-tests", "related-code", "eval", "mcp",
+                         "serve", "snapshot"})
+
+
 def _command() -> str:
     """The holder's program and subcommand (``delphi index``), no more: the rest of the command line can
     hold a question, a pasted trace or a ``--chroma-url`` with credentials, and this file is readable by
@@ -54,8 +57,10 @@ def _command() -> str:
     name = os.path.basename(argv[0]) or "python"
     if name in ("cli.py", "__main__.py", "-m", "-c"):
         name = "delphi"
-    sub = next((a for a in argv[1:] if re.fullmatch(r"[a-z][a-z-]{1,30}", a)), None)
-    return f"{name} {sub}" if sub else name
+    # Delphi's own subcommands only: the first bare word of another program's command line may be a value
+    # (`pytest tests -k secretword`; review, session 26).
+    sub = next((a for a in argv[1:] if not a.startswith("-")), None) if name == "delphi" else None
+    return f"{name} {sub}" if sub in SUBCOMMANDS else name
 
 
 def _alive(pid: int) -> bool:

@@ -198,7 +198,8 @@ def printable_path(rel: str) -> str:
     return rel.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-def _utf8_name(name: str) -> bool:
+def utf8_name(name: str) -> bool:
+    """Whether a name (from the file system, a URI or an argument: undecodable bytes as lone surrogates) is text."""
     try:
         name.encode("utf-8")
         return True
@@ -238,7 +239,7 @@ def scan(root: Path, max_file_bytes: int, extra_ignores: list[str] | None = None
             continue
         rel = f"{dir_rel}/{e.name}" if dir_rel else e.name
         try:
-            if not _utf8_name(e.name):
+            if not utf8_name(e.name):
                 # The index stores text; such a name cannot be stored, searched or sent over LSP.
                 out.skipped[printable_path(rel)] = UNDECODABLE_NAME
                 continue
@@ -276,7 +277,7 @@ def skip_reason(root: Path, rel: Any, settings: Any, size: int | None = None) ->
     """
     if not isinstance(rel, str) or not rel:
         return "not a workspace path"
-    if not _utf8_name(rel):
+    if not utf8_name(rel):
         return UNDECODABLE_NAME
     if rel.startswith("/") or "\0" in rel:
         return "outside the workspace"
@@ -408,6 +409,11 @@ def _static_skip_reason(name: str, rel: str, size: int, max_bytes: int) -> str |
 # Bytes that do not occur in text (C0 controls other than tab, newlines, form feed, escape, backspace).
 _CONTROL = bytes(b for b in range(32) if b not in b"\t\n\r\f\v\x1b\x08") + b"\x7f"
 BINARY_SHARE = 0.30  # random bytes score ~0.5; latin-1 prose with accents stays far below
+
+
+# Bumped when content_skip_reason decides otherwise (its marks, thresholds, reasons): an index keeps the size and
+# mtime of each file it skipped for its bytes and does not read it again while they stay (indexing/pipeline.py).
+SKIP_RULES = 1
 
 
 def content_skip_reason(rel: str, data: bytes) -> str | None:

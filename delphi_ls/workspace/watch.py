@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from .scan import ALWAYS_SKIPPED_DIRS, _Ignores, _read_lines, _top_ignores, _utf8_name
+from .scan import ALWAYS_SKIPPED_DIRS, _Ignores, _read_lines, _top_ignores, utf8_name
 
 IN_MODIFY, IN_ATTRIB, IN_CLOSE_WRITE = 0x2, 0x4, 0x8
 IN_MOVED_FROM, IN_MOVED_TO, IN_CREATE, IN_DELETE = 0x40, 0x80, 0x100, 0x200
@@ -65,7 +65,7 @@ def watched_folders(root: Path, extra_ignores: list[str] | None = None) -> list[
             continue  # unreadable: the walk records it; nothing to watch inside
         for e in entries:
             try:
-                if not _utf8_name(e.name) or e.is_symlink() or not e.is_dir(follow_symlinks=False):
+                if not utf8_name(e.name) or e.is_symlink() or not e.is_dir(follow_symlinks=False):
                     continue
             except OSError:
                 continue
@@ -260,7 +260,7 @@ class Watcher:
                 if folder == "":
                     self.replaced = True
                 continue
-            if not name or not _utf8_name(name):
+            if not name or not utf8_name(name):
                 continue  # the walk never indexes a name that is not UTF-8; the indexer could not store it
             rel = f"{folder}/{name}" if folder else name
             if mask & IN_ISDIR or name in RULE_FILES:
