@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..core.locks import take_or_close
+
 if TYPE_CHECKING:
     from ..session import Session
 
@@ -113,18 +115,11 @@ def claim(index_dir: Path) -> int | None:
         fd = os.open(index_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     except OSError as e:
         raise DaemonRunning(f"{index_dir / LOCK_FILE} cannot be taken ({e.strerror}); no daemon started for it") from None
-    try:
-        st = os.fstat(fd)
-        if st.st_uid != os.getuid() or not stat.S_ISREG(st.st_mode):
-            raise DaemonRunning(f"{index_dir / LOCK_FILE} belongs to another user; no daemon started for it")
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+    st = os.fstat(fd)
+    if st.st_uid != os.getuid() or not stat.S_ISREG(st.st_mode):
         os.close(fd)
-        return None
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+        raise DaemonRunning(f"{index_dir / LOCK_FILE} belongs to another user; no daemon started for it")
+    return fd if take_or_close(fd) else None
 
 
 def daemon_starting(index_dir: Path) -> bool:

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..core.locks import take_or_close
+
 LOCK_FILE = "writer.lock"
 POLL_S = 0.2
 
@@ -106,14 +108,8 @@ class WriterLock:
                 return True
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
+            if not take_or_close(fd):
                 return False
-            except BaseException:
-                os.close(fd)
-                raise
             with contextlib.suppress(OSError):
                 os.fchmod(fd, 0o600)  # a lock file from before was created 0644
             os.ftruncate(fd, 0)
