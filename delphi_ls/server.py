@@ -218,7 +218,7 @@ def status(ls: DelphiServer, params: Any) -> dict[str, Any]:
 def workspace_symbol(ls: DelphiServer, params: lsp.WorkspaceSymbolParams) -> list[lsp.SymbolInformation]:
     from .api import SymbolsRequest
 
-    found = _answer(lambda: ls.session.symbols(SymbolsRequest(query=params.query, limit=500)))
+    found = _answer(lambda: ls.session.symbols(SymbolsRequest(query=params.query, limit=500), wait=False))
     return [_symbol_information(s) for s in found]
 
 

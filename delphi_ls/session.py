@@ -611,11 +611,14 @@ class Session:
         rows = eng.related_code(self._rel(eng, req.path), limit=req.limit)
         return self._with_uris(eng, rows)
 
-    def symbols(self, req: SymbolsRequest) -> list[dict[str, Any]]:
+    def symbols(self, req: SymbolsRequest, wait: bool = True) -> list[dict[str, Any]]:
+        """``wait=False``: an editor's `workspace/symbol`, asked again at each keystroke, is not held for a
+        first run (up to 3 s a request, per folder; review, session 26)."""
         engines = [self.engine_for(req.workspace)] if req.workspace else list(self.engines.values())
         out: list[dict[str, Any]] = []
         for eng in engines:
-            self._await_first(eng)
+            if wait:
+                self._await_first(eng)
             out.extend(eng.symbols(req.query, limit=req.limit))
         return out[: req.limit]
 

@@ -220,9 +220,19 @@ def test_a_large_folder_answers_at_once_and_says_its_catch_up_is_pending(tmp_pat
         ans = s.context(ContextRequest(query="brand_new_function_zeta"))
         assert ans["indexing"]["phase"] == "catch-up"
         assert all(r["path"] != "zeta_added_meanwhile.py" for r in ans["results"])
-        # The agents' other tools say it too (they answered from the old index without a word; session 26).
+        import time
+
+        from delphi_ls.api import SymbolsRequest
         from delphi_ls.mcp.tools import run_tool
 
+        # An editor's workspace/symbol (each keystroke) is not held for the catch-up (review, session 26): with the
+        # folder small enough to wait for, the request still answers at once.
+        monkeypatch.setattr(session_mod, "CATCH_UP_WAIT_FILES", 10_000)
+        t0 = time.monotonic()
+        s.symbols(SymbolsRequest(query="brand_new_function_zeta"), wait=False)
+        assert time.monotonic() - t0 < 1.0
+        monkeypatch.setattr(session_mod, "CATCH_UP_WAIT_FILES", 0)
+        # The agents' other tools say it too (they answered from the old index without a word; session 26).
         for tool, args in (("symbols", {"query": "brand_new_function_zeta"}),
                            ("related_tests", {"path": "shipyard/retry.py"})):
             out = run_tool(s, tool, args)
