@@ -611,12 +611,15 @@ class Session:
         rows = eng.related_code(self._rel(eng, req.path), limit=req.limit)
         return self._with_uris(eng, rows)
 
+    def engines_for(self, workspace: str | None) -> list[Engine]:
+        """The folder a request names, or every open folder (symbols are searched in all)."""
+        return [self.engine_for(workspace)] if workspace else list(self.engines.values())
+
     def symbols(self, req: SymbolsRequest, wait: bool = True) -> list[dict[str, Any]]:
         """``wait=False``: an editor's `workspace/symbol`, asked again at each keystroke, is not held for a
         first run (up to 3 s a request, per folder; review, session 26)."""
-        engines = [self.engine_for(req.workspace)] if req.workspace else list(self.engines.values())
         out: list[dict[str, Any]] = []
-        for eng in engines:
+        for eng in self.engines_for(req.workspace):
             if wait:
                 self._await_first(eng)
             out.extend(eng.symbols(req.query, limit=req.limit))
@@ -644,8 +647,8 @@ class Session:
             # Never indexed, no run under way and its first run not done: that run is still to start (the worker
             # waits for warm start and for questions in flight first). It said "ready" with 0 files in that
             # window (session 25); a first run that failed is "degraded" with its problems, not queued for ever.
-            first = self._caught_up.get(root)
-            state = ("queued" if not running and not eng.is_indexed() and first is not None and not first.is_set()
+            pending = self.indexing_of(eng)
+            state = ("queued" if not running and pending is not None and pending["phase"] == "queued"
                      else
                      f"indexing ({running['phase']}: {running['done']}/{running['total']})" if running else
                      "ready" if h["ok"] and not (h.get("staleness") or {}).get("stale") else

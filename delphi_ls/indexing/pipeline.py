@@ -174,9 +174,13 @@ class Indexer:
 
         deleted = sorted(set(stored) - set(current))
         wanted = set(only or ())
+
+        def named(p: str) -> bool:
+            # A named folder stands for the files under it (a folder deleted, created or renamed in the editor).
+            return only is None or p in wanted or any(p.startswith(w + "/") for w in wanted)
+
         if only is not None:
-            # A named folder stands for the files under it (a folder deleted or renamed in the editor).
-            deleted = [p for p in deleted if p in wanted or any(p.startswith(w + "/") for w in wanted)]
+            deleted = [p for p in deleted if named(p)]
         if deleted:
             self._remove(deleted)
             rep.files_deleted = len(deleted)
@@ -187,13 +191,13 @@ class Indexer:
         # the rules that decided it are these (SKIP_RULES: an update that changes them reads every such file again).
         rules_same = self.meta.get_state("skip_rules") == SKIP_RULES
         for_bytes = {} if reparse or not rules_same else self.meta.skipped_for_bytes(
-            None if only is None else [p for p in current if p in wanted or any(p.startswith(w + "/") for w in wanted)])
+            None if only is None else [p for p in current if named(p)])
         seen: dict[str, tuple[int, int]] = {}
         todo = []
         for path, entry in current.items():
             # The same rule as for deletions: a named folder (created, or renamed into place) stands for
             # the files under it, or a watcher's folder event would delete the old files and index none.
-            if only is not None and path not in wanted and not any(path.startswith(w + "/") for w in wanted):
+            if not named(path):
                 continue
             old = stored.get(path)
             if old and old[1] == entry.size and old[2] == entry.mtime_ns and path not in buffers and not reparse:

@@ -144,17 +144,18 @@ def run_mcp(path: str | None, overrides: dict[str, Any], connect: bool = True, r
     from .server import build_server, local_call, serve_stdio
 
     root = Path(path).expanduser().resolve() if path is not None else project_root(Path.cwd())
-    try:
-        if refusal is not None:
-            raise ValueError(refusal)
-        if not root.is_dir():
-            raise FileNotFoundError(f"workspace folder not found: {path}")
-        index_dir = index_dir_of(root, overrides)  # once: loading settings reports a repository's refusals
-    except Exception as e:
+    # A wrong command line is said as it is, not as a folder (the current one) that cannot be opened (review).
+    reason = refusal
+    if reason is None:
+        try:
+            if not root.is_dir():
+                raise FileNotFoundError(f"workspace folder not found: {path}")
+            index_dir = index_dir_of(root, overrides)  # once: loading settings reports a repository's refusals
+        except Exception as e:
+            reason = f"Delphi cannot open {root}: {e}"
+    if reason is not None:
         # Served all the same, every call saying why: an exit before `initialize` shows in a client only as
-        # "connection closed" (a newcomer's `delphi mcp /nonexistent`, session 25). A wrong command line is said
-        # as it is, not as a folder (the current one) that cannot be opened (review, session 26).
-        reason = refusal if refusal is not None else f"Delphi cannot open {root}: {e}"
+        # "connection closed" (a newcomer's `delphi mcp /nonexistent`, session 25).
         print(f"delphi mcp: {reason}", file=sys.stderr, flush=True)
         opening, to_open = Opening.refused(root, reason), False
     else:

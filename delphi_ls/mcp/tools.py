@@ -198,7 +198,7 @@ def run_tool(session: Session, name: str, args: Any) -> ToolOutput:
                       + (f"  (in {shown(r['container'])})" if r.get("container") else "") for r in rows]
             data = {"results": [{k: r[k] for k in ("name", "kind", "path", "line", "endLine", "container")}
                                 for r in rows]}
-            for eng in [session.engine_for(req_s.workspace)] if req_s.workspace else list(session.engines.values()):
+            for eng in session.engines_for(req_s.workspace):
                 _say_indexing(session, eng, lines, data)
             text = _cap("\n".join(lines))
             return ToolOutput(text, _fit_structured(data, len(text)))

@@ -18,7 +18,7 @@ from ..stores.lexical import LexicalStore
 from ..stores.meta import MetaStore
 from ..stores.vectors import VectorStore
 from .path_index import StrippedPaths
-from .query import QueryInfo
+from .query import QueryInfo, closest_by_tail
 
 
 class ChunkLines:
@@ -325,20 +325,4 @@ class SearchContext:
         """Workspace files a mentioned path refers to: exact, or by suffix (frames carry absolute paths)."""
         if mention in self.view.files:
             return [mention]
-        base = os.path.basename(mention)
-        cands = self.view.by_basename.get(base, [])
-        if not cands:
-            return []
-        best = []
-        best_len = 0
-        parts = mention.split("/")
-        for c in cands:
-            cp = c.split("/")
-            n = 0
-            while n < min(len(cp), len(parts)) and cp[-1 - n] == parts[-1 - n]:
-                n += 1
-            if n > best_len:
-                best, best_len = [c], n
-            elif n == best_len:
-                best.append(c)
-        return best[:3]
+        return closest_by_tail(mention, self.view.by_basename.get(os.path.basename(mention), []))[:3]

@@ -161,3 +161,21 @@ def analyse(text: str, cleaning: str = "squash") -> QueryInfo:
         prefer = prefer | {Kind.DOC}
         avoid.discard(Kind.DOC)
     return QueryInfo(text, terms, identifiers, literals, paths, frames, shape, prefer, avoid)
+
+
+def closest_by_tail(mention: str, cands: list[str]) -> list[str]:
+    """Of ``cands``, those sharing the most trailing path parts with ``mention`` (a frame's absolute path, a
+    mentioned file), in their order; none that share no part."""
+    parts = mention.split("/")
+    best: list[str] = []
+    best_len = 0
+    for c in cands:
+        cp = c.split("/")
+        n = 0
+        while n < min(len(cp), len(parts)) and cp[-1 - n] == parts[-1 - n]:
+            n += 1
+        if n > best_len:
+            best, best_len = [c], n
+        elif n == best_len and n:
+            best.append(c)
+    return best

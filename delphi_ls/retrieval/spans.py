@@ -29,7 +29,7 @@ from ..core.tokens import query_terms
 from ..stores.meta import ChunkRow, MetaStore
 from .branches.base import Hit
 from .description import clean_request
-from .query import QueryInfo
+from .query import QueryInfo, closest_by_tail
 
 GROUP_SHARE = 0.5  # a neighbour joins the listed span of a better chunk at this share of its score
 GROUP_MAX = 2  # chunks in one listed span
@@ -254,12 +254,6 @@ class ScoredChunk:
         return (self.score if self.pack is None else self.pack) + self.lift
 
 
-def score_chunks(path: str, chunks: list[ChunkRow], sq: SpanQuery) -> list[ScoredChunk]:
-    """Every chunk of one file with its score, in file order (:func:`_scored`). Callers then lift the chunks
-    other top files link to (:func:`link_files`) and put first those a stack frame names (:func:`frames_first`)."""
-    return _scored(path, chunks, sq)
-
-
 _LIBRARY_DIRS = ("/site-packages/", "/dist-packages/", "/node_modules/", "/vendor/", "/.cargo/registry/")
 
 
@@ -274,16 +268,6 @@ def _frame_names(frame: str, path: str) -> bool:
     return "/" not in frame and path.endswith("/" + frame)
 
 
-def _shared_tail(frame: str, path: str) -> int:
-    """How many of the two paths' last parts are the same."""
-    n = 0
-    for a, b in zip(reversed(frame.split("/")), reversed(path.split("/")), strict=False):
-        if a != b:
-            break
-        n += 1
-    return n
-
-
 def frames_first(order: list[str], scored: dict[str, list[ScoredChunk]], sq: SpanQuery) -> None:
     """A frame's line is where the program was when it failed: the chunk holding it is the place to read
     first, whatever the words say (a Node trace's `respond` at application.js:265 was listed after three other
@@ -296,12 +280,9 @@ def frames_first(order: list[str], scored: dict[str, list[ScoredChunk]], sq: Spa
         return
     owner: dict[int, str] = {}  # frame index -> the file it names
     for i, (f, _ln) in enumerate(sq.frames):
-        cands = [(_shared_tail(f, p), p) for p in order if _frame_names(f, p)]
-        if cands:
-            most = max(n for n, _p in cands)
-            best = [p for n, p in cands if n == most]
-            if len(best) == 1:
-                owner[i] = best[0]
+        best = closest_by_tail(f, [p for p in order if _frame_names(f, p)])  # as the path branch resolves a frame
+        if len(best) == 1:
+            owner[i] = best[0]
     for path in order:
         out = scored.get(path)
         if not out:
@@ -321,8 +302,9 @@ def frames_first(order: list[str], scored: dict[str, list[ScoredChunk]], sq: Spa
                     break
 
 
-def _scored(path: str, chunks: list[ChunkRow], sq: SpanQuery) -> list[ScoredChunk]:
-    """Every chunk of one file with its score, in file order.
+def score_chunks(path: str, chunks: list[ChunkRow], sq: SpanQuery) -> list[ScoredChunk]:
+    """Every chunk of one file with its score, in file order. Callers then lift the chunks other top files link
+    to (:func:`link_files`) and put first those a stack frame names (:func:`frames_first`).
 
     This runs for each of an answer's top files on every question, so it is written for speed, with
     every float computed by the same operations in the same order as the plain formulas (the golden
