@@ -71,8 +71,8 @@ test("a cloned folder's .vscode/settings.json cannot start programs, reach the n
   // Workspace settings come with the repository: a hostile clone could otherwise set the server command
   // (code execution on open), a Chroma URL (uploading every chunk) or the index and trace paths.
   const props = pkg.contributes.configuration.properties;
-  for (const key of ["delphi.server.command", "delphi.server.pythonPath", "delphi.indexDir", "delphi.chromaUrl",
-                     "delphi.traceFile"]) {
+  for (const key of ["delphi.server.command", "delphi.server.pythonPath", "delphi.mcpServer.command", "delphi.indexDir",
+                     "delphi.chromaUrl", "delphi.traceFile"]) {
     assert.equal(props[key].scope, "machine", `${key} must be a user (machine) setting`);
   }
   const untrusted = pkg.capabilities.untrustedWorkspaces;

@@ -55,3 +55,14 @@ test("the language server serves MCP on loopback unless the MCP server is turned
   assert.deepEqual(mcp.frontOptions(reader({})), { mcpHttp: true });
   assert.deepEqual(mcp.frontOptions({ get: (k) => (k === "mcpServer.enabled" ? false : undefined), isSet: () => true }), {});
 });
+
+test("the README's delphi.mcpServer.command example is one mcpCommand takes as written", async () => {
+  const { readFileSync } = await import("node:fs");
+  const readme = readFileSync(new URL("../../README.md", import.meta.url), "utf8").replace(/\s*\n\s*/g, " ");
+  const m = readme.match(/`delphi\.mcpServer\.command` \(e\.g\. `(\[[^`]*\])`/);
+  assert.ok(m, "README lost its delphi.mcpServer.command example");
+  const example = JSON.parse(m[1]);
+  const got = mcp.mcpCommand(reader({ "mcpServer.command": example }));
+  assert.deepEqual([got.command, ...got.args], example);
+  assert.equal(example[example.length - 1], "mcp");  // the folder is appended after it
+});
