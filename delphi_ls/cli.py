@@ -318,6 +318,13 @@ def cmd_health(args: argparse.Namespace) -> int:
                     print(f"  {shown(p)}")
                 if len(replaced) > 50:
                     print(f"  ... and {len(replaced) - 50} more (--json lists all)")
+            redacted = h.get("redactedSecrets") or {}
+            if redacted:  # indexed, with the secrets in their text replaced: never stored, never answered
+                print("secrets redacted before indexing (not stored, not shown in answers):")
+                for p, what in list(redacted.items())[:50]:
+                    print(f"  {shown(p)}: {shown_text(what)}")
+                if len(redacted) > 50:
+                    print(f"  ... and {len(redacted) - 50} more (--json lists all)")
         return 0 if h["ok"] else 1
 
 

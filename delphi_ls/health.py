@@ -224,6 +224,8 @@ def report(engine: EngineState, check_staleness: bool = True, buffered: Collecti
         "counts": {**counts, "skipped": len(engine.meta.skipped())},
         "skipped": engine.meta.skipped(),
         "decodedWithReplacement": engine.meta.replaced_files(),
+        # Files whose text held secrets, redacted before indexing (workspace/secrets.py): path → what, in words.
+        "redactedSecrets": engine.meta.redacted_files(),
         "indexedAt": indexed_at,
         "indexAgeSeconds": round(time.time() - indexed_at, 1) if indexed_at else None,
         # The snapshot this index was loaded from (file name, when it was made, its commit), or None: a

@@ -737,6 +737,10 @@ class Session:
         for path in h["decodedWithReplacement"]:
             out.append(Problem("info", "Delphi indexed this file with replacement characters: it is not valid UTF-8",
                                "replaced", eng.root / path))
+        for path, what in h["redactedSecrets"].items():
+            # The developer learns the file holds a credential (it may be committed); agents never see it.
+            out.append(Problem("info", f"Delphi redacted secrets in this file before indexing ({what}): they are "
+                               "not stored and not shown in answers", "redacted", eng.root / path))
         for path, reason in sorted(self.buffers_dropped.get(eng.root, {}).items()):
             # A buffer grown past max_file_bytes: answers still read the file as saved, which no longer matches
             # what the editor shows; it said nothing (an editor newcomer, session 25). An ignored or secret

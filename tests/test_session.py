@@ -454,3 +454,19 @@ def test_the_catch_up_at_start_waits_for_the_warm_start(tmp_path: Path, monkeypa
         assert names.index("warm done") < names.index("run"), events
     finally:
         s.shutdown()
+
+
+def test_a_buffer_holding_a_secret_gets_a_diagnostic_and_no_answer_holds_it(session):
+    """The editor's path (session 27): a token typed into a buffer is redacted before indexing, the answer
+    shows none of it, and the file gets an information diagnostic saying what was redacted."""
+    s, ws, events = session
+    target = ws / "uploader.py"
+    token = "ghp_" + "Qz8Wm3Xx7Lp2Vn5Rt9Ys4Bk6Hd1Fg0Jc8Ea3"
+    s.buffer_changed(target.as_uri(), f'GITHUB_TOKEN = "{token}"\n\ndef upload_release_asset():\n    return 1\n')
+    assert s.wait_idle(60)
+    ans = s.context(ContextRequest(query="upload_release_asset GITHUB_TOKEN", budget_tokens=1000))
+    assert ans["results"][0]["path"] == "uploader.py"
+    assert token not in str(ans)
+    notes = [p for _root, ps in events.problem_lists for p in ps if p.code == "redacted"]
+    assert notes and notes[-1].path == ws.resolve() / "uploader.py" and "GitHub token" in notes[-1].message, notes
+    assert notes[-1].severity == "info"

@@ -44,7 +44,8 @@ BATCH_FILES = 1000  # files per lexical commit once the first small batches are 
 # Bumped when chunking, symbols, import extraction or a file's kind change what they produce for the same bytes.
 # 2: package.json entry points and names (JS/TS packages imported by folder or by name).
 # 3: test support folders (`test-helpers/`, `testutil/`, `test-support/`) are kind "test".
-PARSER_VERSION = 3
+# 4: secrets inside files redacted (workspace/secrets.py): an older index's chunks may hold them.
+PARSER_VERSION = 4
 FIRST_BATCH_FILES = 25
 # A large run whose vector pass follows adds its chunks to the trigram index after that pass, not after each
 # batch: the bulk build is about 14 s of CPU on spring-boot (session 17's profile), spent while the embedding
@@ -267,7 +268,7 @@ class Indexer:
                         reuse = self._reusable_vectors(entry.path, p.rows) if entry.path in stored else set()
                         writes.append(FileWrite(entry.path, p.digest, entry.size, entry.mtime_ns,
                                                 file_kind(entry.path), p.language, p.rows, p.symbols, p.replaced,
-                                                reuse, p.imports or []))
+                                                reuse, p.imports or [], p.redacted))
                     self.meta.replace_files(writes)
                     for w in writes:
                         rep.files_indexed += 1

@@ -44,6 +44,7 @@ from ..stores.filedocs import FileDoc, build_doc, top_level_names
 from ..stores.meta import ChunkRow
 from ..workspace.kinds import file_kind
 from ..workspace.scan import SkipFile, content_skip_reason, decode, read_no_follow
+from ..workspace.secrets import in_words, redact
 from .chunker import chunk_file
 
 # Runs with fewer files to look at than this stay in-process: a pool's start-up (0.3 s until the first
@@ -84,6 +85,7 @@ class Prepared:
     unchanged: bool = False  # same bytes as the manifest's row: only its size and mtime are refreshed
     digest: str = ""
     replaced: bool = False  # decoded with replacement characters
+    redacted: str = ""  # the secrets replaced in its text, in words (workspace/secrets.py)
     language: str = ""
     rows: list[ChunkRow] = field(default_factory=list)
     symbols: list[tuple[str, str, int, int, str]] = field(default_factory=list)
@@ -125,13 +127,14 @@ def prepare_file(root: Path, path: str, opts: Options, old_digest: str | None = 
     if old_digest is not None and old_digest == digest:
         return Prepared(path, unchanged=True, digest=digest)
     text, replaced = decode(data)
+    text, found = redact(text)
     cf = chunk_file(path, text, opts.chunk_chars)
     kind = file_kind(path)
     rows = []
     for n, c in enumerate(cf.chunks):
         h = hashlib.sha1(c.text.encode("utf-8", errors="replace")).hexdigest()
         rows.append(ChunkRow(chunk_id(path, n, h), path, n, c.start_line, c.end_line, c.symbols, kind, h, c.text))
-    out = Prepared(path, digest=digest, replaced=replaced, language=cf.language, rows=rows,
+    out = Prepared(path, digest=digest, replaced=replaced, redacted=in_words(found), language=cf.language, rows=rows,
                    symbols=[(s.name, s.kind, s.line, s.end_line, s.container) for s in cf.symbols],
                    imports=cf.imports)
     if opts.tokens:

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..stores.meta import ChunkRow, MetaStore
 from ..workspace.scan import SkipFile, read_no_follow
+from ..workspace.secrets import redact
 from .spans import ScoredChunk, SpanQuery, frames_first, score_chunks, why_of
 
 CHARS_PER_TOKEN = 4  # a coarse, tokenizer-free estimate; callers budget conservatively
@@ -53,7 +54,8 @@ def file_lines(root: Path | None, chunks: list[ChunkRow]) -> list[str]:
             # Never through a symlink, a FIFO or a file grown huge since it was indexed: the file may have
             # changed since (an editor that sends no file events), and the stored chunks are the fallback.
             data = read_no_follow(root, chunks[0].path, MAX_READ_BYTES)
-            lines = data.decode("utf-8", errors="replace").splitlines(keepends=True)
+            # Redacted as indexing redacts it (workspace/secrets.py): a secret in the file is never packed.
+            lines = redact(data.decode("utf-8", errors="replace"))[0].splitlines(keepends=True)
         except (SkipFile, OSError):
             lines = None
         if lines is not None and all(_matches(lines, c) for c in chunks):

@@ -135,6 +135,7 @@ class FileWrite:
     replaced: bool
     reuse_embedded: set[str]
     imports: list[str] = field(default_factory=list)
+    redacted: str = ""  # the secrets replaced in its text, in words (workspace/secrets.py); kept as the file's note
 
 
 _CHUNK_COLS = "id,path,ord,start_line,end_line,symbols,kind,content_hash,text"
@@ -473,8 +474,8 @@ class MetaStore:
         self.db.execute("DELETE FROM skipped WHERE path=?", (path,))
         self.db.execute("DELETE FROM skipped_seen WHERE path=?", (path,))
         self.db.execute(
-            "INSERT OR REPLACE INTO files VALUES (?,?,?,?,?,?,?,?,NULL)",
-            (path, w.hash, w.size, w.mtime_ns, w.kind, w.language, len(w.chunks), int(w.replaced)),
+            "INSERT OR REPLACE INTO files VALUES (?,?,?,?,?,?,?,?,?)",
+            (path, w.hash, w.size, w.mtime_ns, w.kind, w.language, len(w.chunks), int(w.replaced), w.redacted or None),
         )
         delta["files"] += 0 if listed else 1
         delta["chunks"] += len(w.chunks) - old_chunks
@@ -589,6 +590,12 @@ class MetaStore:
     def skipped(self) -> dict[str, str]:
         with self._lock:
             return dict(self.db.execute("SELECT path, reason FROM skipped ORDER BY path").fetchall())
+
+    def redacted_files(self) -> dict[str, str]:
+        """path → the secrets redacted in its text, in words, for each file that had any."""
+        with self._lock:
+            return dict(self.db.execute("SELECT path, note FROM files WHERE note IS NOT NULL AND note != '' "
+                                        "ORDER BY path").fetchall())
 
     def replaced_files(self) -> list[str]:
         with self._lock:

@@ -1,0 +1,182 @@
+"""Secrets inside ordinary files (workspace/secrets.py): replaced before any store or answer holds them.
+
+A newcomer's workspace had an AWS key in `app/config.py`; `delphi context "where are the AWS credentials
+configured"` returned it in the snippet and the packed context (session 27). These tests index real files
+with the real stores and look for the secret's bytes in every file of the index and in every answer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from delphi_ls import Engine
+from delphi_ls.workspace.secrets import in_words, redact
+
+KEY_LINE = "MIIEowIBAAKCAQEAw1xq8s9F2b7nVt4kLJ0pQ3mZrT6yUe8WcXaB5dHgN1oPiS7u"
+SECRETS = {
+    "AWS access key id": "AKIAZ7QW4XJ2LMNB5PRT",
+    "AWS secret access key": "q8Wm3Zx7Lp2Vn5Rt9Ys4Bk6Hd1Fg0Jc8Ea3Ku7Ni",
+    "GitHub token": "ghp_" + "Zq8Wm3Xx7Lp2Vn5Rt9Ys4Bk6Hd1Fg0Jc8Ea3",
+    "Slack token": "xoxb-2841-93021-Qz8WmLp2Vn5Rt9",
+    "API key (sk-)": "sk-proj-Qz8Wm3Xx7Lp2Vn5Rt9Ys4Bk6",
+    "Stripe secret key": "sk_live_" + "51Hq8Wm3Xx7Lp2Vn5Rt9Ys4B",
+    "Google API key": "AIza" + "SyQz8Wm3Xx7Lp2Vn5Rt9Ys4Bk6Hd1Fg0Jc8",
+    "JSON web token": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTYifQ.Qz8Wm3Xx7Lp2Vn5Rt9Ys4Bk6",
+    "password in a URL": "hunter2-Qz8Wm",
+}
+
+
+def test_each_kind_is_replaced_and_the_lines_stay():
+    text = "\n".join([
+        f'AWS_ACCESS_KEY_ID = "{SECRETS["AWS access key id"]}"',
+        f'AWS_SECRET_ACCESS_KEY = "{SECRETS["AWS secret access key"]}"',
+        f'aws:\n  secretAccessKey: {SECRETS["AWS secret access key"]}',
+        f'token = "{SECRETS["GitHub token"]}"',
+        f'slack = "{SECRETS["Slack token"]}"',
+        f'openai = "{SECRETS["API key (sk-)"]}"',
+        f'stripe = "{SECRETS["Stripe secret key"]}"',
+        f'maps = "{SECRETS["Google API key"]}"',
+        f'jwt = "{SECRETS["JSON web token"]}"',
+        f'db = "postgres://admin:{SECRETS["password in a URL"]}@db.internal:5432/app"',
+        "-----BEGIN RSA PRIVATE KEY-----", KEY_LINE, KEY_LINE, "-----END RSA PRIVATE KEY-----",
+        # A one-line PEM inside a string literal (JSON service-account files, test fixtures).
+        f'key = "-----BEGIN PRIVATE KEY-----\\n{KEY_LINE}\\n{KEY_LINE}\\n-----END PRIVATE KEY-----\\n"',
+        "",
+    ])
+    out, found = redact(text)
+    for secret in SECRETS.values():
+        assert secret not in out
+    assert KEY_LINE not in out
+    assert out.count("\n") == text.count("\n")  # line numbers, chunks and spans stay where they are
+    assert found == {"AWS access key id": 1, "AWS secret access key": 2, "GitHub token": 1, "Slack token": 1,
+                     "API key (sk-)": 1, "Stripe secret key": 1, "Google API key": 1, "JSON web token": 1,
+                     "password in a URL": 1, "private key": 2}
+    assert "[redacted AWS access key id]" in out and "postgres://admin:[redacted password in a URL]@db" in out
+    assert "-----BEGIN RSA PRIVATE KEY-----[redacted private key]\n\n\n-----END RSA PRIVATE KEY-----" in out
+    assert in_words({"private key": 2, "GitHub token": 1}) == "GitHub token, private key ×2"
+
+
+@pytest.mark.parametrize("text", [
+    # Code that talks about keys is not a key.
+    'if line.startswith("-----BEGIN RSA PRIVATE KEY-----"):\n    body = read_until(lines, "-----END RSA '
+    'PRIVATE KEY-----")\n    return parse(body)\n',
+    'AWS_SECRET_ACCESS_KEY = os.environ["AWS_SECRET_ACCESS_KEY"]\n',
+    'url = "postgres://admin:${DB_PASSWORD}@db/app"\nother = "https://user:<password>@host"\n',
+    'class_name = "sk-fading-circle-with-a-long-name"\n',          # no digit: a slug, not a key
+    'def task_ghp_helper(): pass\nmy_ghp_' + "a" * 36 + " = 1\n",  # inside a longer name
+    'sha = "d41d8cd98f00b204e9800998ecf8427e3b0c4429"\n',          # a hash is not a secret by any rule
+    'url = "https://example.com/path?q=1"\nssh = "git@github.com:org/repo.git"\n',
+])
+def test_code_that_is_not_a_secret_is_left_alone(text: str):
+    assert redact(text) == (text, {})
+
+
+WORKSPACE = {
+    "app/config.py": (
+        '"""Where the service reads its cloud credentials."""\n\n'
+        f'AWS_ACCESS_KEY_ID = "{SECRETS["AWS access key id"]}"\n'
+        f'AWS_SECRET_ACCESS_KEY = "{SECRETS["AWS secret access key"]}"\n'
+        f'GITHUB_TOKEN = "{SECRETS["GitHub token"]}"\n\n\n'
+        "def credentials():\n    return AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY\n"),
+    "deploy/deploy_key": f"-----BEGIN OPENSSH PRIVATE KEY-----\n{KEY_LINE}\n{KEY_LINE}\n"
+                         "-----END OPENSSH PRIVATE KEY-----\n",
+    "app/upload.py": "from app.config import credentials\n\n\ndef upload(path):\n    key, secret = credentials()\n"
+                     "    return send(path, key, secret)\n",
+}
+
+
+def _write(root: Path, files: dict[str, str]) -> Path:
+    for rel, body in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(body, encoding="utf-8")
+    return root
+
+
+def _leaks(blob: str) -> list[str]:
+    return [s for s in [*SECRETS.values(), KEY_LINE] if s in blob]
+
+
+def test_no_store_and_no_answer_holds_a_secret_in_a_file(tmp_path: Path):
+    """Real stores (SQLite, the lexical store, Chroma with the embedded model): the secret's bytes are in no
+    file of the index, in no answer (results, snippets, packed spans), and health names what was redacted."""
+    ws = _write(tmp_path / "ws", WORKSPACE)
+    with Engine(ws, index_dir=str(tmp_path / "idx"), reranker="off") as eng:
+        eng.index()
+        for q in ["where are the AWS credentials configured", "GITHUB_TOKEN", SECRETS["AWS access key id"],
+                  "deploy private key"]:
+            answer = eng.context(q, budget_tokens=4000)
+            assert answer["results"], q
+            assert _leaks(json.dumps(answer)) == [], q
+        assert any(r["path"] == "app/config.py" for r in eng.context("AWS credentials")["results"])
+        redacted = eng.health(check_staleness=False)["redactedSecrets"]
+        assert redacted == {"app/config.py": "AWS access key id, AWS secret access key, GitHub token",
+                            "deploy/deploy_key": "private key"}
+    for secret in [*SECRETS.values(), KEY_LINE]:
+        hits = [str(p) for p in (tmp_path / "idx").rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
+        assert hits == [], secret
+
+
+def test_an_editor_buffer_with_a_secret_is_redacted_too(tmp_path: Path):
+    """The language server indexes unsaved buffers: a key typed into one reaches no store either, and the
+    packed answer (which reads the file on disk when it matches the index) shows none."""
+    ws = _write(tmp_path / "ws", WORKSPACE)
+    with Engine(ws, index_dir=str(tmp_path / "idx"), vectors=False, reranker="off") as eng:
+        eng.index()
+        typed = WORKSPACE["app/upload.py"] + f'\nSLACK = "{SECRETS["Slack token"]}"  # slack upload hook\n'
+        rep = eng.index(only=["app/upload.py"], buffers={"app/upload.py": typed})
+        assert rep.buffers_dropped == {}
+        answer = eng.context("slack upload hook", budget_tokens=4000)
+        assert answer["results"][0]["path"] == "app/upload.py"
+        assert _leaks(json.dumps(answer)) == []
+        assert eng.health(check_staleness=False)["redactedSecrets"]["app/upload.py"] == "Slack token"
+        # Saved to disk as typed: the packed spans read the file and redact it as indexing did.
+        (ws / "app/upload.py").write_text(typed, encoding="utf-8")
+        eng.index()
+        answer = eng.context("slack upload hook", budget_tokens=4000)
+        assert answer["packed"] and _leaks(json.dumps(answer)) == []
+    hits = [str(p) for p in (tmp_path / "idx").rglob("*")
+            if p.is_file() and SECRETS["Slack token"].encode() in p.read_bytes()]
+    assert hits == []
+
+
+def test_an_index_made_before_redaction_is_chunked_again(tmp_path: Path):
+    """An index written by a Delphi without redaction holds the secret in its chunks: PARSER_VERSION makes the
+    next full run re-chunk every file, so the secret leaves the manifest."""
+    import delphi_ls.indexing.pipeline as pipe
+    import delphi_ls.indexing.workers as workers
+
+    ws = _write(tmp_path / "ws", WORKSPACE)
+    real = workers.redact
+    workers.redact = lambda text: (text, {})  # the old Delphi
+    try:
+        with Engine(ws, index_dir=str(tmp_path / "idx"), vectors=False, reranker="off") as eng:
+            eng.index()
+            eng.meta.set_state("parser_version", pipe.PARSER_VERSION - 1)
+            assert SECRETS["GitHub token"] in "".join(c.text for c in eng.meta.chunks_of("app/config.py"))
+    finally:
+        workers.redact = real
+    with Engine(ws, index_dir=str(tmp_path / "idx"), vectors=False, reranker="off") as eng:
+        eng.index()
+        assert SECRETS["GitHub token"] not in "".join(c.text for c in eng.meta.chunks_of("app/config.py"))
+        assert "app/config.py" in eng.health(check_staleness=False)["redactedSecrets"]
+    secret = SECRETS["GitHub token"].encode()
+    assert [str(p) for p in (tmp_path / "idx").rglob("*") if p.is_file() and secret in p.read_bytes()] == []
+
+
+def test_the_command_line_answers_without_the_secret_and_health_says_so(tmp_path: Path):
+    """What the newcomer ran: `delphi context` (human output with packed spans, and --json), `delphi health`."""
+    from tests.test_cli_newcomer import delphi
+
+    ws = _write(tmp_path / "ws", WORKSPACE)
+    opts = ["--index-dir", str(tmp_path / "i"), "--no-vectors"]
+    assert delphi("index", str(ws), *opts).returncode == 0
+    q = "where are the AWS credentials configured"
+    for extra in ([], ["--json"]):
+        out = delphi("context", str(ws), q, "--budget-tokens", "2000", *extra, *opts)
+        assert out.returncode == 0 and "app/config.py" in out.stdout, out.stdout
+        assert _leaks(out.stdout + out.stderr) == []
+    health = delphi("health", str(ws), *opts).stdout
+    assert "secrets redacted before indexing" in health, health
+    assert "  app/config.py: AWS access key id, AWS secret access key, GitHub token" in health, health
