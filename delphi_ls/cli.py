@@ -420,11 +420,13 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--version", action="version", version=f"delphi {__version__}")
     sub = ap.add_subparsers(dest="cmd", required=True)
 
-    def engine_options(p: argparse.ArgumentParser) -> None:
+    def engine_options(p: argparse.ArgumentParser, output: bool = True) -> None:
         p.add_argument("--embedder", help="potion-base-8M (default), minilm-l6-int8, or a model2vec folder")
         p.add_argument("--no-vectors", action="store_true", help="lexical branches only")
         p.add_argument("--reranker", help="off, ltr (default), cross-encoder, ltr+cross-encoder, or a folder")
-        p.add_argument("--json", action="store_true", help="machine-readable output")
+        # `mcp` and `serve` speak a protocol and ignore --json: still accepted (an agent's config that has it
+        # keeps working) but no longer listed in their help as if it did something.
+        p.add_argument("--json", action="store_true", help="machine-readable output" if output else argparse.SUPPRESS)
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("path", help="the workspace folder")
@@ -483,7 +485,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--index-dir", help="where the index lives (default: the user cache dir)")
     p.add_argument("--no-daemon", action="store_true", help="open the index here even when a daemon serves it")
     p.add_argument("--chroma-url", help="a `chroma run` server to hold the vectors")
-    engine_options(p)
+    engine_options(p, output=False)
     p.set_defaults(fn=cmd_mcp)
 
     p = sub.add_parser("serve", help="one warm daemon for many agents: MCP over HTTP on loopback, token required")
@@ -492,7 +494,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=0, help="port (default: any free port; printed, and in daemon.json)")
     p.add_argument("--chroma-url", help="a `chroma run` server to hold the vectors")
-    engine_options(p)
+    engine_options(p, output=False)
     p.set_defaults(fn=cmd_serve)
 
     p = sub.add_parser("eval", help="score Delphi and baselines on a git repository's own merged changes")

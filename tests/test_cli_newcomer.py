@@ -619,3 +619,14 @@ def test_a_missing_path_or_symbol_says_what_is_there(ws: Path, idx: list[str]) -
         # Where tests come anyway (named after the file) they are the answer, not an error: a constant or a qualified
         # name is no recorded definition, and its tests are found (review).
         assert eng.related_tests("shipyard/retry.py", symbol="NoSuchSymbol")
+
+
+def test_protocol_commands_do_not_list_an_output_flag_they_ignore() -> None:
+    """`delphi mcp --help` listed `--json  machine-readable output`, which mcp and serve ignore (they speak a
+    protocol); an agent's config that passes it still starts (session 27)."""
+    for cmd in ("mcp", "serve"):
+        assert "--json" not in delphi(cmd, "--help").stdout
+    assert "--json" in delphi("context", "--help").stdout
+    from delphi_ls.cli import build_parser
+
+    assert build_parser().parse_args(["mcp", "--json"]).json is True
