@@ -570,6 +570,13 @@ def _parse(ap: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Name
     """Parse, with an unknown option reported by the subcommand it was given to (its usage, not the
     top-level one) and the closest option it has suggested (`--ancor` -> `--anchor`)."""
     args, extras = ap.parse_known_args(argv)
+    if getattr(args, "question", "") is None and extras:
+        # argparse gives the optional `question` nothing when an option sits between it and the folder, so
+        # `delphi context . --limit 5 "why"` said "unrecognized arguments: why" (found in session 27): the one
+        # argument left over (or the one after `--`) is the question.
+        rest = extras[1:] if extras[0] == "--" else extras
+        if len(rest) == 1 and (extras[0] == "--" or not rest[0].startswith("-")):
+            args.question, extras = rest[0], []
     if extras:
         subs = next(a for a in ap._actions if isinstance(a, argparse._SubParsersAction))
         p = subs.choices[args.cmd]
@@ -599,7 +606,9 @@ def _user_error(e: BaseException) -> bool:
     if isinstance(e, FileNotFoundError | NotADirectoryError):
         return True
     for module, name in (("delphi_ls.api", "RequestError"), ("delphi_ls.settings", "SettingsError"),
-                         ("delphi_ls.indexing.snapshot", "SnapshotError")):
+                         ("delphi_ls.indexing.snapshot", "SnapshotError"),
+                         ("delphi_ls.workspace.roots", "WorkspaceRefused"),
+                         ("delphi_ls.engine", "IndexFolderUnusable")):
         cls = getattr(sys.modules.get(module), name, None)
         if cls is not None and isinstance(e, cls):
             return True

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import gc
 import logging
 import os
@@ -48,6 +49,7 @@ from .stores.vectors import LazyVectorStore, VectorStore
 from .stores.view_cache import ViewCache, code_digest
 from .stores.writer_lock import Holder, IndexBusy, WriterLock  # noqa: F401  (IndexBusy: for callers of index())
 from .traces import write_trace
+from .workspace import roots
 from .workspace.kinds import file_kind
 from .workspace.scan import utf8_name
 
@@ -127,16 +129,37 @@ log = logging.getLogger(__name__)
 WORD_BRANCHES = ("bm25", "symbol", "path", "trigram", "filedoc", "commits")
 
 
+class IndexFolderUnusable(OSError):
+    """The index folder cannot be made or written; the message says which and what to do."""
+
+
+def _writable(folder: Path) -> None:
+    """Raise the OSError that writing in ``folder`` would (a read-only mount, a folder of another user)."""
+    if os.statvfs(folder).f_flag & os.ST_RDONLY:
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(folder))
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(folder))
+
+
 class Engine:
     def __init__(self, root: str | Path, settings: Settings | None = None, **overrides: Any) -> None:
         self.root = Path(root).resolve()
         if not self.root.is_dir():
             what = "is a file, not a folder" if self.root.exists() else "not found"
             raise FileNotFoundError(f"workspace folder {what}: {root}")
+        roots.check(self.root)  # not a home folder or `/` (workspace/roots.py)
         self.settings = settings or Settings.load(self.root, overrides)
         self.index_dir = self.settings.index_path(self.root)
-        # 0700: the index holds the workspace's text; other local users need not read it (a new folder only).
-        self.index_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            # 0700: the index holds the workspace's text; other local users need not read it (a new folder only).
+            self.index_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            _writable(self.index_dir)
+        except OSError as e:
+            if e.errno not in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EEXIST):
+                raise
+            # A read-only folder was a traceback from the first lock file (a newcomer, session 27).
+            raise IndexFolderUnusable(f"the index folder {self.index_dir} cannot be written ({e.strerror}): give "
+                                      "another with --index-dir or the index_dir setting") from None
         _ignore_own_files(self.index_dir, self.root)
         self._lock = threading.RLock()  # guards the derived in-memory view
         self._index_lock = threading.Lock()  # one indexing run at a time; queries do not wait for it

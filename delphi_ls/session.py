@@ -20,6 +20,7 @@ from typing import Any
 from .api import ContextAnswer, ContextRequest, RelatedRequest, RequestError, SymbolsRequest, uri_to_path
 from .engine import Engine, IndexReport
 from .settings import Settings, SettingsError
+from .workspace.roots import WorkspaceRefused
 from .workspace.scan import UNDECODABLE_NAME, utf8_name
 from .workspace.watch import Watcher, WatchUnavailable
 
@@ -87,6 +88,7 @@ class Session:
         self.options: dict[str, Any] = {}
         self.option_errors: list[str] = []
         self.engines: dict[Path, Engine] = {}
+        self.open_failures: dict[Path, str] = {}  # folders given that could not be opened, and why
         self.buffers: dict[Path, str] = {}  # absolute path -> unsaved text
         # root -> {workspace path: why} of open buffers the last run could not index (problems_of says so)
         self.buffers_dropped: dict[Path, dict[str, str]] = {}
@@ -149,9 +151,13 @@ class Session:
                 return self.engines[root]
             try:
                 self.engines[root] = Engine(root, Settings.load(root, self.options))
-            except (SettingsError, FileNotFoundError, OSError, RequestError) as e:
+            except (SettingsError, FileNotFoundError, OSError, RequestError, WorkspaceRefused) as e:
                 self.events.message("error", f"Delphi cannot open {root}: {e}")
+                # Said again by each request that finds no folder open ("no workspace folder is open" read as if
+                # none had been given: a newcomer's read-only index folder, session 27).
+                self.open_failures[root] = str(e)
                 return None
+            self.open_failures.pop(root, None)
         with self._engines_lock:
             self._caught_up[root] = threading.Event()
         self._schedule(root, None)
@@ -181,6 +187,7 @@ class Session:
         root = uri_to_path(str(folder)).resolve()
         with self._engines_lock:
             eng = self.engines.pop(root, None)
+            self.open_failures.pop(root, None)
         with self._watch_lock:
             watcher = self._watchers.pop(root, None)
             self.watch_state.pop(root, None)
@@ -251,6 +258,9 @@ class Session:
         """The engine a request is about: its ``workspace``, else the folder of its first absolute path,
         else the only (or first) open folder."""
         if not self.engines:
+            if self.open_failures:
+                raise RequestError("workspace", "no workspace folder is open: " + "; ".join(
+                    f"Delphi cannot open {root}: {why}" for root, why in self.open_failures.items()))
             raise RequestError("workspace", "no workspace folder is open")
         if workspace is not None:
             root = uri_to_path(workspace).resolve()

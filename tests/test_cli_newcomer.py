@@ -630,3 +630,46 @@ def test_protocol_commands_do_not_list_an_output_flag_they_ignore() -> None:
     from delphi_ls.cli import build_parser
 
     assert build_parser().parse_args(["mcp", "--json"]).json is True
+
+
+def test_an_index_folder_that_cannot_be_written_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    """`delphi context . q --index-dir RO` on a read-only mount was a traceback from the first lock file (a
+    newcomer, session 27): one line naming the folder and what to do, exit 2, for every command."""
+    root = tmp_path / "ws"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "a.py").write_text("def zq_probe():\n    return 1\n")
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    mounted = False
+    if os.getuid() == 0:  # root writes through mode bits: a read-only bind mount, where the system allows one
+        mounted = subprocess.run(["mount", "--bind", str(ro), str(ro)], capture_output=True).returncode == 0 and \
+            subprocess.run(["mount", "-o", "remount,ro,bind", str(ro)], capture_output=True).returncode == 0
+        if not mounted:
+            subprocess.run(["umount", str(ro)], capture_output=True)
+            pytest.skip("running as root without mount: no folder here refuses root's writes")
+    else:
+        ro.chmod(0o555)
+    try:
+        for args in (("index", str(root)), ("context", str(root), "zq_probe"), ("health", str(root))):
+            for where in (ro, ro / "sub"):
+                out = delphi(*args, "--index-dir", str(where), "--no-vectors")
+                assert out.returncode == 2 and "Traceback" not in out.stderr, (args, out.stderr)
+                assert out.stderr.startswith(f"delphi: error: the index folder {where} cannot be written"), out.stderr
+    finally:
+        if mounted:
+            subprocess.run(["umount", str(ro)], capture_output=True)
+        ro.chmod(0o755)
+
+
+def test_the_question_may_follow_options_and_may_start_with_a_dash(tmp_path: Path) -> None:
+    """`delphi context . --limit 5 "question"` said "unrecognized arguments" (argparse leaves an optional
+    positional empty once an option sits between it and the folder), and a question starting with `-` needs
+    `--` (the README's form), which failed the same way after an option (session 27)."""
+    root = tmp_path / "ws"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "ranges.py").write_text("def zq_line_ranges():\n    return 1\n")
+    opts = ["--index-dir", str(tmp_path / "i"), "--no-vectors"]
+    for args in ((str(root), *opts, "zq_line_ranges"), (str(root), *opts, "--", "--zq_line_ranges"),
+                 (*opts, str(root), "--", "--zq_line_ranges"), (str(root), "zq_line_ranges", *opts)):
+        out = delphi("context", *args)
+        assert out.returncode == 0 and "src/ranges.py" in out.stdout, (args, out.stdout, out.stderr)

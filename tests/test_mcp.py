@@ -478,3 +478,20 @@ async def test_a_call_too_large_for_the_daemon_says_so(ws: Path, tmp_path: Path)
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+async def test_started_in_a_home_folder_it_indexes_nothing_and_says_why(tmp_path: Path):
+    """An agent's client that starts `delphi mcp` (no folder) from `~` made it index the home folder and answer
+    with `.kube/config` and `.config/gh/hosts.yml` packed in (a newcomer's test, session 27). A home folder is
+    refused on every call, nothing is indexed, and the message says what to do."""
+    home = tmp_path / "home"
+    (home / ".kube").mkdir(parents=True)
+    (home / ".kube" / "config").write_text("users:\n- user:\n    token: kubetokenFAKE123456\n")
+    env = {**os.environ, "HOME": str(home)}
+    params = StdioServerParameters(command=CLI[0], args=[*CLI[1:], "mcp", "--index-dir", str(tmp_path / "index"),
+                                                         "--no-vectors"], env=env, cwd=str(home))
+    async with Client(params) as client:
+        for tool, args in (("context", {"query": "kubernetes token"}), ("index_status", {})):
+            res = await client.call_tool(tool, args)
+            assert res.is_error and "it is your home folder" in _text(res) and "delphi.toml" in _text(res), _text(res)
+    assert not any(p.is_file() and b"kubetokenFAKE" in p.read_bytes() for p in (tmp_path / "index").rglob("*"))

@@ -180,3 +180,29 @@ def test_the_command_line_answers_without_the_secret_and_health_says_so(tmp_path
     health = delphi("health", str(ws), *opts).stdout
     assert "secrets redacted before indexing" in health, health
     assert "  app/config.py: AWS access key id, AWS secret access key, GitHub token" in health, health
+
+
+def test_a_home_folder_or_the_root_is_not_a_workspace_unless_a_delphi_toml_says_so(tmp_path: Path, monkeypatch):
+    from delphi_ls.workspace.roots import WorkspaceRefused, refusal
+
+    home = tmp_path / "home" / "me"
+    (home / "proj").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    assert "your home folder" in refusal(home)
+    assert "holds your home folder" in refusal(home.parent)
+    assert "root of the file system" in refusal(Path("/"))
+    assert refusal(home / "proj") is None and refusal(tmp_path / "elsewhere") is None
+    with pytest.raises(WorkspaceRefused):
+        Engine(home, index_dir=str(tmp_path / "idx"), vectors=False)
+    (home / "delphi.toml").write_text("")  # the user means it
+    assert refusal(home) is None
+
+
+def test_credentials_under_generic_names_and_shell_histories_are_secret_files():
+    from delphi_ls.workspace.scan import is_secret_file
+
+    for rel in [".bash_history", ".zsh_history", ".python_history", ".kube/config", ".docker/config.json",
+                ".config/gh/hosts.yml", "me/.kube/config"]:
+        assert is_secret_file(rel.rsplit("/", 1)[-1], rel), rel
+    for rel in ["src/config", "history.py", "docs/history.md", "app/.kube_config_example", "k8s/config"]:
+        assert not is_secret_file(rel.rsplit("/", 1)[-1], rel), rel

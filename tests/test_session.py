@@ -470,3 +470,22 @@ def test_a_buffer_holding_a_secret_gets_a_diagnostic_and_no_answer_holds_it(sess
     notes = [p for _root, ps in events.problem_lists for p in ps if p.code == "redacted"]
     assert notes and notes[-1].path == ws.resolve() / "uploader.py" and "GitHub token" in notes[-1].message, notes
     assert notes[-1].severity == "info"
+
+
+def test_a_folder_that_cannot_be_opened_is_named_by_every_request(tmp_path: Path, monkeypatch):
+    """An editor that opened the home folder (or one whose index folder is read-only) got one message at start,
+    then "no workspace folder is open" on every request, as if none had been given (session 27)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    events = Recorder()
+    s = Session(events, {"indexDir": str(tmp_path / "index"), "vectors": False})
+    try:
+        s.start([home])
+        assert any(sev == "error" and "your home folder" in text for sev, text in events.messages), events.messages
+        with pytest.raises(RequestError) as e:
+            s.context(ContextRequest(query="anything"))
+        assert e.value.field == "workspace" and f"Delphi cannot open {home.resolve()}" in str(e.value)
+        assert "your home folder" in str(e.value)
+    finally:
+        s.shutdown()

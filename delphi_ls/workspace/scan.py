@@ -50,8 +50,19 @@ SSH_KEY_PREFIXES = ("id_rsa", "id_dsa", "id_ecdsa", "id_ed25519")
 SECRET_TEMPLATE_SUFFIXES = (".example", ".sample", ".template", ".dist", ".defaults")
 
 
-def is_secret_file(name: str) -> bool:
+# Credentials kept under a generic name in a tool's own folder (`config`, `hosts.yml`): matched by the path's end.
+# A shell's or REPL's history holds the keys and passwords typed at it (`export OPENAI_API_KEY=…`, `mysql -p…`).
+# Both came back from a `delphi mcp` started in a home folder (a newcomer's test, session 27).
+SECRET_PATH_ENDS = (".kube/config", ".docker/config.json", "gh/hosts.yml", ".config/hub", ".aws/config",
+                    ".terraform.d/credentials.tfrc.json", ".config/gcloud/credentials.db")
+
+
+def is_secret_file(name: str, rel: str = "") -> bool:
     low = name.lower()
+    if low.startswith(".") and (low.endswith("_history") or low in {".histfile", ".lesshst"}):  # .bash_history
+        return True
+    if rel and any(rel == e or rel.endswith("/" + e) for e in SECRET_PATH_ENDS):
+        return True
     if low.startswith(".env"):  # .env, .env.local, .envrc (direnv), .env-prod, .env_prod
         return not low.endswith(SECRET_TEMPLATE_SUFFIXES)
     if low.startswith(SSH_KEY_PREFIXES) and "." not in low:
@@ -389,7 +400,7 @@ def read_no_follow(root: Path, rel: str, max_bytes: int) -> bytes:
 def _static_skip_reason(name: str, rel: str, size: int, max_bytes: int) -> str | None:
     if name in LOCKFILES or name.endswith(".lock"):
         return "lockfile"
-    if is_secret_file(name):
+    if is_secret_file(name, rel):
         return "secret file (keys and credentials are never indexed, ignored or not)"
     low = name.lower()
     if low.endswith(GENERATED_SUFFIXES):

@@ -1,0 +1,49 @@
+"""Which folders Delphi refuses to take as a workspace: a home folder and the file system's root.
+
+`delphi mcp` with no folder takes the project around the current folder, else the current folder; an agent's
+client started from `~` (or `/`) then indexed everything there and answered with `.kube/config`,
+`.config/gh/hosts.yml` and `.bash_history` packed in (a newcomer's test, session 27). From `/` the first run
+listed 247,122 files and set 35,654 inotify watches. A home folder is not a project: it holds every
+credential its owner has, in more places than any list of secret names can know. So a workspace that is the
+user's home folder, or a folder above it (`/home`, `/`), is refused with what to do instead; a `delphi.toml`
+in it says the user means it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+class WorkspaceRefused(ValueError):
+    """The folder may not be a workspace; the message says why and what to do."""
+
+
+def _home() -> Path | None:
+    home = os.environ.get("HOME") or ""
+    try:
+        return Path(home).resolve() if home else Path.home().resolve()
+    except (RuntimeError, OSError):  # no HOME and no passwd entry
+        return None
+
+
+def refusal(root: Path) -> str | None:
+    """Why ``root`` (resolved) may not be a workspace, or None."""
+    if (root / "delphi.toml").is_file():
+        return None
+    home = _home()
+    if root.parent == root:
+        what = "the root of the file system"
+    elif home is not None and home.parent != home and (root == home or root in home.parents):
+        what = "your home folder" if root == home else f"a folder that holds your home folder ({home})"
+    else:
+        return None
+    return (f"Delphi will not index {root}: it is {what}, which holds credentials and far more than one project. "
+            "Open a project's folder instead (for `delphi mcp`: `delphi mcp /path/to/project`, or start it "
+            "inside the project), or put a delphi.toml in this folder to index it anyway")
+
+
+def check(root: Path) -> None:
+    why = refusal(root)
+    if why:
+        raise WorkspaceRefused(why)
