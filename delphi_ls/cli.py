@@ -598,6 +598,21 @@ def _not_a_folder(path: str | None, example: str = '`delphi context . "question"
     return None
 
 
+def _say_enclosing_project(path: str | None) -> None:
+    """`delphi related-tests . retry.py` from `proj/shipyard/` said "no related tests" and built a second index of
+    that folder alone, while the tests sit in `proj/tests/` (a newcomer, session 27). The folder given is still
+    the workspace (it was asked for); the note says the project around it and how to ask it instead."""
+    if not path or not Path(path).is_dir():
+        return
+    from .workspace.roots import enclosing_project
+
+    project = enclosing_project(Path(path))
+    if project is not None:
+        print(f"delphi: note: {Path(path).resolve()} is inside the project {project} (it holds .git or "
+              f"delphi.toml); only this folder is searched: give {project} to search the whole project",
+              file=sys.stderr)
+
+
 def _user_error(e: BaseException) -> bool:
     """A mistake in the input (a bad setting, request or path), as opposed to a bug.
 
@@ -685,6 +700,7 @@ def main(argv: list[str] | None = None) -> int:
     if wrong:  # before the engine opens (and before its imports)
         print(f"delphi: error: {wrong}", file=sys.stderr)
         return USAGE
+    _say_enclosing_project(getattr(args, "path", None))
     try:
         code = int(args.fn(args) or 0)
         sys.stdout.flush()  # inside the try: a closed pipe shows up here, not as a traceback at exit

@@ -43,6 +43,7 @@ class LspEvents(SessionEvents):
     def __init__(self, ls: DelphiServer) -> None:
         self.ls = ls
         self.progress_supported = False
+        self.lens_refresh = False  # the client re-asks for code lenses when told (workspace/codeLens/refresh)
         self.published: set[str] = set()
 
     def message(self, severity: str, text: str) -> None:
@@ -83,6 +84,10 @@ class LspEvents(SessionEvents):
         for uri, diags in by_uri.items():
             self.ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=diags))
         self.published = (self.published - stale) | {u for u, d in by_uri.items() if d}
+        if self.lens_refresh:
+            # Called after each index run: the "N related tests" lenses a client asked for while the first index
+            # ran were empty and stayed so until the file was entered again (a newcomer, session 27).
+            self.ls.workspace_code_lens_refresh(None)
 
 
 class DelphiServer(LanguageServer):
@@ -152,6 +157,7 @@ def initialize(ls: DelphiServer, params: lsp.InitializeParams) -> None:
     caps = params.capabilities
     ls.events.progress_supported = bool(caps.window and caps.window.work_done_progress)
     ws = caps.workspace
+    ls.events.lens_refresh = bool(ws and ws.code_lens and ws.code_lens.refresh_support)
     ls.dynamic_watchers = bool(ws and ws.did_change_watched_files and ws.did_change_watched_files.dynamic_registration)
     folders = [uri_to_path(f.uri) for f in (params.workspace_folders or [])]
     if not folders and params.root_uri:

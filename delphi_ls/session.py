@@ -695,6 +695,7 @@ class Session:
         if found is None:
             return []
         eng, rel = found
+        self._await_first(eng)  # lenses and hover on the first file opened: after a small first index
         if eng.kind_of(rel) == "test":
             return []
         out = []
@@ -712,6 +713,7 @@ class Session:
         if found is None:
             return None
         eng, rel = found
+        self._await_first(eng)  # lenses and hover on the first file opened: after a small first index
         if eng.kind_of(rel) != "test":
             return None
         return self._with_uris(eng, eng.related_code(rel, limit=10))
@@ -721,6 +723,7 @@ class Session:
         if found is None:
             return None
         eng, rel = found
+        self._await_first(eng)  # lenses and hover on the first file opened: after a small first index
         syms = [s for s in eng.definitions(rel) if s.line <= line <= s.end_line]
         if not syms:
             return None

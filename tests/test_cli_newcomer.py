@@ -673,3 +673,21 @@ def test_the_question_may_follow_options_and_may_start_with_a_dash(tmp_path: Pat
                  (*opts, str(root), "--", "--zq_line_ranges"), (str(root), "zq_line_ranges", *opts)):
         out = delphi("context", *args)
         assert out.returncode == 0 and "src/ranges.py" in out.stdout, (args, out.stdout, out.stderr)
+
+
+def test_a_folder_inside_a_project_is_searched_alone_and_the_note_says_so(tmp_path: Path) -> None:
+    """From `proj/shipyard/`, `delphi related-tests . retry.py` said only "no related tests" (the tests are in
+    `proj/tests/`) and built a second index of the sub-folder (a newcomer, session 27)."""
+    proj = tmp_path / "proj"
+    (proj / "shipyard").mkdir(parents=True)
+    (proj / "tests").mkdir()
+    (proj / "delphi.toml").write_text("")
+    (proj / "shipyard" / "retry.py").write_text("def retry_delay(n):\n    return 2 ** n\n")
+    (proj / "tests" / "test_retry.py").write_text("from shipyard.retry import retry_delay\n\n\ndef test_it():\n"
+                                                  "    assert retry_delay(1) == 2\n")
+    opts = ["--index-dir", str(tmp_path / "i"), "--no-vectors"]
+    out = delphi("related-tests", ".", "retry.py", *opts, cwd=proj / "shipyard")
+    assert f"is inside the project {proj.resolve()}" in out.stderr and f"give {proj.resolve()}" in out.stderr, out
+    out = delphi("related-tests", ".", "shipyard/retry.py", "--index-dir", str(tmp_path / "j"), "--no-vectors",
+                 cwd=proj)
+    assert out.returncode == 0 and "tests/test_retry.py" in out.stdout and "note:" not in out.stderr, out

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -495,3 +496,23 @@ async def test_started_in_a_home_folder_it_indexes_nothing_and_says_why(tmp_path
             res = await client.call_tool(tool, args)
             assert res.is_error and "it is your home folder" in _text(res) and "delphi.toml" in _text(res), _text(res)
     assert not any(p.is_file() and b"kubetokenFAKE" in p.read_bytes() for p in (tmp_path / "index").rglob("*"))
+
+
+def test_ctrl_c_ends_delphi_mcp(ws: Path, tmp_path: Path):
+    """Ctrl-C printed "interrupted" and `delphi mcp` went on serving, idle or mid-index (the SDK's stdin reader
+    thread kept the event loop waiting; a newcomer, session 27): it now exits with 130 within seconds."""
+    proc = subprocess.Popen([*CLI, "mcp", str(ws), "--index-dir", str(tmp_path / "index"), "--no-vectors"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+        proc.stdin.write((json.dumps(init) + "\n").encode())
+        proc.stdin.flush()
+        assert b'"id":1' in proc.stdout.readline().replace(b" ", b"")  # it serves
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=15) == 130
+        assert b"delphi mcp: interrupted" in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

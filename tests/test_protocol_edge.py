@@ -292,3 +292,35 @@ def test_strict_scalars_keep_the_protocols_enums() -> None:
                    ({"value": "bogus"}, types.SetTraceParams), ({"value": 1}, types.SetTraceParams)):
         with pytest.raises(Exception):  # noqa: B017 (cattrs' ClassValidationError, as for any bad params)
             c.structure(bad, t)
+
+
+def test_lenses_on_the_first_file_opened_come_after_a_small_first_index(tmp_path: Path):
+    """The README's Neovim config showed no "N related tests" lens on the first file opened in a project with no
+    index yet: codeLens answered [] while the first index ran and nothing asked again (a newcomer, session 27).
+    A small first index is now waited for, as `delphi/context` waits, and a client that supports it is told to
+    ask again after each index run (workspace/codeLens/refresh)."""
+    ws = tmp_path / "proj"
+    (ws / "shipyard").mkdir(parents=True)
+    (ws / "tests").mkdir()
+    (ws / "shipyard" / "retry.py").write_text("class RetryPolicy:\n    def delay(self, n):\n        return 2 ** n\n")
+    (ws / "tests" / "test_retry.py").write_text(
+        "from shipyard.retry import RetryPolicy\n\n\ndef test_delay():\n    assert RetryPolicy().delay(2) == 4\n")
+    wire = Wire()
+    try:
+        wire.call("initialize", {"processId": None, "rootUri": ws.as_uri(),
+                                 "capabilities": {"workspace": {"codeLens": {"refreshSupport": True}}},
+                                 "workspaceFolders": [{"uri": ws.as_uri(), "name": "proj"}],
+                                 "initializationOptions": {"indexDir": str(tmp_path / "index"), "vectors": False}},
+                  timeout=60)
+        wire.notify("initialized", {})
+        uri = (ws / "shipyard" / "retry.py").as_uri()
+        wire.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
+                                                              "text": (ws / "shipyard" / "retry.py").read_text()}})
+        lenses = wire.call("textDocument/codeLens", {"textDocument": {"uri": uri}}, timeout=30)["result"]
+        assert [lens["command"]["title"] for lens in lenses][:1] == ["1 related test"], lenses
+        deadline = time.monotonic() + 30
+        while not any(m.get("method") == "workspace/codeLens/refresh" for m in wire.seen):
+            assert time.monotonic() < deadline, "no workspace/codeLens/refresh after the first index"
+            wire.next_message(5)
+    finally:
+        wire.close()

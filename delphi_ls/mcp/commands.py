@@ -9,6 +9,7 @@ opens the index itself, indexes in the background and answers meanwhile.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import threading
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ..settings import Settings
+from ..workspace.roots import project_root
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -122,15 +124,25 @@ class OpeningFailed(Exception):
     """The workspace could not be opened; the message says why."""
 
 
-def project_root(start: Path) -> Path:
-    """`delphi mcp` with no folder: the project the agent was started in — the nearest folder at or
-    above ``start`` holding `.git` or `delphi.toml` (as the Neovim recipe finds it), else ``start``.
-    Started from a sub-folder it must not build a second, partial index of just that folder."""
-    start = start.resolve()
-    for folder in (start, *start.parents):
-        if (folder / ".git").exists() or (folder / "delphi.toml").is_file():
-            return folder
-    return start
+INTERRUPT_CLOSE_S = 2.0  # how long Ctrl-C lets the index close before the process exits
+
+
+def _exit_on_interrupt(close: Callable[[], None]) -> None:
+    """Ctrl-C ends `delphi mcp` (exit 130). The SDK reads stdin in a worker thread, which a cancelled event loop
+    waits on: Ctrl-C printed "interrupted" and the server went on, a third one too, idle or mid-index (a newcomer,
+    session 27). The index is closed for at most INTERRUPT_CLOSE_S, then the process exits; an index run cut
+    there is what a kill -9 leaves, which the next run resumes (the stores are crash-safe)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def interrupted(_signum: int, _frame: object) -> None:
+        print("delphi mcp: interrupted", file=sys.stderr, flush=True)
+        closing = threading.Thread(target=close, name="delphi-close", daemon=True)
+        closing.start()
+        closing.join(INTERRUPT_CLOSE_S)
+        os._exit(130)
+
+    signal.signal(signal.SIGINT, interrupted)
 
 
 def index_dir_of(root: Path, overrides: dict[str, Any]) -> Path:
@@ -164,6 +176,7 @@ def run_mcp(path: str | None, overrides: dict[str, Any], connect: bool = True, r
             url, token = found
             print(f"delphi mcp: forwarding to the daemon at {url}", file=sys.stderr, flush=True)
             fallback = Opening(overrides, root)
+            _exit_on_interrupt(fallback.close)
             try:
                 anyio.run(_proxy, url, token, root, index_dir, fallback)
             finally:
@@ -173,6 +186,7 @@ def run_mcp(path: str | None, overrides: dict[str, Any], connect: bool = True, r
     server = build_server(local_call(opening.get))
     if to_open:
         opening.start()
+    _exit_on_interrupt(opening.close)
     try:
         anyio.run(serve_stdio, server)
     finally:

@@ -15,6 +15,30 @@ import os
 from pathlib import Path
 
 
+def _marked(folder: Path) -> bool:
+    return (folder / ".git").exists() or (folder / "delphi.toml").is_file()
+
+
+def project_root(start: Path) -> Path:
+    """`delphi mcp` with no folder: the project the agent was started in — the nearest folder at or
+    above ``start`` holding `.git` or `delphi.toml` (as the Neovim recipe finds it), else ``start``.
+    Started from a sub-folder it must not build a second, partial index of just that folder."""
+    start = start.resolve()
+    for folder in (start, *start.parents):
+        if _marked(folder):
+            return folder
+    return start
+
+
+def enclosing_project(folder: Path) -> Path | None:
+    """The project ``folder`` lies inside when it is not a project's root itself, else None."""
+    folder = folder.resolve()
+    if _marked(folder):
+        return None
+    found = project_root(folder)
+    return None if found == folder else found
+
+
 class WorkspaceRefused(ValueError):
     """The folder may not be a workspace; the message says why and what to do."""
 
