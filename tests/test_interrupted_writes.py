@@ -64,6 +64,13 @@ def test_ctrl_c_at_any_point_of_an_index_run_says_interrupted(tmp_path: Path) ->
     """The promise end to end: SIGINT at spread-out moments of a real `delphi index` gives exit 130 and the
     one-line message (or 0 when the run finished first), never a traceback; the next run completes."""
     ws = build_workspace(tmp_path / "ws", huge_bytes=2_000)
+    # Enough files that a run outlasts the first delays: the fixture alone was indexed, start-up included, in
+    # 0.6 s on this machine (session 27), so every signal came after the run and the test failed on any code.
+    (ws / "bulk").mkdir()
+    for i in range(1500):
+        (ws / "bulk" / f"mod_{i}.py").write_text("".join(
+            f"def handler_{i}_{j}(request, retries={j}):\n    return request.send(retries=retries + {i})\n\n\n"
+            for j in range(8)))
     idx = tmp_path / "idx"
     codes = []
     for delay in (0.8, 1.2, 1.6, 2.0, 2.6, 3.2):

@@ -66,6 +66,11 @@ def accept_registrations(client: LanguageClient) -> list:
     def _register(params: lsp.RegistrationParams) -> None:
         seen.extend(params.registrations)
 
+    # VS Code's capabilities declare codeLens refreshSupport, and the server asks for it after each index run.
+    @client.feature(lsp.WORKSPACE_CODE_LENS_REFRESH)
+    def _refresh(_params: None) -> None:
+        client.lens_refreshes = getattr(client, "lens_refreshes", 0) + 1  # type: ignore[attr-defined]
+
     return seen
 
 

@@ -114,7 +114,7 @@ def redact(text: str) -> tuple[str, dict[str, int]]:
                 return m.group(0)
             found["private key"] = found.get("private key", 0) + 1
             end = f"-----END {m.group(1)}-----" if m.group(0).endswith("-----END " + m.group(1) + "-----") else ""
-            # The body's line breaks stay (real ones, or `\n` escapes in a one-line string), the key goes.
+            # The body's real line breaks stay (line numbers), its `\n` escapes in a one-line string go with the key.
             return f"-----BEGIN {m.group(1)}-----{_mark('private key')}" + "\n" * body.count("\n") + end
 
         text = _PEM.sub(pem, text)
