@@ -74,8 +74,11 @@ def test_ctrl_c_at_any_point_of_an_index_run_says_interrupted(tmp_path: Path) ->
     idx = tmp_path / "idx"
     codes = []
     for delay in (0.8, 1.2, 1.6, 2.0, 2.6, 3.2):
+        # SIGINT as a terminal leaves it: a suite started in the background (`cmd &`) hands its children SIGINT
+        # ignored, and Python then installs no KeyboardInterrupt handler (every run ended 0).
         p = subprocess.Popen([sys.executable, "-m", "delphi_ls.cli", "index", str(ws), "--index-dir", str(idx)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         time.sleep(delay)
         p.send_signal(signal.SIGINT)
         _out, err = p.communicate(timeout=120)
