@@ -84,9 +84,11 @@ class LspEvents(SessionEvents):
         for uri, diags in by_uri.items():
             self.ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=diags))
         self.published = (self.published - stale) | {u for u, d in by_uri.items() if d}
+
+    def indexed(self, root: Path) -> None:
         if self.lens_refresh:
-            # Called after each index run: the "N related tests" lenses a client asked for while the first index
-            # ran were empty and stayed so until the file was entered again (a newcomer, session 27).
+            # The "N related tests" lenses a client asked for while the first index ran were empty and stayed so
+            # until the file was entered again (a newcomer, session 27): after each run it is told to ask again.
             self.ls.workspace_code_lens_refresh(None)
 
 

@@ -81,6 +81,9 @@ class SessionEvents:
     def problems(self, root: Path, problems: list[Problem]) -> None:
         """The complete current list of problems for one workspace (replaces the previous one)."""
 
+    def indexed(self, root: Path) -> None:
+        """An index run of ``root`` ended: what was answered from the index before it may have changed."""
+
 
 class Session:
     def __init__(self, events: SessionEvents | None = None, options: dict[str, Any] | None = None) -> None:
@@ -390,6 +393,7 @@ class Session:
             self._staleness.pop(root, None)  # a run just brought it up to date: look afresh next time
             if not self._stopping:
                 self.publish_problems(eng)
+                self.events.indexed(root)
 
     def _maintain(self, roots: list[Path]) -> None:
         for root in roots:

@@ -57,11 +57,12 @@ SECRET_PATH_ENDS = (".kube/config", ".docker/config.json", "gh/hosts.yml", ".con
                     ".terraform.d/credentials.tfrc.json", ".config/gcloud/credentials.db")
 
 
-def is_secret_file(name: str, rel: str = "") -> bool:
-    low = name.lower()
+def is_secret_file(rel: str) -> bool:
+    """A file that holds credentials by its name or place (``rel``: workspace-relative, or a bare name)."""
+    low = rel.rpartition("/")[2].lower()
     if low.startswith(".") and (low.endswith("_history") or low in {".histfile", ".lesshst"}):  # .bash_history
         return True
-    if rel and any(rel == e or rel.endswith("/" + e) for e in SECRET_PATH_ENDS):
+    if any(rel == e or rel.endswith("/" + e) for e in SECRET_PATH_ENDS):
         return True
     if low.startswith(".env"):  # .env, .env.local, .envrc (direnv), .env-prod, .env_prod
         return not low.endswith(SECRET_TEMPLATE_SUFFIXES)
@@ -400,7 +401,7 @@ def read_no_follow(root: Path, rel: str, max_bytes: int) -> bytes:
 def _static_skip_reason(name: str, rel: str, size: int, max_bytes: int) -> str | None:
     if name in LOCKFILES or name.endswith(".lock"):
         return "lockfile"
-    if is_secret_file(name, rel):
+    if is_secret_file(rel):
         return "secret file (keys and credentials are never indexed, ignored or not)"
     low = name.lower()
     if low.endswith(GENERATED_SUFFIXES):
