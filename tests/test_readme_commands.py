@@ -88,3 +88,18 @@ def test_the_vscode_packaging_command_runs_as_written(tmp_path: Path):
     assert out.returncode == 0, (out.stdout[-1500:], out.stderr[-1500:])
     vsix = install.split()[-1]
     assert install.startswith("code --install-extension ") and (copy / vsix).is_file()
+
+
+def test_the_question_after_dashes_runs_as_the_readme_writes_it(tmp_path: Path):
+    """The README's form for a question that starts with `-`, read out of the README and run as written in a
+    workspace (the index goes to the user cache dir, here a temporary one)."""
+    m = re.search(r'`(delphi context \. --limit 5 -- "--[^"`]+")`', README)
+    assert m, "README lost the `--` example of delphi context"
+    ws = tmp_path / "ws"
+    (ws / "src").mkdir(parents=True)
+    (ws / "src" / "ranges.py").write_text("def adjusted_line_ranges(last_line):\n    return last_line - 1\n")
+    argv = shlex.split(m.group(1))
+    env = {**os.environ, "HOME": str(tmp_path / "home"), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    out = subprocess.run([str(BIN / argv[0]), *argv[1:]], cwd=ws, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0 and "src/ranges.py" in out.stdout, (out.stdout, out.stderr)
