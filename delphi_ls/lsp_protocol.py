@@ -42,6 +42,7 @@ from pygls.exceptions import (
     JsonRpcInvalidParams,
     JsonRpcInvalidRequest,
     JsonRpcMethodNotFound,
+    JsonRpcServerNotInitialized,
 )
 from pygls.io_ import StdoutWriter
 from pygls.protocol import default_converter
@@ -367,10 +368,12 @@ class DelphiProtocol(LanguageServerProtocol):
 
     # ------------------------------------------------------------------ answers
     def _send_handler_result(self, future: Future[Any], *, msg_id: Any) -> None:
-        """The client's mistakes (InvalidParams and friends) are answered and logged in one line."""
+        """The client's mistakes (InvalidParams and friends, a request before `initialized`) are answered and
+        logged in one line."""
         exc = None if future.cancelled() else future.exception()
         if isinstance(exc, JsonRpcException) and exc.code in (JsonRpcInvalidParams.CODE, JsonRpcInvalidRequest.CODE,
-                                                               JsonRpcMethodNotFound.CODE):
+                                                               JsonRpcMethodNotFound.CODE,
+                                                               JsonRpcServerNotInitialized.CODE):
             self._request_futures.pop(msg_id, None)
             log.warning("request %r answered with error %d: %s", msg_id, exc.code, exc.message)
             self._send_response(msg_id, error=exc.to_response_error())
@@ -456,6 +459,9 @@ def serve_stdio(server: LanguageServer, stdin: IO[bytes] | None = None, stdout: 
         code = asyncio.run(run())
     except BrokenPipeError:
         log.error("the client closed the connection; shutting down")
+    except KeyboardInterrupt:  # Ctrl-C in a terminal: one line, not asyncio's traceback (a newcomer, session 27)
+        log.warning("interrupted; the index stays consistent and the next start resumes")
+        code = 130
     finally:
         server.shutdown()
     return code

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -26,7 +27,9 @@ class Wire:
     def __init__(self, env: dict[str, str] | None = None, cwd: Path | None = None) -> None:
         self.proc = subprocess.Popen([sys.executable, "-m", "delphi_ls"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
-                                     env={**os.environ, **(env or {})})
+                                     env={**os.environ, **(env or {})},
+                                     # a suite started in the background ignores SIGINT, and so would the server
+                                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         self.messages: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self.seen: list[dict[str, Any]] = []
         self.stderr: list[str] = []

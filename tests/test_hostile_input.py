@@ -414,6 +414,9 @@ def test_a_request_before_initialized_is_server_not_initialized(tmp_path: Path):
             time.sleep(0.3)
         assert ans["result"]["results"][0]["path"] == "pkg/a.py"
         assert wire.close(timeout=60) == 0
+        # The client's mistake is logged in one line, not a traceback per request (session 27's note).
+        log = "".join(wire.stderr)
+        assert "Traceback" not in log and "-32002" in log, log[-2000:]
     finally:
         if wire.proc.poll() is None:
             wire.proc.kill()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import queue
 import random
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -187,6 +188,16 @@ def test_exit_without_shutdown_exits_1(tmp_path: Path) -> None:
     w, _ = start(tmp_path)
     w.notify("exit")
     assert w.wait(15) == 1  # the LSP specification: 1 when no shutdown came first
+
+
+def test_ctrl_c_ends_the_server_in_one_line(tmp_path: Path) -> None:
+    """Ctrl-C on `delphi-ls` run in a terminal printed asyncio's traceback (session 27): one line, exit 130."""
+    w, _ = start(tmp_path)
+    w.proc.send_signal(signal.SIGINT)
+    assert w.wait(15) == 130
+    time.sleep(0.2)  # the stderr reader's last lines
+    log = "".join(w.stderr)
+    assert "Traceback" not in log and "interrupted" in log, log[-2000:]
 
 
 def test_end_of_input_ends_the_server(tmp_path: Path) -> None:

@@ -80,6 +80,26 @@ def test_unsaved_buffer_is_searched_then_dropped(session):
     assert "ordinary" in {r["name"] for r in s.symbols(SymbolsRequest(query="ordinary"))}
 
 
+def test_a_question_right_after_an_edit_reads_the_edit(session):
+    """An agent writes through the editor and asks at once: the answer read the index from before the edit
+    (the edit waited out the debounce, then its run). The question now waits for the few files edited."""
+    s, ws, _ = session
+    target = ws / "shipyard" / "retry.py"
+    s.buffer_changed(target.as_uri(), target.read_text() + "\ndef quetzal_harbour_beacon():\n    return 7\n")
+    ans = s.context(ContextRequest(query="quetzal_harbour_beacon"))  # no wait_idle: asked at once
+    assert ans["results"] and ans["results"][0]["path"] == "shipyard/retry.py", ans["results"][:2]
+    names = {r["name"] for r in s.symbols(SymbolsRequest(query="quetzal_harbour_beacon"))}
+    assert "quetzal_harbour_beacon" in names
+    # A saved edit likewise: the disk changes, the editor says so, the question follows at once.
+    other = ws / "shipyard" / "scheduler.py"
+    other.write_text(other.read_text() + "\ndef ocelot_drydock_ledger():\n    return 8\n")
+    s.file_changed(other.as_uri(), saved=True)
+    ans = s.context(ContextRequest(query="ocelot_drydock_ledger"))
+    assert ans["results"] and ans["results"][0]["path"] == "shipyard/scheduler.py", ans["results"][:2]
+    s.buffer_closed(target)
+    assert s.wait_idle(60)
+
+
 def test_an_open_buffer_never_makes_the_index_stale(session):
     """An editor that opens a file unchanged (or edits it unsaved) made status say "stale" (changed: 1) until
     the file was closed, and health warn stale_index (an editor newcomer, session 25): the index holds what
