@@ -12,6 +12,7 @@ import difflib
 import json
 import logging
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -701,6 +702,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"delphi: error: {wrong}", file=sys.stderr)
         return USAGE
     _say_enclosing_project(getattr(args, "path", None))
+    if argv[:1] != ["mcp"] and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        # SIGTERM (`timeout`, a CI step cancelled, a task runner) ended `delphi index` mid-write with no word and
+        # the workers' leaked-semaphore warning: it now takes Ctrl-C's path (`delphi mcp` has its own handlers).
+        signal.signal(signal.SIGTERM, _terminated)
     try:
         code = int(args.fn(args) or 0)
         sys.stdout.flush()  # inside the try: a closed pipe shows up here, not as a traceback at exit
@@ -710,14 +715,23 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141  # what a shell reports for a process ended by SIGPIPE
-    except KeyboardInterrupt:
-        print("\ndelphi: interrupted; the index stays consistent and the next run resumes", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        what, code = ("terminated", 143) if isinstance(e, Terminated) else ("interrupted", 130)
+        print(f"\ndelphi: {what}; the index stays consistent and the next run resumes", file=sys.stderr)
+        return code
     except Exception as e:
         if not _user_error(e):
             raise
         print(f"delphi: error: {_as_flags(e)}", file=sys.stderr)
         return USAGE
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C's KeyboardInterrupt would be, so that it takes the same clean-up."""
+
+
+def _terminated(_signum: int, _frame: object) -> None:
+    raise Terminated()
 
 
 if __name__ == "__main__":

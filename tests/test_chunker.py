@@ -179,3 +179,19 @@ def test_extra_symbol_answers_only_for_the_types_it_declares():
         finally:
             SOURCE.reset(token)
     assert seen > 0  # the fixtures hold what extra_symbol reads, so the check covers something
+
+
+def test_a_line_longer_than_two_windows_is_kept_whole_in_pieces():
+    """A file whose lines are short on average (so not skipped as minified) but with one very long line (a data
+    table, an embedded string): the line's tail past 3,000 characters was dropped, and a word there was never
+    found. Every character of it is in some chunk now, each piece on that line."""
+    table = ", ".join(f"entry_{i:05d}" for i in range(2000)) + ", zebra_tail_marker"
+    for path, text in (("data/table.py", f"def lookup():\n    return 1\n\nTABLE = [{table}]\n\ndef after():\n    return 2\n"),
+                       ("notes/table.txt", f"header\n{table}\nfooter\n")):
+        chunks = chunk_file(path, text).chunks
+        joined = "".join(c.text for c in chunks)
+        assert "zebra_tail_marker" in joined and table in joined.replace("\n", ""), path
+        pieces = [c for c in chunks if "entry_" in c.text]
+        assert len(pieces) > 1 and all(c.start_line == c.end_line == text.splitlines().index(
+            next(ln for ln in text.splitlines() if "entry_00000" in ln)) + 1 for c in pieces), path
+        assert max(len(c.text) for c in chunks) <= 3000

@@ -73,21 +73,26 @@ def test_ctrl_c_at_any_point_of_an_index_run_says_interrupted(tmp_path: Path) ->
             for j in range(8)))
     idx = tmp_path / "idx"
     codes = []
-    for delay in (0.8, 1.2, 1.6, 2.0, 2.6, 3.2):
+    # SIGTERM (`timeout`, a cancelled CI step) ended the run with no word and a leaked-semaphore warning: it takes
+    # the same path now, exit 143.
+    for delay, sig in ((0.8, signal.SIGINT), (1.2, signal.SIGTERM), (1.6, signal.SIGINT), (2.0, signal.SIGTERM),
+                       (2.6, signal.SIGINT), (3.2, signal.SIGTERM)):
         # SIGINT as a terminal leaves it: a suite started in the background (`cmd &`) hands its children SIGINT
         # ignored, and Python then installs no KeyboardInterrupt handler (every run ended 0).
         p = subprocess.Popen([sys.executable, "-m", "delphi_ls.cli", "index", str(ws), "--index-dir", str(idx)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         time.sleep(delay)
-        p.send_signal(signal.SIGINT)
+        p.send_signal(sig)
         _out, err = p.communicate(timeout=120)
-        assert "Traceback" not in err, (delay, err[-3000:])
-        assert p.returncode in (0, 130), (delay, p.returncode, err[-2000:])
+        assert "Traceback" not in err and "leaked" not in err, (delay, err[-3000:])
+        assert p.returncode in (0, 130 if sig == signal.SIGINT else 143), (delay, p.returncode, err[-2000:])
         if p.returncode == 130:
             assert "interrupted; the index stays consistent" in err
+        if p.returncode == 143:
+            assert "terminated; the index stays consistent" in err
         codes.append(p.returncode)
     done = subprocess.run([sys.executable, "-m", "delphi_ls.cli", "index", str(ws), "--index-dir", str(idx)],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert 130 in codes, codes  # at least one signal landed inside a run
+    assert 130 in codes and 143 in codes, codes  # at least one of each landed inside a run

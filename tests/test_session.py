@@ -186,6 +186,31 @@ def _indexed_then_edited(tmp_path: Path) -> tuple[Path, Path]:
     return ws, index
 
 
+def test_with_several_folders_the_indexing_note_names_its_folder(tmp_path: Path, monkeypatch):
+    """`delphi mcp A B`: a note that a folder is still being caught up did not say which (session 27)."""
+    import delphi_ls.session as session_mod
+    from delphi_ls.mcp.tools import run_tool
+
+    ws, index = _indexed_then_edited(tmp_path)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "lone.py").write_text("def lone_function():\n    return 1\n")
+    monkeypatch.setattr(session_mod, "CATCH_UP_WAIT_FILES", 0)
+    s = Session(None, {"indexDir": str(index), "vectors": False})
+    try:
+        s.add_folder(ws)  # no worker started: the first folder's catch-up is pending
+        s.add_folder(other)
+        out = run_tool(s, "context", {"query": "brand_new_function_zeta", "workspace": str(ws)})
+        assert "still being looked for" in out.text and f"in {ws.resolve()} (one of the open folders" in out.text
+        assert out.structured["workspace"] == str(ws.resolve())
+        out = run_tool(s, "related_tests", {"path": str(ws / "shipyard" / "retry.py")})
+        assert f"still being looked for; this answer comes from the index as that run left it and may miss them " \
+               f"({ws.resolve()})" in out.text, out.text
+        assert out.structured["indexing"]["workspace"] == str(ws.resolve())
+    finally:
+        s.shutdown()
+
+
 def test_first_question_on_a_small_folder_waits_for_its_catch_up(tmp_path: Path):
     """An agent's first call after a start: files added while no server ran are in the answer (a newcomer's
     first answer came from the old index, every branch marked ready, session 23)."""

@@ -124,7 +124,13 @@ def window_chunks(text: str, max_chars: int) -> list[Chunk]:
             end += 1
         body = "".join(lines[start:end])
         if body.strip():
-            chunks.append(Chunk(start + 1, end, body[: max_chars * 2], [], "text"))
+            # One line longer than two windows (a data table, an embedded string in a file whose lines are
+            # short on average, so not skipped as minified) is cut into pieces on that line: its tail was
+            # dropped, and a word there could never be found.
+            for at in range(0, len(body), max_chars * 2):
+                piece = body[at: at + max_chars * 2]
+                if piece.strip():
+                    chunks.append(Chunk(start + 1, end, piece, [], "text"))
         start = end
     return chunks
 

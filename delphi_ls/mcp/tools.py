@@ -243,8 +243,9 @@ def indexing_line(running: dict[str, Any]) -> str:
 def _say_indexing(session: Session, eng: Any, lines: list[str], data: dict[str, Any]) -> None:
     running = session.indexing_of(eng)
     if running is not None:
-        lines.append(indexing_line(running))
-        data["indexing"] = running
+        several = len(session.engines) > 1  # which folder is still indexing, when the server serves several
+        lines.append(indexing_line(running) + (f" ({shown(str(eng.root))})" if several else ""))
+        data["indexing"] = {**running, "workspace": str(eng.root)} if several else running
 
 
 def _no_args(args: dict[str, Any], allowed: tuple[str, ...]) -> None:
@@ -266,12 +267,17 @@ def _context(session: Session, args: dict[str, Any]) -> ToolOutput:
     args = {k: v for k, v in args.items() if k != "budget_tokens"}
     req = ContextRequest.from_wire(args, limit=DEFAULT_LIMIT, budget_tokens=budget)
     ans = session.context(req)
-    return render_context(ans, req, notes)
+    # Serving several folders, the answer says which it searched: its paths are relative to that folder, and an
+    # agent that left `workspace` out could not tell (session 27's note).
+    folder = str(session.engine_for(req.workspace, req.anchors).root) if len(session.engines) > 1 else None
+    return render_context(ans, req, notes, folder)
 
 
-def render_context(ans: dict[str, Any], req: ContextRequest, notes: list[str] | None = None) -> ToolOutput:
+def render_context(ans: dict[str, Any], req: ContextRequest, notes: list[str] | None = None,
+                   folder: str | None = None) -> ToolOutput:
     """The ranked list first (path:lines — why), then the packed spans, within the cap."""
-    lines = [f"Delphi: {len(ans['results'])} files for {shown_question(req.query)}"]
+    lines = [f"Delphi: {len(ans['results'])} files for {shown_question(req.query)}"
+             + (f" in {shown(folder)} (one of the open folders: pass workspace to pick another)" if folder else "")]
     for r in ans["results"]:
         span = r["spans"][0] if r["spans"] else None
         where = f":{span['startLine']}-{span['endLine']}" if span else ""
@@ -312,4 +318,6 @@ def render_context(ans: dict[str, Any], req: ContextRequest, notes: list[str] | 
                          "spans": r["spans"], "branches": r["branches"]} for r in ans["results"]],
             "packedTokens": ans.get("packedTokens", 0), "query": ans["query"],
             "indexing": running, "branchesReady": ans["branchesReady"]}
+    if folder:
+        data["workspace"] = folder
     return ToolOutput(text, _fit_structured(data, len(text)))
