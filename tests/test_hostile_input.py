@@ -129,6 +129,24 @@ def test_binary_without_nul_is_detected_by_content(ws: Path, tmp_path: Path):
     assert content_skip_reason("l1.py", "# café crème brûlée\nx = 1\n".encode("latin-1") * 30) is None
 
 
+def test_a_pdf_that_reads_as_text_is_not_indexed(ws: Path, tmp_path: Path):
+    """A PDF begins as text and its streams can stay under the binary share: an Illustrator logo (`.ai`, a PDF)
+    was indexed as 95 chunks of drawing data (ky, session 28). Named by its first bytes, whatever its name."""
+    pdf = (b"%PDF-1.6\n%\xe2\xe3\xcf\xd3\n1 0 obj\n<</Type/Catalog/Pages 2 0 R>>\nendobj\n"
+           + b"2 0 obj\n<</Length 40>>stream\n0.5 0.5 m 10 10 l S q 1 0 0 1 0 0 cm Q\nendstream\nendobj\n" * 200)
+    (ws / "media").mkdir()
+    (ws / "media" / "logo.drawing").write_bytes(pdf)
+    (ws / "media" / "print.ps").write_bytes(b"%!PS-Adobe-3.0\n%%Creator: tool\n0 0 moveto 10 10 lineto stroke\n" * 100)
+    with _engine(ws, tmp_path) as eng:
+        eng.index()
+        skipped = eng.meta.skipped()
+        assert skipped["media/logo.drawing"].startswith("document or drawing data"), skipped
+        assert skipped["media/print.ps"].startswith("document or drawing data"), skipped
+        assert eng.meta.chunks_of("media/logo.drawing") == [] and eng.meta.chunks_of("media/print.ps") == []
+    # Text that only mentions the mark is text.
+    assert content_skip_reason("notes.md", b"How we write %PDF-1.7 headers\n" * 20) is None
+
+
 def test_a_file_skipped_for_its_bytes_is_not_read_again_until_it_changes(ws: Path, tmp_path: Path, monkeypatch):
     """A data file skipped for its bytes was read again by every run (and so by every question's update)."""
     (ws / "dump.txt").write_bytes(b"header\x00" + b"x" * 4000)

@@ -34,7 +34,7 @@ BINARY_EXTENSIONS = {
     ".tgz", ".bz2", ".xz", ".7z", ".rar", ".tar", ".jar", ".war", ".class", ".o", ".a", ".so", ".dylib",
     ".dll", ".exe", ".bin", ".wasm", ".pyc", ".pyo", ".woff", ".woff2", ".ttf", ".otf", ".eot", ".mp3",
     ".mp4", ".mov", ".avi", ".wav", ".ogg", ".flac", ".svg", ".db", ".sqlite", ".parquet", ".npy",
-    ".onnx", ".safetensors", ".pt", ".pkl",
+    ".onnx", ".safetensors", ".pt", ".pkl", ".ai", ".eps",
 }
 # Files that hold credentials by convention: never indexed, even when git tracks them or no ignore
 # rule names them (a newcomer's untracked `.env` with an AWS key came back from `delphi context`).
@@ -425,6 +425,7 @@ BINARY_SHARE = 0.30  # random bytes score ~0.5; latin-1 prose with accents stays
 
 # Bumped when content_skip_reason decides otherwise (its marks, thresholds, reasons): an index keeps the size and
 # mtime of each file it skipped for its bytes and does not read it again while they stay (indexing/pipeline.py).
+# (Not bumped for the PDF mark: it only skips more, and PARSER_VERSION 5 read every indexed file again.)
 SKIP_RULES = 1
 
 
@@ -446,6 +447,10 @@ def content_skip_reason(rel: str, data: bytes) -> str | None:
             chars = len(text)
         if bad / max(chars, 1) > BINARY_SHARE:
             return f"binary content ({100 * bad // max(chars, 1)}% of the first {len(sample)} bytes are not text)"
+    if data.startswith((b"%PDF-", b"%!PS-Adobe")):
+        # A PDF (an Illustrator `.ai` is one) begins as text, and its compressed streams can stay under the
+        # binary share in the first 8 KB: ky's 155 KB `media/logo.ai` was indexed as 95 chunks of drawing data.
+        return "document or drawing data (PDF or PostScript)"
     head = data[:2048]
     if GENERATED_MARK.search(head):
         return "generated file (header says so)"
