@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import signal
 import socket
 import subprocess
@@ -496,6 +497,40 @@ async def test_started_in_a_home_folder_it_indexes_nothing_and_says_why(tmp_path
             res = await client.call_tool(tool, args)
             assert res.is_error and "it is your home folder" in _text(res) and "delphi.toml" in _text(res), _text(res)
     assert not any(p.is_file() and b"kubetokenFAKE" in p.read_bytes() for p in (tmp_path / "index").rglob("*"))
+
+
+def test_a_lone_surrogate_in_a_call_is_answered(ws: Path, tmp_path: Path):
+    """A JavaScript client that cuts a string inside an emoji sends `"\\ud83d"` (valid JSON the SDK's parser
+    refuses): the call got no reply and the agent waited for its timeout (a newcomer, session 28)."""
+    proc = subprocess.Popen([*CLI, "mcp", str(ws), "--index-dir", str(tmp_path / "index"), "--no-vectors"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        lines = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"}]
+        raw = [json.dumps(m) for m in lines] + [
+            '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"context","arguments":'
+            '{"query":"retry \\ud83d policy"}}}',
+            '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"symbols","arguments":{"query":"Retry\\udc00"}}}',
+            '{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"symbols","arguments":'
+            '{"query":"Retry\\ud83d\\ude00"}}}']
+        proc.stdin.write(("\n".join(raw) + "\n").encode())
+        proc.stdin.flush()
+        got: dict = {}
+        deadline = time.monotonic() + 60
+        while len(got) < 4:
+            # A call dropped without a reply must fail the test, not hang it.
+            assert select.select([proc.stdout], [], [], max(deadline - time.monotonic(), 0))[0], sorted(got)
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read()[-2000:]
+            msg = json.loads(line)
+            got[msg.get("id")] = msg
+        assert "\ufffd" in got[2]["result"]["content"][0]["text"] and not got[2]["result"].get("isError")
+        assert "Retry\ufffd" in got[3]["result"]["content"][0]["text"]
+        assert "Retry\U0001f600" in got[4]["result"]["content"][0]["text"]  # a whole pair is kept
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def test_ctrl_c_ends_delphi_mcp(ws: Path, tmp_path: Path):

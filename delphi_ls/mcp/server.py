@@ -9,7 +9,10 @@ that ``delphi mcp`` forwards to, so every agent shares one warm index.
 
 from __future__ import annotations
 
+import io
 import logging
+import os
+import re
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -78,8 +81,49 @@ def build_server(call: Call, name: str = "delphi") -> Server[Any]:
                   on_list_tools=on_list_tools, on_call_tool=on_call_tool)
 
 
+# A JSON string escape of a lone UTF-16 surrogate, with the backslashes before it (an even number: not escaped).
+_LONE = re.compile(r"(?<!\\)((?:\\\\)*)\\u([dD][89abAB][0-9a-fA-F]{2})(\\u[dD][c-fC-F][0-9a-fA-F]{2})?"
+                   r"|(?<!\\)((?:\\\\)*)\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+
+
+def _pair_or_replacement(m: re.Match[str]) -> str:
+    if m.group(3):  # a high surrogate followed by its low one: a character outside the BMP, kept
+        return m.group(0)
+    return (m.group(1) or m.group(4) or "") + "\\ufffd"
+
+
+def without_lone_surrogates(line: str) -> str:
+    """A JavaScript client that cuts a string inside an emoji sends a lone surrogate (``"\\ud83d"``, valid JSON
+    that the SDK's parser refuses): the call was dropped with no reply and the agent waited for its timeout (a
+    newcomer, session 28). Each lone one becomes U+FFFD, as undecodable file text does."""
+    return _LONE.sub(_pair_or_replacement, line) if "\\u" in line else line
+
+
+class _Lines:
+    """stdin's lines, each with its lone surrogate escapes replaced (what ``stdio_server`` reads)."""
+
+    def __init__(self, text: io.TextIOBase) -> None:
+        self._text = text
+
+    def readline(self) -> str:
+        return without_lone_surrogates(self._text.readline())
+
+
+def _claimed_stdin() -> Any:
+    """The client's stdin for us alone: fd 0 then reads the null device, so a child process or a stray read
+    cannot take the protocol's bytes (what the SDK's own claim does, which an explicit stream skips)."""
+    import anyio
+
+    fd = os.dup(0)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    text = io.TextIOWrapper(os.fdopen(fd, "rb"), encoding="utf-8", errors="replace")
+    return anyio.wrap_file(_Lines(text))  # type: ignore[arg-type]
+
+
 async def serve_stdio(server: Server[Any]) -> None:
     from mcp.server.stdio import stdio_server
 
-    async with stdio_server() as (read, write):
+    async with stdio_server(stdin=_claimed_stdin()) as (read, write):
         await server.run(read, write, server.create_initialization_options())
