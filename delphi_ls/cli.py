@@ -224,8 +224,52 @@ def _question_of(args: argparse.Namespace) -> str | None:
               file=sys.stderr)
         return None
     if args.question == "-":
-        return sys.stdin.read()
+        text, args.stdin_chars = _stdin_question()
+        return text
     return args.question
+
+
+STDIN_MAX_BYTES = 64 << 20
+
+
+def _stdin_question() -> tuple[str, int]:
+    """stdin as a question, read in pieces that keep only what is searched (its head and its tail: see
+    retrieval.query.question_read), and at most STDIN_MAX_BYTES: `delphi context . - < /dev/zero` grew to 12 GB in
+    30 s and a never-ending `kubectl logs -f` pipe would not end (a newcomer, session 28). Returns the text and
+    how many characters were read (the answer's note says how long the question was)."""
+    import codecs
+
+    from .retrieval.query import QUESTION_HEAD_CHARS as H
+    from .retrieval.query import QUESTION_TAIL_CHARS as T
+
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    head, beyond, total = "", "", 0  # the first H + T characters; the last T of the rest
+
+    def add(text: str) -> None:
+        nonlocal head, beyond, total
+        total += len(text)
+        room = H + T - len(head)
+        if room > 0:
+            head, text = head + text[:room], text[room:]
+        if text:
+            beyond = (beyond + text)[-T:]
+
+    stream, read = sys.stdin.buffer, 0
+    while read < STDIN_MAX_BYTES:
+        data = stream.read(min(1 << 16, STDIN_MAX_BYTES - read))
+        if not data:
+            break
+        read += len(data)
+        add(decoder.decode(data))
+    else:
+        if stream.read(1):
+            print(f"delphi context: stdin is longer than {STDIN_MAX_BYTES >> 20} MB: its first "
+                  f"{STDIN_MAX_BYTES >> 20} MB are read", file=sys.stderr)
+    add(decoder.decode(b"", final=True))
+    if total <= H + T:
+        return head, total
+    # What question_read keeps of the whole text: its head and its tail, joined by a line break.
+    return head[:H] + "\n" + (head + beyond)[-T:], total
 
 
 def cmd_context(args: argparse.Namespace) -> int:
@@ -249,6 +293,10 @@ def cmd_context(args: argparse.Namespace) -> int:
         _index_quietly(eng, args, reembed=False)
         ans = eng.context(args.question, anchors=anchors or None, draft=draft, limit=args.limit,
                           budget_tokens=args.budget_tokens, kinds=args.kind or None, trace_file=args.trace)
+        if getattr(args, "stdin_chars", 0) > len(args.question):  # stdin was read as its head and tail
+            from .retrieval.query import QUESTION_HEAD_CHARS, QUESTION_TAIL_CHARS
+
+            ans["query"]["cut"] = {"chars": args.stdin_chars, "head": QUESTION_HEAD_CHARS, "tail": QUESTION_TAIL_CHARS}
         if args.json:
             _dump(ans)
             eng.save_for_next()  # the exact matrix or view a big workspace took seconds to read, for the next
@@ -574,9 +622,9 @@ def _parse(ap: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Name
     if getattr(args, "question", "") is None and extras:
         # argparse gives the optional `question` nothing when an option sits between it and the folder, so
         # `delphi context . --limit 5 "why"` said "unrecognized arguments: why" (found in session 27): the one
-        # argument left over (or the one after `--`) is the question.
+        # argument left over (or the one after `--`, or `-` for stdin) is the question.
         rest = extras[1:] if extras[0] == "--" else extras
-        if len(rest) == 1 and (extras[0] == "--" or not rest[0].startswith("-")):
+        if len(rest) == 1 and (extras[0] == "--" or not rest[0].startswith("-") or rest[0] == "-"):
             args.question, extras = rest[0], []
     if extras:
         subs = next(a for a in ap._actions if isinstance(a, argparse._SubParsersAction))

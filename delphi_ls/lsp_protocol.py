@@ -353,7 +353,12 @@ class DelphiProtocol(LanguageServerProtocol):
             if "error" in data:
                 return self._converter.structure(data, types.ResponseErrorMessage)
             if "method" in data:
-                return self._converter.structure(data, self.get_message_type(data["method"]) or JsonRPCRequestMessage)
+                mtype = self.get_message_type(data["method"])
+                if mtype is None and "params" not in data:
+                    # JSON-RPC lets a request leave `params` out (Neovim's nil params do): Delphi's own methods
+                    # then get None, which those that take none accept (a newcomer, session 28).
+                    data = {**data, "params": None}
+                return self._converter.structure(data, mtype or JsonRPCRequestMessage)
             rtype = self._result_types.pop(data["id"], None) or JsonRPCResponseMessage
             return self._converter.structure(data, rtype)
         return self._converter.structure(data, self.get_message_type(data["method"]) or JsonRPCNotification)

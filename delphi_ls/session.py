@@ -22,7 +22,7 @@ from .engine import Engine, IndexReport
 from .settings import Settings, SettingsError
 from .workspace.roots import WorkspaceRefused
 from .workspace.scan import UNDECODABLE_NAME, utf8_name
-from .workspace.watch import Watcher, WatchUnavailable
+from .workspace.watch import RULE_FILES, Watcher, WatchUnavailable
 
 log = logging.getLogger("delphi_ls")
 DEBOUNCE_S = 0.3
@@ -314,6 +314,12 @@ class Session:
         if saved:
             # The disk now holds what the buffer held; the disk is the truth again.
             self.buffers.pop(eng.root / rel, None)
+        if rel.rsplit("/", 1)[-1] in RULE_FILES:
+            # An ignore file changed: which files it covers cannot be told from its name, so a full pass (as the
+            # file events of `delphi mcp` do). A file the user just ignored stayed in every answer, its open
+            # buffer too, until it changed itself (a newcomer, session 28).
+            self._schedule(eng.root, None)
+            return
         self._schedule(eng.root, {rel})
 
     def reindex(self, workspace: str | None = None) -> list[str]:

@@ -114,6 +114,12 @@ def test_a_question_from_stdin_and_the_folder_forgotten_or_swapped(ws: Path, idx
     assert "shipyard/retry.py" in out.stdout
     assert f"note: the question has {len(log):,} characters; its first 12,000 and last 4,000 were searched" \
         in out.stdout
+    # A stream that never ends (`kubectl logs -f`, /dev/zero) is read up to a cap, in bounded memory: it grew to
+    # 12 GB in 30 s (a newcomer, session 28). After `--index-dir` too (`-` there was "unrecognized arguments").
+    with open("/dev/zero", "rb") as zero:
+        out = subprocess.run(["/usr/bin/env", *DELPHI, "context", str(ws), *idx, "-"], stdin=zero,
+                             capture_output=True, text=True, timeout=120)
+    assert "stdin is longer than" in out.stderr and "Traceback" not in out.stderr, out.stderr[-2000:]
     # The README's own line for it, run as written (in the workspace, with a trace.txt there; an index of its
     # own, so the module's never sees trace.txt).
     readme = (Path(__file__).parent.parent / "README.md").read_text()

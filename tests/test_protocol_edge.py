@@ -159,6 +159,17 @@ def test_a_request_with_an_unusable_id_is_answered_with_a_null_id(server: tuple[
     assert ans["error"]["code"] == -32600 and "id" in ans["error"]["message"]
 
 
+def test_methods_that_take_no_params_accept_none_sent(server: tuple[Wire, Path]) -> None:
+    """JSON-RPC lets `params` be left out (Neovim's nil params are): `delphi/status` and `delphi/health` were refused
+    with a Python constructor's message (a newcomer, session 28). A method that needs params says which."""
+    w, _ = server
+    for method in ("delphi/status", "delphi/health"):
+        ans = w.response(w.request(method, omit_params=True), timeout=ALIVE_S)
+        assert "result" in ans and ans["result"]["workspaces"], ans
+    ans = w.response(w.request("delphi/context", omit_params=True), timeout=ALIVE_S)
+    assert ans["error"]["code"] == -32602 and "__init__" not in ans["error"]["message"], ans
+
+
 def test_client_mistakes_are_logged_in_one_line_not_tracebacks(server: tuple[Wire, Path]) -> None:
     w, _ = server
     # The same mistakes as above, on this module's server (whichever order pytest ran things in).

@@ -312,6 +312,30 @@ def test_ignored_buffer_never_reaches_a_store(tmp_path: Path):
             assert secret.encode() not in f.read_bytes(), f"the secret reached {f}"
 
 
+def test_a_file_ignored_while_the_editor_runs_leaves_the_answers(session):
+    """The user sees a credentials file in an answer and adds it to `.gitignore`; the editor reports the ignore
+    file's change. The file (and its open buffer) stayed in every answer until it changed itself (a newcomer,
+    session 28): an ignore file's change is a full pass, as `delphi mcp`'s file events make it."""
+    s, ws, _ = session
+    creds = ws / "creds_local.py"
+    creds.write_text('TOKEN_NAME = "ocelot_buffer_marker"\n')
+    s.file_changed(creds.as_uri())
+    assert s.wait_idle(60)
+    s.buffer_changed(creds.as_uri(), 'TOKEN_NAME = "ocelot_buffer_marker"\nOTHER = 1\n')
+    assert s.wait_idle(60)
+    assert s.context(ContextRequest(query="ocelot_buffer_marker"))["results"][0]["path"] == "creds_local.py"
+    gi = ws / ".gitignore"
+    gi.write_text((gi.read_text() if gi.exists() else "") + "creds_local.py\n")
+    s.file_changed(gi.as_uri())
+    assert s.wait_idle(60)
+    assert all(r["path"] != "creds_local.py" for r in s.context(ContextRequest(query="ocelot_buffer_marker"))["results"])
+    s.buffer_closed(creds.as_uri())
+    gi.write_text(gi.read_text().replace("creds_local.py\n", ""))
+    s.file_changed(gi.as_uri())
+    assert s.wait_idle(60)
+    assert s.context(ContextRequest(query="ocelot_buffer_marker"))["results"][0]["path"] == "creds_local.py"
+
+
 def test_a_buffer_whose_uri_names_undecodable_bytes_is_not_indexed(tmp_path: Path):
     """`file:///ws/%FFbad.py` was read as `\ufffdbad.py` (unquote replaced the byte), a valid name, and the buffer
     was indexed; the diagnostic of a file so named went to a URI spelled from its printable form (a security
