@@ -180,11 +180,17 @@ def test_bm25_failure_at_query_time_shows_in_health(copy):
         assert eng.health(check_staleness=False)["ok"]
 
 
-@pytest.mark.parametrize("damage", ["folder deleted", "database overwritten"])
+# "one page overwritten": Chroma's Rust core panics on it (pyo3's PanicException, no Exception), and every command
+# ended in a traceback, `index --rebuild` too (a newcomer, session 28).
+@pytest.mark.parametrize("damage", ["folder deleted", "database overwritten", "one page overwritten"])
 def test_damaged_vector_store_is_refilled_from_the_cache(copy, damage: str):
     ws, idx, facts = copy
     if damage == "folder deleted":
         shutil.rmtree(idx / "chroma")
+    elif damage == "one page overwritten":
+        with (idx / "chroma" / "chroma.sqlite3").open("r+b") as f:
+            f.seek(4096)
+            f.write(os.urandom(4096))
     else:
         db = idx / "chroma" / "chroma.sqlite3"
         db.write_bytes(os.urandom(db.stat().st_size))

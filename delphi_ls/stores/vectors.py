@@ -32,6 +32,10 @@ def _forget_system(folder: Path) -> None:
     SharedSystemClient._identifier_to_refcount.pop(str(folder), None)
 
 
+class ChromaPanic(RuntimeError):
+    """Chroma's Rust core panicked (pyo3's PanicException, which is no Exception), as an ordinary error."""
+
+
 class VectorStore:
     def __init__(self, folder: Path, collection: str, url: str | None = None) -> None:
         chromadb, ChromaSettings = _chroma()
@@ -45,9 +49,15 @@ class VectorStore:
             folder.mkdir(parents=True, exist_ok=True)
             try:
                 self.client = chromadb.PersistentClient(path=str(folder), settings=cs)
-            except BaseException:
+            except (Exception, KeyboardInterrupt, SystemExit):
                 _forget_system(folder)
                 raise
+            except BaseException as e:
+                # Chroma's Rust core panics on a damaged chroma.sqlite3 ("database disk image is malformed"); pyo3's
+                # PanicException is no Exception, so the callers that say "damaged" and rebuild never saw it and
+                # every command ended in a traceback, `index --rebuild` too (a newcomer, session 28).
+                _forget_system(folder)
+                raise ChromaPanic(f"Chroma failed on its files: {e}") from e
             self.where = str(folder)
         self.folder = None if url else folder
         self.url = url
@@ -55,9 +65,12 @@ class VectorStore:
         try:
             self.col = self.client.get_or_create_collection(collection, embedding_function=None,
                                                             metadata={"hnsw:space": "cosine"})
-        except BaseException:
+        except (Exception, KeyboardInterrupt, SystemExit):
             self.close()
             raise
+        except BaseException as e:
+            self.close()
+            raise ChromaPanic(f"Chroma failed on its files: {e}") from e
 
     def check(self, expected: int) -> str | None:
         """Cheap signs of damage, with ``expected`` the manifest's count of embedded chunks: count the
@@ -70,7 +83,9 @@ class VectorStore:
                 embs = got.get("embeddings")
                 if embs is not None and len(embs):
                     self.col.query(query_embeddings=[np.asarray(embs[0], dtype=np.float32).tolist()], n_results=1)
-        except Exception as e:
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as e:  # a panic of Chroma's Rust core is damage too (ChromaPanic's docstring)
             return f"{type(e).__name__}: {e}"
         if n < expected:
             return f"it holds {n} vectors but the manifest has {expected} embedded chunks"
