@@ -292,3 +292,23 @@ def test_damaged_hnsw_with_an_edited_file_is_repaired_by_the_next_index(tmp_path
         assert any("vector store emptied" in r for r in rep.repaired), rep.repaired
         assert eng.health(check_staleness=False)["ok"]
         assert eng.counts()["vectors"] == 1100
+
+
+def test_a_rebuild_leaves_no_byte_of_a_removed_files_text(tmp_path: Path):
+    """A file the user then ignored (a password in it) left its terms in the manifest's FTS5 segments, and
+    `delphi index --rebuild` did not remove them either (a newcomer, session 28): the rebuild merges every FTS5
+    table and deleted rows' pages are zeroed."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "main.py").write_text("def main():\n    return 1\n")
+    (ws / "prod_settings.py").write_text('DB_PASSWORD = "zebraquokkahunter"\n')
+    idx = tmp_path / "idx"
+    args = [str(ws), "--index-dir", str(idx), "--no-vectors", "--quiet"]
+    assert main(["index", *args]) == 0
+    (ws / ".gitignore").write_text("prod_settings.py\n")
+    assert main(["index", *args]) == 0
+    assert main(["index", "--rebuild", *args]) == 0
+    for f in idx.rglob("*"):
+        if f.is_file():
+            data = f.read_bytes()
+            assert b"zebraquokka" not in data and b"quokkahunt" not in data, f"a removed file's text stayed in {f}"

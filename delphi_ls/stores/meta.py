@@ -266,6 +266,9 @@ class MetaStore:
         try:
             self._set_wal()
             self.db.execute("PRAGMA synchronous=NORMAL")
+            # A deleted row's bytes are zeroed, not left in free pages: a removed or newly ignored file's text
+            # must not stay readable in the file (the snapshot's scrub does the same).
+            self.db.execute("PRAGMA secure_delete=ON")
             have = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master")}
             if not _SCHEMA_NAMES <= have:
                 try:
@@ -410,7 +413,18 @@ class MetaStore:
                               "changes", "commit_messages", "chroma_pending"):
                     self.db.execute(f"DELETE FROM {table}")
                 self.db.execute("DELETE FROM state WHERE key IN ('lexical_ready', 'parser_version', 'cochange')")
+            self.purge_removed_text()
             self._moved += 1
+
+    def purge_removed_text(self) -> None:
+        """Merge every FTS5 table (`optimize`): a deleted row's terms stay in old segments until a merge, so the
+        words of a removed or newly ignored file (a password among them) were still in the file after
+        `delphi index --rebuild` (a newcomer, session 28). With secure_delete on, the freed pages are zeroed."""
+        with self._lock:
+            names = [r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table' "
+                                                   "AND sql LIKE 'CREATE VIRTUAL TABLE%USING fts5%'")]
+            for name in names:
+                self.db.execute(f'INSERT INTO "{name}"("{name}") VALUES (\'optimize\')')
 
     # --- files -------------------------------------------------------------
     def file_hashes(self, paths: Iterable[str] | None = None) -> dict[str, tuple[str, int, int]]:
