@@ -294,9 +294,9 @@ def cmd_context(args: argparse.Namespace) -> int:
         ans = eng.context(args.question, anchors=anchors or None, draft=draft, limit=args.limit,
                           budget_tokens=args.budget_tokens, kinds=args.kind or None, trace_file=args.trace)
         if getattr(args, "stdin_chars", 0) > len(args.question):  # stdin was read as its head and tail
-            from .retrieval.query import QUESTION_HEAD_CHARS, QUESTION_TAIL_CHARS
+            from .retrieval.query import cut_note
 
-            ans["query"]["cut"] = {"chars": args.stdin_chars, "head": QUESTION_HEAD_CHARS, "tail": QUESTION_TAIL_CHARS}
+            ans["query"]["cut"] = cut_note(args.stdin_chars)
         if args.json:
             _dump(ans)
             eng.save_for_next()  # the exact matrix or view a big workspace took seconds to read, for the next

@@ -37,7 +37,7 @@ from .retrieval import related
 from .retrieval.branches.registry import BranchSpec, registered
 from .retrieval.context import IndexView, SearchContext
 from .retrieval.features import feature_names
-from .retrieval.query import QUESTION_HEAD_CHARS, QUESTION_TAIL_CHARS, analyse, question_read
+from .retrieval.query import analyse, cut_note, question_read
 from .retrieval.retriever import IndexState, Retrieval, Retriever
 from .settings import RERANKERS, Settings
 from .stores.exact import ExactVectors, exact_bound
@@ -1302,7 +1302,7 @@ class Engine:
             # answer unless said (an editor newcomer, session 25).
             out["query"]["meaningOnly"] = True
         if len(query) < len(req.query):  # said, with what was read: a long paste is not searched whole
-            out["query"]["cut"] = {"chars": len(req.query), "head": QUESTION_HEAD_CHARS, "tail": QUESTION_TAIL_CHARS}
+            out["query"]["cut"] = cut_note(len(req.query))
         running = self.indexing  # read once: the indexer thread sets it back to None when done
         if running is not None:
             out["indexing"] = dict(running)

@@ -53,6 +53,7 @@ from ..settings import Settings
 from ..stores.lexical import FOLDERS as LEXICAL_FOLDERS
 from ..stores.lexical import schema as lexical_schema
 from ..stores.meta import SCHEMA as MANIFEST_SCHEMA
+from ..stores.meta import merge_fts_tables
 from ..stores.writer_lock import WriterLock
 from .cochange import git_head
 from .pipeline import PARSER_VERSION
@@ -142,10 +143,7 @@ def _prune(meta: Path) -> None:
         # An index from before the table has none (the snapshot's schema is the builder's own).
         if db.execute("SELECT 1 FROM sqlite_master WHERE name='skipped_seen'").fetchone():
             db.execute("DELETE FROM skipped_seen")
-        # FTS5 keeps a removed line's terms in old segments until a merge: merge every FTS5 table.
-        for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table' "
-                                  "AND sql LIKE 'CREATE VIRTUAL TABLE%USING fts5%'").fetchall():
-            db.execute(f'INSERT INTO "{name}"("{name}") VALUES (\'optimize\')')
+        merge_fts_tables(db)  # FTS5 keeps a removed line's terms in old segments until a merge
         db.execute("VACUUM")
     finally:
         db.close()

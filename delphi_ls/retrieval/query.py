@@ -93,6 +93,11 @@ def question_read(text: str) -> str:
     return text[:QUESTION_HEAD_CHARS] + "\n" + text[-QUESTION_TAIL_CHARS:]
 
 
+def cut_note(chars: int) -> dict[str, int]:
+    """What an answer says of a question longer than what is searched (``query.cut``)."""
+    return {"chars": chars, "head": QUESTION_HEAD_CHARS, "tail": QUESTION_TAIL_CHARS}
+
+
 def _question_part(text: str) -> str:
     first = re.split(r"(?<=[?.!])\s|\n", text.strip(), maxsplit=1)[0]
     return first

@@ -421,10 +421,7 @@ class MetaStore:
         words of a removed or newly ignored file (a password among them) were still in the file after
         `delphi index --rebuild` (a newcomer, session 28). With secure_delete on, the freed pages are zeroed."""
         with self._lock:
-            names = [r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table' "
-                                                   "AND sql LIKE 'CREATE VIRTUAL TABLE%USING fts5%'")]
-            for name in names:
-                self.db.execute(f'INSERT INTO "{name}"("{name}") VALUES (\'optimize\')')
+            merge_fts_tables(self.db)
 
     # --- files -------------------------------------------------------------
     def file_hashes(self, paths: Iterable[str] | None = None) -> dict[str, tuple[str, int, int]]:
@@ -1086,3 +1083,12 @@ class MetaStore:
         """Changes whenever another connection (process) commits to the file; not for our own writes."""
         with self._lock:
             return int(self.db.execute("PRAGMA data_version").fetchone()[0])
+
+
+def merge_fts_tables(db: sqlite3.Connection) -> None:
+    """`optimize` every FTS5 table of ``db``: a deleted row's terms stay in old segments until a merge (the
+    rebuild's scrub and the snapshot's both)."""
+    names = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table' "
+                                      "AND sql LIKE 'CREATE VIRTUAL TABLE%USING fts5%'").fetchall()]
+    for name in names:
+        db.execute(f'INSERT INTO "{name}"("{name}") VALUES (\'optimize\')')

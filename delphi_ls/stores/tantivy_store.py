@@ -28,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ..core.panics import panics_as
 from ..core.tokens import token_string
 
 # Field name -> score multiplier (the Whoosh schema's field_boost).
@@ -107,12 +108,8 @@ class TantivyPanic(RuntimeError):
 def _panics_as_errors(fn: F) -> F:
     @functools.wraps(fn)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
-        try:
+        with panics_as(TantivyPanic, "tantivy panicked"):
             return fn(*args, **kwargs)
-        except (Exception, KeyboardInterrupt, SystemExit, GeneratorExit):
-            raise
-        except BaseException as e:  # pyo3_runtime.PanicException
-            raise TantivyPanic(f"tantivy panicked: {e}") from e
     return wrapped  # type: ignore[return-value]
 
 

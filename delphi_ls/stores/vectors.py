@@ -10,6 +10,8 @@ from urllib.parse import urlparse
 
 import numpy as np
 
+from ..core.panics import panics_as
+
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")  # offline always: no telemetry
 
 
@@ -33,7 +35,7 @@ def _forget_system(folder: Path) -> None:
 
 
 class ChromaPanic(RuntimeError):
-    """Chroma's Rust core panicked (pyo3's PanicException, which is no Exception), as an ordinary error."""
+    """Chroma's Rust core panicked (core/panics.py)."""
 
 
 class VectorStore:
@@ -48,44 +50,40 @@ class VectorStore:
         else:
             folder.mkdir(parents=True, exist_ok=True)
             try:
-                self.client = chromadb.PersistentClient(path=str(folder), settings=cs)
-            except (Exception, KeyboardInterrupt, SystemExit):
+                # Chroma's Rust core panics on a damaged chroma.sqlite3 ("database disk image is malformed"): as an
+                # error, the callers that say "damaged" and rebuild see it (every command, `index --rebuild` too,
+                # ended in a traceback; a newcomer, session 28).
+                with panics_as(ChromaPanic, "Chroma failed on its files"):
+                    self.client = chromadb.PersistentClient(path=str(folder), settings=cs)
+            except BaseException:
                 _forget_system(folder)
                 raise
-            except BaseException as e:
-                # Chroma's Rust core panics on a damaged chroma.sqlite3 ("database disk image is malformed"); pyo3's
-                # PanicException is no Exception, so the callers that say "damaged" and rebuild never saw it and
-                # every command ended in a traceback, `index --rebuild` too (a newcomer, session 28).
-                _forget_system(folder)
-                raise ChromaPanic(f"Chroma failed on its files: {e}") from e
             self.where = str(folder)
         self.folder = None if url else folder
         self.url = url
         self.name = collection
         try:
-            self.col = self.client.get_or_create_collection(collection, embedding_function=None,
-                                                            metadata={"hnsw:space": "cosine"})
-        except (Exception, KeyboardInterrupt, SystemExit):
+            with panics_as(ChromaPanic, "Chroma failed on its files"):
+                self.col = self.client.get_or_create_collection(collection, embedding_function=None,
+                                                                metadata={"hnsw:space": "cosine"})
+        except BaseException:
             self.close()
             raise
-        except BaseException as e:
-            self.close()
-            raise ChromaPanic(f"Chroma failed on its files: {e}") from e
 
     def check(self, expected: int) -> str | None:
         """Cheap signs of damage, with ``expected`` the manifest's count of embedded chunks: count the
         collection (a corrupt HNSW file fails here), fetch one vector and query with it (a truncated
         one fails there). Fewer vectors than the manifest expects means some were lost. None if fine."""
         try:
-            n = self.count()
-            if n:
-                got = self.col.get(limit=1, include=["embeddings"])
-                embs = got.get("embeddings")
-                if embs is not None and len(embs):
-                    self.col.query(query_embeddings=[np.asarray(embs[0], dtype=np.float32).tolist()], n_results=1)
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except BaseException as e:  # a panic of Chroma's Rust core is damage too (ChromaPanic's docstring)
+            with panics_as(ChromaPanic, "Chroma failed on its files"):
+                n = self.count()
+                if n:
+                    got = self.col.get(limit=1, include=["embeddings"])
+                    embs = got.get("embeddings")
+                    if embs is not None and len(embs):
+                        self.col.query(query_embeddings=[np.asarray(embs[0], dtype=np.float32).tolist()],
+                                       n_results=1)
+        except Exception as e:
             return f"{type(e).__name__}: {e}"
         if n < expected:
             return f"it holds {n} vectors but the manifest has {expected} embedded chunks"
