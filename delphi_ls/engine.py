@@ -52,8 +52,13 @@ from .traces import write_trace
 from .workspace import roots
 from .workspace.kinds import file_kind
 from .workspace.scan import utf8_name
+from .workspace.tracked import tracked_but_ignored
 
 INDEX_FORMAT = 3
+
+
+class EngineClosed(RuntimeError):
+    """A closed Engine was asked something."""
 
 
 def no_history(root: Path) -> str:
@@ -168,6 +173,7 @@ class Engine:
         # One writer per index folder across processes; readers never take it (module docstring).
         self.writer = WriterLock(self.index_dir)
         self.problems: dict[str, str] = {}
+        self.warnings: dict[str, str] = {}  # code -> message, shown in health as warnings (not errors)
         self._reset_vectors = False  # the manifest was replaced: vectors in a server collection are stale
         from .indexing.snapshot import hold_open, recover
 
@@ -693,6 +699,7 @@ class Engine:
     def snapshot(self, out: str | Path, progress: Progress | None = None) -> dict[str, Any]:
         """Bring the index up to date, then write it to ``out`` as a snapshot another machine can load;
         returns the snapshot's header (what built it, counts, members) and its size in ``bytes``."""
+        self._open_or_raise()
         from .indexing import snapshot
 
         rep = self.index(progress=progress)
@@ -779,6 +786,7 @@ class Engine:
         Damaged derived stores are rebuilt first; ``rebuild=True`` rebuilds all of them from the
         workspace and the embedding cache.
         """
+        self._open_or_raise()
         if self.lexical.unavailable:
             # No fallback to the other store, and no traceback: the error says what to install or set.
             return IndexReport(errors=[f"lexical store {self.lexical.name} is unavailable: {self.lexical.error}; "
@@ -1244,6 +1252,8 @@ class Engine:
         if full.is_dir():
             raise RequestError(field, f"{raw!r} is a folder, not a file")
         if not full.is_file() and self.meta.file_info(rel.as_posix()) is None:
+            if full.exists():  # a FIFO, socket or device was "does not exist" (a hostile newcomer, session 28)
+                raise RequestError(field, f"{raw!r} is not a regular file ({_file_type(full)})")
             near = self._near_names(rel.as_posix())
             hint = f"; did you mean {' or '.join(near)}?" if near else ""
             raise RequestError(field, f"{raw!r} does not exist in the workspace {self.root}{hint}")
@@ -1271,6 +1281,7 @@ class Engine:
 
     def answer(self, req: ContextRequest, trace_file: str | Path | None = None) -> ContextAnswer:
         """Answer one validated request: ranked files with reasons (the ``delphi/context`` result)."""
+        self._open_or_raise()
         t_start = time.perf_counter()
         anchors = [self.normalise_anchor(a) for a in req.anchors]
         query = question_read(req.query)
@@ -1303,6 +1314,8 @@ class Engine:
             out["query"]["meaningOnly"] = True
         if len(query) < len(req.query):  # said, with what was read: a long paste is not searched whole
             out["query"]["cut"] = cut_note(len(req.query))
+        if not self.root.is_dir():  # moved or unmounted under a server: said with the answer, not only in health
+            out["query"]["workspaceGone"] = str(self.root)
         running = self.indexing  # read once: the indexer thread sets it back to None when done
         if running is not None:
             out["indexing"] = dict(running)
@@ -1380,10 +1393,12 @@ class Engine:
 
     def counts(self) -> dict[str, int]:
         """Files, chunks, vectors and symbols in the committed index."""
+        self._open_or_raise()
         return self.meta.counts()
 
     def symbols(self, query: str, limit: int = 100) -> list[dict[str, Any]]:
         """Fuzzy workspace symbol search: exact, prefix, substring, then subsequence matches."""
+        self._open_or_raise()
         if not isinstance(query, str):
             raise RequestError("query", "must be a string")
         ql = query.lower().strip()
@@ -1401,6 +1416,7 @@ class Engine:
     def related_tests(self, path: str, symbol: str | None = None, limit: int = 10) -> list[dict[str, Any]]:
         """Tests for a source file (named after it, importing it, in a folder named after it, or using
         what it defines), or for one symbol in it (tests that name the symbol, the file's own first)."""
+        self._open_or_raise()
         rel = self.normalise_anchor(path, field="path")
         ctx = SearchContext(self.settings, self.meta, self.lexical, None, None, self.view(), [rel])
         rows = related.related_tests(ctx, self.lexical, rel, symbol, limit)
@@ -1417,6 +1433,7 @@ class Engine:
     def related_code(self, test_path: str, limit: int = 10) -> list[dict[str, Any]]:
         """Source files a test exercises: named by it, imported by it (or through its helpers), in the
         folder it mirrors, defining names it uses, or changing together with it."""
+        self._open_or_raise()
         rel = self.normalise_anchor(test_path, field="path")
         view = self.view()
         kind = view.files.get(rel, file_kind(rel))
@@ -1445,15 +1462,26 @@ class Engine:
         open and check Chroma. Not full (what agents poll as `index_status`, diagnostics after each run):
         the last probe and what is open, so polling costs a few queries of the manifest. ``buffered``: the
         files an editor has open (indexed from its buffers), never stale."""
+        self._open_or_raise()
         self._catch_up()
         # The report names the vector store, so Chroma is opened (queries may not have opened it): before the
         # view's lock, which a question waiting for its exact search would otherwise wait out (1.3 s).
         _ = self.vectors
+        tracked = self._tracked_but_ignored() if full else None
         with self._lock:
             if full:
                 self._probe = None  # a full health request always re-probes
                 self.check_stores()
-            return health_mod.report(self, check_staleness, buffered)
+            return health_mod.report(self, check_staleness, buffered, tracked)
+
+    def _tracked_but_ignored(self) -> list[str] | None:
+        """Files git tracks that the ignore rules keep out of the index (workspace/tracked.py)."""
+        found = tracked_but_ignored(self.root)
+        if not found:
+            return found
+        have = self.meta.file_hashes(None if len(found) > 2000 else found)
+        skipped = self.meta.skipped()
+        return [p for p in found if p not in have and p not in skipped]
 
     def close(self) -> None:
         # A run in another thread stops at its next batch; closing under it would fail its writes.
@@ -1472,12 +1500,31 @@ class Engine:
             if got:
                 self._index_lock.release()
 
+    def _open_or_raise(self) -> None:
+        # An Engine used after its `with` block raised sqlite's "Cannot operate on a closed database" (a hostile
+        # newcomer, session 28): said in words instead.
+        if getattr(self, "_vectors_closed", False):
+            raise EngineClosed(f"this Engine for {self.root} was closed (its `with` block ended, or close() was "
+                               "called); open a new Engine(path)")
+
     def __enter__(self) -> Engine:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+
+
+def _file_type(path: Path) -> str:
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return "not a file"
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return "not a file"
 
 
 def _fuzzy(q: str, name: str) -> float | None:

@@ -6,6 +6,7 @@ so the engine sits above it (tests/test_layers.py).
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Collection
 from pathlib import Path
@@ -16,7 +17,7 @@ import numpy as np
 from .core import Need, State, state_of
 from .indexing import workers
 from .indexing.languages import grammar_status
-from .indexing.pipeline import embed_text
+from .indexing.pipeline import WorkspaceGone, embed_text
 from .models.embedders import Embedder, ModelIdentity
 from .retrieval.branches.registry import registered
 from .settings import Settings
@@ -36,6 +37,7 @@ class EngineState(Protocol):
     vectors: VectorStore | None
     embedder: Embedder | None
     problems: dict[str, str]
+    warnings: dict[str, str]
     branch_errors: dict[str, str]
     reranker_status: str
     cochange_status: str
@@ -139,7 +141,9 @@ def branch_readiness(engine: EngineState, lexical_ready: bool, vec_status: str,
     return out
 
 
-def report(engine: EngineState, check_staleness: bool = True, buffered: Collection[str] = ()) -> dict[str, Any]:
+def report(engine: EngineState, check_staleness: bool = True, buffered: Collection[str] = (),
+           tracked_ignored: list[str] | None = None) -> dict[str, Any]:
+    """``tracked_ignored``: files git tracks that the ignore rules exclude (a full report asks git)."""
     counts = engine.meta.counts()
     vec_ok, vec_status = engine.vector_status()
     lexical_ready = engine.is_indexed()
@@ -151,12 +155,23 @@ def report(engine: EngineState, check_staleness: bool = True, buffered: Collecti
                  for m in getattr(engine.settings, "unknown", [])]
     for key, msg in engine.problems.items():
         problems.append({"severity": "error", "code": key, "message": msg})
+    for key, msg in engine.warnings.items():
+        problems.append({"severity": "warning", "code": key, "message": msg})
+    gone = not os.path.isdir(engine.root)
+    if gone:
+        problems.append({"severity": "error", "code": "workspace_gone",
+                         "message": str(WorkspaceGone(engine.root)) + "; answers come from that index meanwhile"})
+    holder = engine.writer_holder()
     if not vec_ok and engine.settings.vectors and not vec_status.startswith("not ready: no vectors yet"):
         problems.append({"severity": "error", "code": "vector_branch", "message": "vector branch " + vec_status})
     if not lexical_ready:
         # Files in the manifest but no finished run: a run is under way, or one was stopped (Ctrl-C).
         if counts["files"] and engine.indexing is not None:
             msg = f"indexing in progress: {counts['files']} files indexed so far"
+        elif holder is not None:
+            # Another process's run (a terminal's `delphi index --rebuild`): not "interrupted", not "never
+            # indexed" (a hostile newcomer, session 28); writer_busy below names it.
+            msg = f"another process is indexing: {counts['files']} files indexed so far"
         elif counts["files"]:
             # Front-neutral: a language or MCP server resumes it by itself; the CLI needs `delphi index`.
             msg = (f"indexing was interrupted: {counts['files']} files indexed so far; the next run finishes it "
@@ -178,7 +193,6 @@ def report(engine: EngineState, check_staleness: bool = True, buffered: Collecti
     for branch, err in sorted(engine.branch_errors.items()):
         problems.append({"severity": "error", "code": "branch_error",
                          "message": f"branch {branch} failed on the last query: {err}"})
-    holder = engine.writer_holder()
     if holder is not None:
         problems.append({"severity": "info", "code": "writer_busy",
                          "message": holder.describe() + "; answers come from the committed index meanwhile"})
@@ -190,11 +204,17 @@ def report(engine: EngineState, check_staleness: bool = True, buffered: Collecti
     for lang, st in grammars.items():
         if st != "ok":
             problems.append({"severity": "error", "code": "grammar", "message": f"tree-sitter grammar {lang}: {st}"})
-    stale = staleness(engine, buffered) if check_staleness and lexical_ready else None
+    # A folder that is gone is not "stale" with every file deleted: workspace_gone says what it is.
+    stale = staleness(engine, buffered) if check_staleness and lexical_ready and not gone else None
     if stale and stale["stale"]:
         problems.append({"severity": "warning", "code": "stale_index",
                          "message": f"index is stale: {stale['changed']} changed, {stale['new']} new, "
                                     f"{stale['deleted']} deleted files since the last index"})
+    if tracked_ignored:
+        some = ", ".join(tracked_ignored[:3]) + (", ..." if len(tracked_ignored) > 3 else "")
+        problems.append({"severity": "info", "code": "tracked_but_ignored",
+                         "message": f"{len(tracked_ignored)} files git tracks are matched by ignore rules and not "
+                                    f"indexed ({some}); Delphi follows the ignore rules, as ripgrep does"})
     grams = grams_status(engine)
     if grams and engine.indexing is None and engine.writer_holder() is None:
         problems.append({"severity": "warning", "code": "trigram_behind", "message": "trigram branch " + grams})
@@ -226,6 +246,10 @@ def report(engine: EngineState, check_staleness: bool = True, buffered: Collecti
         "decodedWithReplacement": engine.meta.replaced_files(),
         # Files whose text held secrets, redacted before indexing (workspace/secrets.py): path → what, in words.
         "redactedSecrets": engine.meta.redacted_files(),
+        # Tracked by git, excluded by its ignore rules, not indexed (at most 100 named); None: not asked (a
+        # status poll) or not a git work tree.
+        "trackedButIgnored": None if tracked_ignored is None else {"count": len(tracked_ignored),
+                                                                   "paths": tracked_ignored[:100]},
         "indexedAt": indexed_at,
         "indexAgeSeconds": round(time.time() - indexed_at, 1) if indexed_at else None,
         # The snapshot this index was loaded from (file name, when it was made, its commit), or None: a

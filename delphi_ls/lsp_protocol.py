@@ -30,6 +30,7 @@ import queue
 import re
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from enum import Enum
 from typing import IO, TYPE_CHECKING, Any
@@ -68,6 +69,9 @@ _HEADER_START = re.compile(rb"content-length[ \t]*:", re.I)
 # so finding one inside a body means the announced length ran past the message's end.
 _FRAME_START = re.compile(rb"content-length[ \t]*:[ \t]*\d+[ \t]*\r?\n", re.I)
 _HEADER_END = re.compile(rb"\r?\n\r?\n")
+TOO_LARGE = "limit"  # how a too-large frame's reason ends (_parse_headers)
+ID_PEEK = 4096  # bytes of a too-large body searched for its request id
+_REQUEST_ID = re.compile(rb'"id"\s*:\s*(-?\d{1,19}|"(?:[^"\\\n]|\\.){0,256}")')
 _HEADER_LINE = re.compile(rb"([A-Za-z0-9-]+)[ \t]*:[ \t]*(.*?)[ \t]*")
 
 
@@ -78,7 +82,8 @@ class Framer:
     """
 
     def __init__(self, chunks: queue.Queue[bytes], max_body: int = MAX_BODY, idle_s: float = IDLE_RESYNC_S,
-                 on_not_json: Callable[[str], None] | None = None) -> None:
+                 on_not_json: Callable[[str], None] | None = None,
+                 on_too_large: Callable[[int | str, str], None] | None = None) -> None:
         self.chunks = chunks
         self.max_body = max_body
         self.idle_s = idle_s
@@ -87,6 +92,9 @@ class Framer:
         self.skipped = 0  # bytes of junk since the last good frame (logged once, not per chunk)
         self.dropped = 0  # frames dropped so far (tests and logs)
         self.on_not_json = on_not_json  # told why, for a frame whose whole body is not JSON (answered -32700)
+        # Told the request id read from the first bytes of a body over max_body, and why: the body is never
+        # read, and the request that waited for an answer for ever (a hostile newcomer, session 28) gets one.
+        self.on_too_large = on_too_large
 
     def messages(self) -> Iterator[Any]:
         while (body := self._next_body()) is not None:
@@ -155,6 +163,8 @@ class Framer:
                 continue
             length, why = self._parse_headers(bytes(self.buf[:end.start()]))
             if length is None:
+                if why.endswith(TOO_LARGE) and self.on_too_large is not None:
+                    self._say_too_large(end.end(), why)
                 self._drop_header(why)
                 continue
             body_at = end.end()
@@ -176,6 +186,26 @@ class Framer:
                 self._report_skipped()
                 return body
 
+    def _say_too_large(self, body_at: int, why: str) -> None:
+        """The id of the request whose body is too large, from its first bytes (a client writes `id` before
+        `params`), waiting briefly for them; a notification (no id) is only logged."""
+        deadline = time.monotonic() + min(self.idle_s, 1.0)
+        while len(self.buf) - body_at < ID_PEEK and (left := deadline - time.monotonic()) > 0 and self._fill(left):
+            pass
+        head = bytes(self.buf[body_at:body_at + ID_PEEK])
+        if (nxt := _HEADER_START.search(head)) is not None:
+            head = head[:nxt.start()]  # a lying length over a small body: the next frame's id is not its
+        m = _REQUEST_ID.search(head.split(b'"params"', 1)[0])
+        if m is None:
+            return
+        raw = m.group(1)
+        try:
+            rid = json.loads(raw)
+        except ValueError:
+            return
+        if isinstance(rid, int | str) and not isinstance(rid, bool) and self.on_too_large is not None:
+            self.on_too_large(rid, why)
+
     def _parse_headers(self, head: bytes) -> tuple[int | None, str]:
         length: int | None = None
         for line in re.split(rb"\r?\n", head):
@@ -191,7 +221,7 @@ class Framer:
                 return None, f"Content-Length {_short(value)} is not a byte count"
             length = int(value)
             if length > self.max_body:
-                return None, f"Content-Length {length} exceeds the {self.max_body}-byte limit"
+                return None, f"Content-Length {length} exceeds the {self.max_body}-byte {TOO_LARGE}"
         if length is None:
             return None, "no Content-Length"
         return length, ""
@@ -444,7 +474,10 @@ def serve_stdio(server: LanguageServer, stdin: IO[bytes] | None = None, stdout: 
                 def not_json(why: str) -> None:  # JSON-RPC's parse error, id null (an editor newcomer, session 25)
                     loop.call_soon_threadsafe(protocol._error, None, -32700, f"parse error: {why}")
 
-                for message in Framer(chunks, on_not_json=not_json).messages():
+                def too_large(rid: int | str, why: str) -> None:
+                    loop.call_soon_threadsafe(protocol._error, rid, -32600, f"invalid request: {why}; not read")
+
+                for message in Framer(chunks, on_not_json=not_json, on_too_large=too_large).messages():
                     loop.call_soon_threadsafe(protocol.handle_raw, message)
                 code = 0 if protocol._shutdown else 1
                 if code:

@@ -13,12 +13,13 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from .api import ContextAnswer, ContextRequest, RelatedRequest, RequestError, SymbolsRequest, uri_to_path
 from .engine import Engine, IndexReport
+from .indexing.pipeline import WorkspaceGone
 from .settings import Settings, SettingsError
 from .workspace.roots import WorkspaceRefused
 from .workspace.scan import UNDECODABLE_NAME, utf8_name
@@ -91,6 +92,12 @@ class SessionEvents:
         """An index run of ``root`` ended: what was answered from the index before it may have changed."""
 
 
+# The workspace's own settings files (settings.py), and the settings a running server applies when they change:
+# those that decide which files are indexed. The rest are read when a folder opens (stores, models, weights).
+SETTINGS_FILES = frozenset({"delphi.toml", "pyproject.toml"})
+LIVE_SETTINGS = frozenset({"extra_ignores", "max_file_bytes"})
+
+
 class Session:
     def __init__(self, events: SessionEvents | None = None, options: dict[str, Any] | None = None) -> None:
         self.events = events or SessionEvents()
@@ -119,6 +126,9 @@ class Session:
         self._worker: threading.Thread | None = None
         self._watchers: dict[Path, Watcher] = {}  # root -> its file events (delphi serve / mcp only)
         self.watch_state: dict[Path, str] = {}  # root -> why it polls (file events unavailable), for status
+        # Roots whose folder went away under a server (moved, removed, unmounted): not indexed (that would
+        # empty the index) and not polled until the folder is back, then watched again and caught up.
+        self._gone: dict[Path, str | None] = {}  # root -> how changes were learnt of before (watch_state)
         self._watch_lock = threading.Lock()
         self._watch_interval = 5.0
         self._engines_lock = threading.Lock()
@@ -398,7 +408,17 @@ class Session:
             try:
                 if first is not None and not first.is_set():
                     self._questions_answered(ASKING_WAIT_S)
+                if self._reread_settings(eng, paths):
+                    paths = None  # what is indexed changed (extra_ignores, max_file_bytes): every file is looked at
                 rep = self._index(eng, paths)
+                if root in self._gone:  # back, and told by an editor's events (no watch loop looks)
+                    with self._watch_lock:
+                        if root in self._gone:
+                            before = self._gone.pop(root)
+                            if before is None:
+                                self.watch_state.pop(root, None)
+                            else:
+                                self.watch_state[root] = before
                 wrote = bool(rep.files_indexed or rep.files_deleted)
                 if wrote or (eng.settings.warm_start and eng.view_unsaved()):
                     # A run wrote: a small update's merges (and Chroma's writes) wait for a quiet spell. And
@@ -408,6 +428,9 @@ class Session:
                     # A run that wrote nothing left nothing to merge: its view is saved at once.
                     with self._cv:
                         self._maintain_due.setdefault(root, time.monotonic() + (MAINTAIN_AFTER_S if wrote else 0.0))
+            except WorkspaceGone as e:
+                with self._watch_lock:
+                    self._went(root, str(e))
             except Exception as e:  # an indexing failure must show, and not kill the worker
                 log.exception("indexing %s failed", root)
                 self.events.message("error", f"Delphi: indexing {root} failed: {type(e).__name__}: {e}")
@@ -418,6 +441,41 @@ class Session:
             if not self._stopping:
                 self.publish_problems(eng)
                 self.events.indexed(root)
+
+    def _reread_settings(self, eng: Engine, paths: set[str] | None) -> bool:
+        """The workspace's settings file (``delphi.toml``, ``pyproject.toml``) read again when it changed (and
+        at each full pass): a running server kept the settings it opened with, so an ``extra_ignores`` added
+        for a secret folder left it in answers until a restart (a hostile newcomer, session 28). What decides
+        which files are indexed applies at once; any other changed key is said to need a restart (stores,
+        models and weights are built from it when a folder opens). True: a full pass is due."""
+        if paths is not None and not paths & SETTINGS_FILES:
+            return False
+        try:
+            new = Settings.load(eng.root, self.options)
+        except SettingsError as e:
+            eng.warnings["settings_file"] = (f"{e}; the settings read when Delphi opened this folder stay in use "
+                                             "until it is fixed")
+            return False
+        eng.warnings.pop("settings_file", None)
+        old = eng.settings
+        differ = [f.name for f in fields(Settings) if getattr(new, f.name) != getattr(old, f.name)]
+        live = [k for k in differ if k in LIVE_SETTINGS]
+        for key in live:
+            setattr(old, key, getattr(new, key))
+        old.refused, old.unknown = new.refused, new.unknown  # what the file now sets that is refused or unknown
+        restart = sorted(k for k in differ if k not in LIVE_SETTINGS)
+        if restart:
+            eng.warnings["settings_changed"] = (f"the settings changed ({', '.join(restart)}) since Delphi opened "
+                                                "this folder; they take effect when the server restarts")
+        else:
+            eng.warnings.pop("settings_changed", None)
+        if live:
+            log.info("settings of %s changed: %s applied", eng.root, ", ".join(live))
+            with self._watch_lock:  # its folders follow extra_ignores: a fresh watcher with the new list
+                w = self._watchers.pop(eng.root, None)
+            if w is not None:
+                w.stop()
+        return bool(live)
 
     def _maintain(self, roots: list[Path]) -> None:
         for root in roots:
@@ -491,10 +549,15 @@ class Session:
                 busy = bool(self.pending) or self._busy
             if events:
                 self._sync_watchers()
+            else:
+                with self._watch_lock:
+                    self._check_gone()
             if busy:
                 return
             now = time.monotonic()
             for root in list(self.engines):
+                if root in self._gone:
+                    continue  # nothing to look at until it is back (_sync_watchers looks)
                 if root not in self._watchers:
                     self._schedule(root, None)
                 elif now - last_full.setdefault(root, now) >= RESCAN_S:
@@ -536,11 +599,14 @@ class Session:
                 elif w.failed is not None:
                     self._watchers.pop(root, None)
                     w.stop()
-                    if w.replaced and root.is_dir():
-                        continue  # watched afresh below
+                    if w.replaced:
+                        if not root.is_dir():
+                            self._went(root)
+                        continue  # watched afresh below, now or once the folder is back
                     self._fall_back(root, w.failed)
+            self._check_gone()
             for root, eng in list(self.engines.items()):
-                if root in self._watchers or root in self.watch_state:
+                if root in self._watchers or root in self.watch_state or root in self._gone:
                     continue  # watched, or already found unable to be (it polls; said once)
                 w = Watcher(root, lambda paths, root=root: self._schedule(root, paths),
                             extra_ignores=eng.settings.extra_ignores, skip=eng.index_dir)
@@ -550,6 +616,31 @@ class Session:
                     self._fall_back(root, str(e))
                     continue
                 self._watchers[root] = w
+
+    def _went(self, root: Path, why: str | None = None) -> None:
+        """The folder is gone: said once (not at every poll), and status says it until it is back.
+        Called with ``_watch_lock`` held."""
+        if root in self._gone:
+            return
+        self._gone[root] = self.watch_state.get(root)
+        why = why or str(WorkspaceGone(root))
+        self.watch_state[root] = f"waiting for the workspace folder to come back: {why}"
+        self.events.message("warning", f"Delphi: {why}")
+
+    def _check_gone(self) -> None:
+        """Gone folders that are back (moved back, re-cloned, remounted): changes learnt of as before (events
+        again, or the poll), and one full pass for what changed while away. Called with ``_watch_lock`` held."""
+        for root, before in list(self._gone.items()):
+            if root not in self.engines:
+                self._gone.pop(root, None)
+            elif root.is_dir():
+                self._gone.pop(root, None)
+                if before is None:
+                    self.watch_state.pop(root, None)  # _sync_watchers arms a fresh watcher
+                else:
+                    self.watch_state[root] = before
+                self.events.message("info", f"Delphi: the workspace folder {root} is back; bringing the index up to date")
+                self._schedule(root, None)
 
     def _fall_back(self, root: Path, why: str) -> None:
         self.watch_state[root] = f"polling every {self._watch_interval:g} s: {why}"
@@ -716,7 +807,9 @@ class Session:
             # waits for warm start and for questions in flight first). It said "ready" with 0 files in that
             # window (session 25); a first run that failed is "degraded" with its problems, not queued for ever.
             pending = self.indexing_of(eng)
-            state = ("queued" if not running and pending is not None and pending["phase"] == "queued"
+            holder = h.get("writer")
+            state = (f"indexing (by another process, pid {holder['pid']})" if not running and holder else
+                     "queued" if not running and pending is not None and pending["phase"] == "queued"
                      else
                      f"indexing ({running['phase']}: {running['done']}/{running['total']})" if running else
                      "ready" if h["ok"] and not (h.get("staleness") or {}).get("stale") else

@@ -76,6 +76,9 @@ def query_notes(query: dict[str, Any], named: bool = True) -> list[str]:
     """The notes every front prints under an answer, from its ``query``: a question read in part, an answer found
     only by meaning, and (``named``; the CLI says it in its header line) the file a test question named."""
     notes = [n for n in (cut_note(query), meaning_note(query)) if n]
+    if query.get("workspaceGone"):
+        notes.append(f"the workspace folder {shown(query['workspaceGone'])} is gone (moved, removed or unmounted); "
+                     "this answer comes from the index as it was")
     if named and query.get("namedAnchor"):
         notes.append(f"asked around {shown(query['namedAnchor'])}, the file the question names")
     return notes

@@ -461,3 +461,53 @@ def test_an_anchor_through_a_linked_folder_is_refused_whatever_lies_there(ws: Pa
             with pytest.raises(RequestError, match="symbolic link"):
                 eng.related_tests(anchor)
         assert eng.context("x", anchors=["app/retry.py"])["results"] is not None  # a plain file still answers
+
+
+def test_a_fifo_anchor_is_named_for_what_it_is_and_a_closed_engine_says_so(tmp_path: Path):
+    """An anchor that is a FIFO was "does not exist in the workspace"; an Engine used after its `with` block
+    raised sqlite's "Cannot operate on a closed database" (a hostile newcomer, session 28)."""
+    from delphi_ls.api import RequestError
+    from delphi_ls.engine import EngineClosed
+
+    root = _ws(tmp_path / "ws", {"a.py": "def alpha():\n    return 1\n"})
+    os.mkfifo(root / "live_fifo.py")
+    with Engine(root, index_dir=tmp_path / "idx", vectors=False) as eng:
+        eng.index()
+        with pytest.raises(RequestError, match=r"'live_fifo.py' is not a regular file \(a FIFO\)"):
+            eng.context("alpha", anchors=["live_fifo.py"])
+        with pytest.raises(RequestError, match="does not exist"):
+            eng.context("alpha", anchors=["nothing_here.py"])
+    for call in (lambda: eng.context("alpha"), lambda: eng.symbols("alpha"), lambda: eng.health(),
+                 lambda: eng.index(), lambda: eng.related_tests("a.py"), lambda: eng.counts()):
+        with pytest.raises(EngineClosed, match="was closed"):
+            call()
+
+
+def test_an_index_run_on_a_folder_gone_or_swapped_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A folder moved away (or swapped for another during the walk) was taken as "every file deleted"."""
+    from delphi_ls.indexing.pipeline import WorkspaceGone
+
+    root = _ws(tmp_path / "ws", {"a.py": "def alpha():\n    return 1\n", "b.py": "def beta():\n    return 2\n"})
+    with Engine(root, index_dir=tmp_path / "idx", vectors=False) as eng:
+        eng.index()
+        root.rename(tmp_path / "away")
+        with pytest.raises(WorkspaceGone, match="is gone"):
+            eng.index()
+        assert eng.counts()["files"] == 2
+        assert any(p["code"] == "workspace_gone" for p in eng.health()["problems"])
+        (tmp_path / "away").rename(root)
+        real_scan = pipe.scan
+
+        def swapped_during_the_walk(*a, **k):  # the folder replaced by an empty one mid-walk (`mv`, `mkdir`)
+            out = real_scan(*a, **k)
+            root.rename(tmp_path / "old")
+            root.mkdir()
+            return out
+
+        monkeypatch.setattr(pipe, "scan", swapped_during_the_walk)
+        with pytest.raises(WorkspaceGone):
+            eng.index()
+        monkeypatch.setattr(pipe, "scan", real_scan)
+        assert eng.counts()["files"] == 2
+        rep = eng.index()  # the empty folder is the workspace now: a run on it is believed
+        assert rep.files_deleted == 2 and eng.counts()["files"] == 0

@@ -499,7 +499,7 @@ async def test_started_in_a_home_folder_it_indexes_nothing_and_says_why(tmp_path
     assert not any(p.is_file() and b"kubetokenFAKE" in p.read_bytes() for p in (tmp_path / "index").rglob("*"))
 
 
-def test_a_lone_surrogate_in_a_call_is_answered(ws: Path, tmp_path: Path):
+def test_a_lone_surrogate_or_params_not_an_object_in_a_call_is_answered(ws: Path, tmp_path: Path):
     """A JavaScript client that cuts a string inside an emoji sends `"\\ud83d"` (valid JSON the SDK's parser
     refuses): the call got no reply and the agent waited for its timeout (a newcomer, session 28)."""
     proc = subprocess.Popen([*CLI, "mcp", str(ws), "--index-dir", str(tmp_path / "index"), "--no-vectors"],
@@ -513,12 +513,17 @@ def test_a_lone_surrogate_in_a_call_is_answered(ws: Path, tmp_path: Path):
             '{"query":"retry \\ud83d policy"}}}',
             '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"symbols","arguments":{"query":"Retry\\udc00"}}}',
             '{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"symbols","arguments":'
-            '{"query":"Retry\\ud83d\\ude00"}}}']
+            '{"query":"Retry\\ud83d\\ude00"}}}',
+            # params that are not an object: dropped by the SDK's parser with no reply (session 28's newcomer)
+            '{"jsonrpc":"2.0","id":5,"method":"tools/list","params":"str"}',
+            '{"jsonrpc":"2.0","id":"six","method":"tools/call","params":[1, 2]}',
+            '{"jsonrpc":"2.0","method":"notifications/cancelled","params":7}',  # a notification: no reply
+            '{"jsonrpc":"2.0","id":7,"method":"tools/list","params":null}']
         proc.stdin.write(("\n".join(raw) + "\n").encode())
         proc.stdin.flush()
         got: dict = {}
         deadline = time.monotonic() + 60
-        while len(got) < 4:
+        while len(got) < 7:
             # A call dropped without a reply must fail the test, not hang it.
             assert select.select([proc.stdout], [], [], max(deadline - time.monotonic(), 0))[0], sorted(got)
             line = proc.stdout.readline()
@@ -528,6 +533,9 @@ def test_a_lone_surrogate_in_a_call_is_answered(ws: Path, tmp_path: Path):
         assert "\ufffd" in got[2]["result"]["content"][0]["text"] and not got[2]["result"].get("isError")
         assert "Retry\ufffd" in got[3]["result"]["content"][0]["text"]
         assert "Retry\U0001f600" in got[4]["result"]["content"][0]["text"]  # a whole pair is kept
+        assert got[5]["error"]["code"] == got["six"]["error"]["code"] == -32602
+        assert [t["name"] for t in got[7]["result"]["tools"]][:1] == ["context"]
+        assert set(got) == {1, 2, 3, 4, 5, "six", 7}
     finally:
         proc.kill()
         proc.wait()

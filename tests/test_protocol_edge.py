@@ -346,3 +346,35 @@ def test_lenses_on_the_first_file_opened_come_after_a_small_first_index(tmp_path
             wire.next_message(5)
     finally:
         wire.close()
+
+
+def test_framer_names_the_request_whose_body_is_too_large() -> None:
+    """A frame over the body limit is never read; the id in its first bytes is told, so the request is answered
+    (a hostile newcomer, session 28: a 70 MB request waited for ever). A notification has no id to tell."""
+    told: list[tuple[int | str, str]] = []
+    q: queue.Queue[bytes] = queue.Queue()
+    for c in (b'Content-Length: 5000\r\n\r\n{"jsonrpc": "2.0", "id": 7, "method": "x", "params": {"id": 8, "t": "',
+              b"a" * 400, frame({"next": True}),
+              b'Content-Length: 5000\r\n\r\n{"jsonrpc": "2.0", "method": "n", "params": {"id": 9, "t": "',
+              frame({"last": True}),
+              b'Content-Length: 5000\r\n\r\n{}', frame({"jsonrpc": "2.0", "id": 10, "method": "m"}), b""):
+        q.put(c)
+    f = Framer(q, max_body=1024, idle_s=0.05, on_too_large=lambda rid, why: told.append((rid, why)))
+    assert list(f.messages()) == [{"next": True}, {"last": True}, {"jsonrpc": "2.0", "id": 10, "method": "m"}]
+    assert [rid for rid, _ in told] == [7] and "exceeds the 1024-byte limit" in told[0][1]
+
+
+def test_a_request_over_the_body_limit_is_answered_with_its_id(server: tuple[Wire, Path]) -> None:
+    w, _ = server
+    seen = len(w.seen)
+    w.send_raw(b"Content-Length: %d\r\n\r\n" % (64 * 1024 * 1024 + 1)
+               + b'{"jsonrpc": "2.0", "id": 999, "method": "delphi/status", "params": {"x": "' + b"y" * 2000)
+    deadline = time.monotonic() + ALIVE_S
+    while not (errors := [m for m in w.seen[seen:] if m.get("id") == 999]) and time.monotonic() < deadline:
+        try:
+            w.next_message(0.2)
+        except queue.Empty:
+            pass
+    assert errors and errors[0]["error"]["code"] == -32600, w.seen[seen:]
+    assert "exceeds the 67108864-byte limit" in errors[0]["error"]["message"]
+    assert_alive(w, "a request over the body limit")

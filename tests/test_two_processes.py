@@ -248,3 +248,29 @@ def test_health_of_an_open_reader_while_another_process_embeds(tmp_path: Path, m
         assert proc.returncode == 0
         assert reader.health(check_staleness=False)["ok"]
         assert reader.vectors.count() == reader.meta.counts()["vectors"] == 120
+
+
+def test_status_during_another_process_s_first_index_says_who_indexes(tmp_path: Path):
+    """`delphi index --rebuild` in a terminal under a running `delphi mcp`: index_status said "ready", then
+    "the workspace has not been indexed yet" and "indexing was interrupted" (a hostile newcomer, session 28).
+    It says another process is indexing, and names it."""
+    from delphi_ls.session import Session
+
+    ws = _ws(tmp_path / "ws", 80)
+    idx = tmp_path / "idx"
+    marker, go = tmp_path / "marker", tmp_path / "go"
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(ws), str(idx), str(marker), str(go)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    s = Session(options={"indexDir": str(idx), "vectors": False, "reranker": "off"})
+    try:
+        _wait_for(marker.exists, "the writer to start its run")
+        s.add_folder(ws)  # not started: this session runs nothing itself
+        st = s.status()["workspaces"][0]
+        assert st["state"] == f"indexing (by another process, pid {proc.pid})", st
+        msgs = [p["message"] for p in st["problems"]]
+        assert not any("interrupted" in m or "has not been indexed yet" in m for m in msgs), msgs
+        assert any(m.startswith("another process is indexing") for m in msgs), msgs
+    finally:
+        go.write_text("go")
+        proc.wait(timeout=60)
+        s.shutdown()

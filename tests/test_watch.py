@@ -205,3 +205,103 @@ def test_replaced_workspace_folder_is_watched_again(tmp_path: Path):
         assert _found(s, "zanzibar_quokka", 8.0)
     finally:
         s.shutdown()
+
+
+class _Said(SessionEvents):
+    def __init__(self) -> None:
+        self.said: list[tuple[str, str]] = []
+
+    def message(self, severity: str, text: str) -> None:
+        self.said.append((severity, text))
+
+
+@pytest.mark.parametrize("events", [True, False])
+def test_a_workspace_moved_away_keeps_its_index_and_is_caught_up_when_back(tmp_path: Path, events: bool):
+    """`mv repo repo.old` for a few seconds under `delphi mcp`: the index used to be emptied (every file
+    "deleted"), the status said "ready; 0 files", and the server polled for good (a hostile newcomer, session
+    28). Now nothing is removed, status and answers say the folder is gone, once; when it is back the index
+    is brought up to date with what changed meanwhile, and file events are used again."""
+    ws, _ = _tree(tmp_path)
+    said = _Said()
+    s = Session(said, {"indexDir": str(tmp_path / "index"), "vectors": False})
+    s.start([ws])
+    root = ws.resolve()
+    try:
+        s.watch(interval=0.2, events=events)
+        assert s.wait_idle(120)
+        files = s.engines[root].counts()["files"]
+        assert files >= 2
+        away = tmp_path / "away"
+        ws.rename(away)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and root not in s._gone:
+            time.sleep(0.1)
+        time.sleep(1.0)  # several polls while it is gone
+        assert s.wait_idle(30)
+        assert s.engines[root].counts()["files"] == files  # nothing deleted
+        st = s.status()["workspaces"][0]
+        assert st["state"] == "degraded"
+        assert any(p["code"] == "workspace_gone" for p in st["problems"]), st["problems"]
+        assert st["changes"].startswith("waiting for the workspace folder to come back")
+        ans = s.context(ContextRequest(query="alpha", limit=5))
+        assert [r["path"] for r in ans["results"]][:1] == ["src/pkg/mod.py"]
+        assert ans["query"]["workspaceGone"] == str(root)
+        assert sum("is gone" in t for _, t in said.said) == 1, said.said  # said once, not at every poll
+        (away / "src" / "pkg" / "added.py").write_text("def zanzibar_quokka():\n    return 3\n")
+        away.rename(ws)
+        assert _found(s, "zanzibar_quokka", 10.0)  # what changed while away, caught up
+        st = s.status()["workspaces"][0]
+        assert not any(p["code"] == "workspace_gone" for p in st["problems"])
+        if events:
+            assert st["changes"].startswith("file events (inotify"), st["changes"]
+            (ws / "src" / "pkg" / "added.py").write_text("def zanzibar_quokka_two():\n    return 3\n")
+            assert _found(s, "zanzibar_quokka_two", 8.0)
+    finally:
+        s.shutdown()
+
+
+@pytest.mark.parametrize("events", [True, False])
+def test_a_settings_file_edited_under_a_server_applies_its_ignores_and_says_what_waits(tmp_path: Path, events: bool):
+    """`extra_ignores = ["docs/"]` written into delphi.toml under a running `delphi mcp`: the folder's files
+    used to stay in answers until a restart (a hostile newcomer, session 28). They leave the index at the
+    next pass; a key read only when a folder opens is said to wait for a restart; a broken file keeps the
+    settings in use and says so."""
+    ws, _ = _tree(tmp_path)
+    (ws / "docs" / "notes.py").write_text("def porcupine_ledger():\n    return 1\n")
+    s = Session(_Quiet(), {"indexDir": str(tmp_path / "index"), "vectors": False})
+    s.start([ws])
+    root = ws.resolve()
+    eng = s.engines[root]
+
+    def symbols(word: str) -> list[str]:
+        return [r["path"] for r in eng.symbols(word)]
+
+    def codes() -> set[str]:
+        return {p["code"] for p in s.status()["workspaces"][0]["problems"]}
+
+    def until(pred, timeout: float = 10.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            s.wait_idle(10)
+            if pred():
+                return True
+            time.sleep(0.2)
+        return pred()
+
+    try:
+        s.watch(interval=0.2, events=events)
+        assert s.wait_idle(120)
+        assert symbols("porcupine_ledger") == ["docs/notes.py"]
+        (ws / "delphi.toml").write_text('extra_ignores = ["docs/"]\n')
+        assert until(lambda: symbols("porcupine_ledger") == [])
+        assert "settings_changed" not in codes()
+        (ws / "delphi.toml").write_text('extra_ignores = ["docs/"]\nrrf_k = 61\n')
+        assert until(lambda: "settings_changed" in codes())
+        (ws / "delphi.toml").write_text('extra_ignores = ["docs/"]\nrrf_k = "many"\n')
+        assert until(lambda: "settings_file" in codes())
+        assert eng.settings.extra_ignores == ["docs/"] and symbols("porcupine_ledger") == []
+        (ws / "delphi.toml").unlink()
+        assert until(lambda: symbols("porcupine_ledger") == ["docs/notes.py"])
+        assert not codes() & {"settings_file", "settings_changed"}
+    finally:
+        s.shutdown()

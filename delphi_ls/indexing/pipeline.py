@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -101,6 +102,24 @@ class IndexReport:
     # memory only: the path of an ignored file is not written to the index either.
     buffers_dropped: dict[str, str] = field(default_factory=dict)
     repaired: list[str] = field(default_factory=list)  # stores rebuilt before this run, in words
+
+
+class WorkspaceGone(FileNotFoundError):
+    """The workspace folder is not there (moved, removed, unmounted) or was replaced during a scan: the
+    index is kept as it is, and brought up to date when the folder is back."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(f"the workspace folder {root} is gone (moved, removed or unmounted); the index is kept "
+                         "as it was and brought up to date when the folder is back")
+        self.root = root
+
+
+def _folder_identity(root: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(root)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino) if stat.S_ISDIR(st.st_mode) else None
 
 
 def embed_text(row: ChunkRow) -> str:
@@ -350,12 +369,22 @@ class Indexer:
         """What is on disk and what the manifest holds: for the named paths only when the caller named
         them (an editor's save, a watcher's event): no walk of the tree, no read of every file's row
         (issue 18: the walk was 1.3-1.7 s of a one-file update on spring-boot). A named folder is walked."""
+        before = _folder_identity(self.root)
+        result = None
         if only is not None:
             try:
-                return scan_named(self.root, only, self.settings), self.meta.file_hashes(only)
+                result, stored = scan_named(self.root, only, self.settings), self.meta.file_hashes(only)
             except WalkNeeded:
                 pass
-        return scan(self.root, self.settings.max_file_bytes, self.settings.extra_ignores), self.meta.file_hashes()
+        if result is None:
+            result = scan(self.root, self.settings.max_file_bytes, self.settings.extra_ignores)
+            stored = self.meta.file_hashes()
+        if before is None or _folder_identity(self.root) != before:
+            # The folder moved away (or was swapped) under the walk: what it saw is not the workspace, and
+            # taken as such every file was deleted from the index (a `mv repo repo.old` for a few seconds
+            # cost a full re-index; a hostile newcomer, session 28). Nothing is written; the next run redoes it.
+            raise WorkspaceGone(self.root)
+        return result, stored
 
     def _admit_buffers(self, buffers: dict[str, str]) -> tuple[dict[str, bytes], dict[str, str]]:
         """The buffers that may be indexed, as UTF-8 bytes, and the others with the reason.

@@ -10,6 +10,7 @@ that ``delphi mcp`` forwards to, so every agent shares one warm index.
 from __future__ import annotations
 
 import io
+import json
 import logging
 import os
 import re
@@ -99,14 +100,40 @@ def without_lone_surrogates(line: str) -> str:
     return _LONE.sub(_pair_or_replacement, line) if "\\u" in line else line
 
 
+# A `params` member whose value is not an object or null (a fast test; a match is parsed to be sure).
+_ODD_PARAMS = re.compile(r'"params"\s*:\s*[^\s{n]')
+
+
+def with_params_checked(line: str) -> str:
+    """A request whose ``params`` is not an object (``"params": "str"``, a list) was dropped by the SDK's parser
+    with no reply, and the client waited for ever (a hostile newcomer, session 28). It becomes a `tools/call`
+    with empty params under the same id, which the SDK answers with JSON-RPC's -32602 "Invalid request
+    parameters": the error the original deserved, under its id."""
+    if not _ODD_PARAMS.search(line):
+        return line
+    try:
+        msg = json.loads(line)
+    except ValueError:
+        return line
+    if not isinstance(msg, dict) or not isinstance(msg.get("method"), str) or msg.get("params") is None:
+        return line
+    rid = msg.get("id")
+    if isinstance(msg["params"], dict) or not isinstance(rid, int | str) or isinstance(rid, bool):
+        return line  # a notification gets no reply either way
+    log.warning("request %r (%s): params must be an object, got %s; answered as invalid params", rid,
+                msg["method"][:80], type(msg["params"]).__name__)
+    return json.dumps({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {}}) + "\n"
+
+
 class _Lines:
-    """stdin's lines, each with its lone surrogate escapes replaced (what ``stdio_server`` reads)."""
+    """stdin's lines, each with its lone surrogate escapes replaced and a request whose params are not an
+    object made one the SDK answers (what ``stdio_server`` reads)."""
 
     def __init__(self, text: io.TextIOBase) -> None:
         self._text = text
 
     def readline(self) -> str:
-        return without_lone_surrogates(self._text.readline())
+        return with_params_checked(without_lone_surrogates(self._text.readline()))
 
 
 def _claimed_stdin() -> Any:

@@ -1,0 +1,48 @@
+"""A file git tracks that a later `.gitignore` matches: not indexed (the ignore rules win, as in ripgrep), and
+listed by a full health report instead of "0 skipped" (a hostile newcomer, session 28). Real git, real engine."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from delphi_ls.engine import Engine
+
+
+def _git(ws: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(ws), *args], check=True, capture_output=True)
+
+
+def test_tracked_files_the_ignore_rules_exclude_are_listed_not_indexed(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "build").mkdir(parents=True)
+    _git(ws, "init", "-q")
+    _git(ws, "config", "user.email", "t@t")
+    _git(ws, "config", "user.name", "t")
+    (ws / "build" / "keep.py").write_text("def tracked_build_helper():\n    return 1\n")
+    (ws / "main.py").write_text("def main_entry():\n    return 2\n")
+    (ws / "forced.log.py").write_text("def forced_in():\n    return 3\n")
+    _git(ws, "add", "-A")
+    _git(ws, "commit", "-qm", "c")
+    (ws / ".gitignore").write_text("build/\n*.log.py\n")
+    (ws / "other.log.py").write_text("def untracked_ignored():\n    return 4\n")  # ignored, never tracked: not listed
+    _git(ws, "add", ".gitignore")
+    _git(ws, "commit", "-qm", "ignore")
+    with Engine(ws, index_dir=tmp_path / "idx", vectors=False) as eng:
+        eng.index()
+        assert eng.symbols("tracked_build_helper") == []
+        assert [r["path"] for r in eng.symbols("main_entry")] == ["main.py"]
+        h = eng.health()
+        assert h["trackedButIgnored"] == {"count": 2, "paths": ["build/keep.py", "forced.log.py"]}
+        notes = [p for p in h["problems"] if p["code"] == "tracked_but_ignored"]
+        assert len(notes) == 1 and notes[0]["severity"] == "info" and "build/keep.py" in notes[0]["message"]
+        assert eng.health(full=False)["trackedButIgnored"] is None  # a status poll does not run git
+
+
+def test_a_folder_without_git_lists_nothing(tmp_path: Path) -> None:
+    ws = tmp_path / "plain"
+    ws.mkdir()
+    (ws / "a.py").write_text("x = 1\n")
+    with Engine(ws, index_dir=tmp_path / "idx", vectors=False) as eng:
+        eng.index()
+        assert eng.health()["trackedButIgnored"] is None
