@@ -286,6 +286,14 @@ def cmd_context(args: argparse.Namespace) -> int:
             print(f"delphi: error: --draft: not a file: {args.draft}", file=sys.stderr)
             return USAGE
         draft = Path(args.draft).read_text(encoding="utf-8", errors="replace")
+    if args.trace:  # a folder there cost the answer, after the work, with a traceback (a newcomer, session 29)
+        trace = Path(args.trace).expanduser()
+        if trace.is_dir():
+            print(f"delphi: error: --trace: {args.trace} is a folder; give a file to append to", file=sys.stderr)
+            return USAGE
+        if not trace.parent.is_dir():
+            print(f"delphi: error: --trace: the folder of {args.trace} does not exist", file=sys.stderr)
+            return USAGE
     with _engine(args) as eng:
         anchors = [workspace_path(a, eng.root) for a in args.anchor or []]
         for a in anchors:  # a mistyped anchor fails before any indexing work
@@ -438,6 +446,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     unknown = [b for b in baselines if b not in EVAL_BASELINES]
     if unknown:
         raise RequestError("baselines", f"unknown baseline(s) {', '.join(unknown)} (known: {', '.join(EVAL_BASELINES)})")
+    if args.out:  # checked before the run: a folder there lost a whole run's results (a newcomer, session 29)
+        out = Path(args.out).expanduser()
+        if out.is_dir() or not out.parent.is_dir():
+            why = "is a folder" if out.is_dir() else "is in a folder that does not exist"
+            print(f"delphi: error: --out: {args.out} {why}; give a file to write", file=sys.stderr)
+            return USAGE
     try:
         result = evaluate_history(args.history, args.changes, baselines, args.work,
                                   log=lambda m: print(m, file=sys.stderr), **_overrides(args))

@@ -95,7 +95,7 @@ def _ignore_own_files(index_dir: Path, root: Path) -> None:
     marker = folder / ".gitignore"
     if not marker.exists():
         try:
-            marker.write_text("# Delphi's index: nothing here is source\n*\n")
+            marker.write_text(MARKER)
         except OSError:
             pass  # a read-only index (a shared snapshot) cannot hold it; the walk then skips binary files only
 
@@ -138,6 +138,38 @@ class IndexFolderUnusable(OSError):
     """The index folder cannot be made or written; the message says which and what to do."""
 
 
+# What an index folder holds from its first open on (the locks, the manifest, the stores): a folder holding other
+# things and none of these is someone else's.
+INDEX_ENTRIES = frozenset({"meta.sqlite", "writer.lock", "open.lock", "tantivy", "whoosh", "chroma"})
+MARKER = "# Delphi's index: nothing here is source\n*\n"  # the .gitignore an index folder gets (_ignore_own_files)
+
+
+def check_index_folder(index_dir: Path, root: Path) -> None:
+    """Refuse an index folder that would index itself or take over another folder (a newcomer, session 29):
+    the workspace itself or a folder above it (the index indexed its own files at every run and wrote into the
+    workspace), or a folder that already holds other things (another project, the home folder: Delphi filled it
+    and its `.gitignore` of `*` hid that project's files from git)."""
+    folder = index_dir.expanduser().resolve()
+    if folder == root or folder in root.parents:
+        raise IndexFolderUnusable(f"the index folder {index_dir} is the workspace {root} or a folder above it (the "
+                                  f"index would index itself): give a folder outside it, or a subfolder such as "
+                                  f"{root / '.delphi'}")
+    try:
+        names = set(os.listdir(folder))
+    except OSError:
+        return  # not there yet (made next), or not readable: the open says what is wrong
+    if not names or names & INDEX_ENTRIES:
+        return
+    try:
+        ours = names == {".gitignore"} and (folder / ".gitignore").read_text() == MARKER
+    except (OSError, UnicodeDecodeError):
+        ours = False
+    if not ours:
+        some = ", ".join(sorted(names)[:3]) + (", ..." if len(names) > 3 else "")
+        raise IndexFolderUnusable(f"the index folder {index_dir} already holds other files ({some}) and is not a "
+                                  "Delphi index: give an empty or new folder")
+
+
 def _writable(folder: Path) -> None:
     """Raise the OSError that writing in ``folder`` would (a read-only mount, a folder of another user)."""
     if os.statvfs(folder).f_flag & os.ST_RDONLY:
@@ -155,6 +187,7 @@ class Engine:
         roots.check(self.root)  # not a home folder or `/` (workspace/roots.py)
         self.settings = settings or Settings.load(self.root, overrides)
         self.index_dir = self.settings.index_path(self.root)
+        check_index_folder(self.index_dir, self.root)
         try:
             # 0700: the index holds the workspace's text; other local users need not read it (a new folder only).
             self.index_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -183,6 +216,7 @@ class Engine:
             self._start_from_snapshot(self.settings.snapshot)
         self._open_flock = hold_open(self.index_dir)  # a snapshot load refuses while this engine is open
         self.meta = self._open_meta()
+        self._check_owner()
         fmt = self.meta.get_state("format")
         self.rebuilt_from_format: int | None = None
         if fmt not in (None, INDEX_FORMAT):
@@ -429,6 +463,31 @@ class Engine:
             meta.close()
             raise
         return meta
+
+    def _check_owner(self) -> None:
+        """One index folder, one workspace: with one `index_dir` for all, each workspace opened wiped and re-indexed
+        the other's index without a word (a newcomer, session 29). The index of another workspace that is still
+        there is refused. Taken over: one whose workspace is gone (moved, renamed), and a copy made with a copy
+        of its workspace (most of the files it lists are here, the same size)."""
+        stored = self.meta.get_state("root")
+        if stored is None or stored == str(self.root) or not Path(stored).is_dir() or self._copy_of_this_workspace():
+            return
+        self.meta.close()
+        self._open_flock.close()
+        raise IndexFolderUnusable(f"the index folder {self.index_dir} holds the index of another workspace, {stored}: "
+                                  "give each workspace an index folder of its own (or delete this one to start over)")
+
+    def _copy_of_this_workspace(self, n: int = 64) -> bool:
+        rows = [(p, size) for p, size in self.meta.sample_files(n) if size >= 0]
+        if not rows:
+            return True  # nothing indexed yet: nothing of another workspace's to lose
+        same = 0
+        for path, size in rows:
+            try:
+                same += os.lstat(self.root / path).st_size == size
+            except (OSError, ValueError):
+                pass
+        return same >= 0.8 * len(rows)
 
     def _open_meta(self) -> MetaStore:
         """Open the manifest; a damaged one (truncated, overwritten) is moved aside and a new one started.
@@ -733,6 +792,7 @@ class Engine:
             raise FileNotFoundError(f"workspace folder not found: {root}")
         settings = settings or Settings.load(root, overrides)
         index_dir = settings.index_path(root)
+        check_index_folder(index_dir, root)
         if only_if_new and (index_dir / "meta.sqlite").exists():
             return None
         serving = load_embedder(settings.embedder).identity.as_dict() if settings.vectors else None
@@ -1218,6 +1278,8 @@ class Engine:
     # ------------------------------------------------------------------ queries
     def normalise_anchor(self, anchor: str, field: str = "anchors") -> str:
         """A workspace-relative path for an existing file; errors name ``field`` (the caller's parameter)."""
+        if isinstance(anchor, os.PathLike):
+            anchor = os.fspath(anchor)
         if not isinstance(anchor, str) or not anchor:
             raise RequestError(field, "each anchor must be a non-empty string" if field == "anchors"
                                else "must be a non-empty path")
@@ -1275,7 +1337,9 @@ class Engine:
                 budget_tokens: int | None = None, kinds: list[str] | None = None,
                 trace_file: str | Path | None = None) -> ContextAnswer:
         """The Python API's spelling of :meth:`answer` (keyword arguments instead of a request)."""
-        req = ContextRequest(query=query, anchors=anchors or [], draft=draft, limit=limit,
+        # A pathlib.Path is a path here as in the constructor (it was refused: a newcomer, session 29).
+        anchors = [os.fspath(a) if isinstance(a, os.PathLike) else a for a in anchors or []]
+        req = ContextRequest(query=query, anchors=anchors, draft=draft, limit=limit,
                              budget_tokens=budget_tokens, kinds=kinds)
         return self.answer(req, trace_file=trace_file)
 
@@ -1324,9 +1388,17 @@ class Engine:
         r.timings["total"] = round((time.perf_counter() - t_start) * 1000, 2)
         trace = trace_file or self.settings.trace_path(self.index_dir)  # settings: under the index folder
         if trace:
-            write_trace(Path(trace), out, r.lists, r.weights,
-                        {"query": query, "anchors": sent, "draft": req.draft, "limit": req.limit,
-                         "budgetTokens": req.budget_tokens, "kinds": req.kinds})
+            try:
+                write_trace(Path(trace), out, r.lists, r.weights,
+                            {"query": query, "anchors": sent, "draft": req.draft, "limit": req.limit,
+                             "budgetTokens": req.budget_tokens, "kinds": req.kinds})
+                self.warnings.pop("trace_file", None)
+            except OSError as e:
+                # A trace that cannot be written (a folder, a read-only place) must not cost the answer: the
+                # language server failed every question with -32603 (a newcomer, session 29). Health says why.
+                if "trace_file" not in self.warnings:
+                    log.warning("cannot write the trace to %s: %s", trace, e)
+                self.warnings["trace_file"] = f"traces cannot be written to {trace}: {e.strerror or e}"
         return out
 
     def retrieve(self, query: str, anchors: list[str] | None = None, draft: str | None = None) -> Retrieval:
@@ -1401,6 +1473,9 @@ class Engine:
         self._open_or_raise()
         if not isinstance(query, str):
             raise RequestError("query", "must be a string")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise RequestError("limit", f"must be an integer from 1, got {limit!r}")
+        # An empty query answers: LSP's workspace/symbol sends "" to list symbols (the CLI and MCP refuse it).
         ql = query.lower().strip()
         table = self.view().symbols
         scored = {name: score for name in table.names() if (score := _fuzzy(ql, name)) is not None}

@@ -176,7 +176,12 @@ class Session:
                 return self.engines[root]
             try:
                 self.engines[root] = Engine(root, Settings.load(root, self.options))
-            except (SettingsError, FileNotFoundError, OSError, RequestError, WorkspaceRefused) as e:
+            except Exception as e:
+                # Any failure to open one folder is said and leaves the others served: an unforeseen one (a
+                # settings file's UnicodeDecodeError, session 29) escaped `initialized`, and the language server
+                # then refused every request as "not initialized".
+                if not isinstance(e, SettingsError | FileNotFoundError | OSError | RequestError | WorkspaceRefused):
+                    log.exception("opening %s failed", root)
                 self.events.message("error", f"Delphi cannot open {root}: {e}")
                 # Said again by each request that finds no folder open ("no workspace folder is open" read as if
                 # none had been given: a newcomer's read-only index folder, session 27).

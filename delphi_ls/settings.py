@@ -24,6 +24,7 @@ import dataclasses
 import difflib
 import hashlib
 import logging
+import math
 import os
 import re
 import tomllib
@@ -159,7 +160,7 @@ class Settings:
         origin: dict[str, str] = {}  # setting name -> the source its value came from (for error messages)
         known = [f.name for f in fields(cls)]
         if workspace is not None:
-            repo, where = _file_settings(workspace)
+            repo, where = _file_settings(workspace, unknown)
             repo_file = workspace / where.split(" ")[0]  # where: "delphi.toml" or "pyproject.toml [tool.delphi]"
             for key, value in repo.items():
                 if snake_case(key) not in known:
@@ -257,8 +258,10 @@ class Settings:
             for b, w in self.branch_weights.items():
                 if b not in known:
                     raise SettingsError("branch_weights", f"unknown branch {b!r} (known: {', '.join(known)})")
-                if not isinstance(w, (int, float)) or w < 0:
-                    raise SettingsError("branch_weights", f"weight of {b!r} must be a number >= 0")
+                # nan passed `w < 0`, inf and true passed too: a repository's file scrambled the ranking and the
+                # language server sent `"score": NaN`, which is no JSON (a newcomer, session 29).
+                if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0:
+                    raise SettingsError("branch_weights", f"weight of {b!r} must be a finite number >= 0, got {w!r}")
         if self.chroma_url is not None and not re.match(r"^https?://[^/\s]+", self.chroma_url):
             raise SettingsError("chroma_url", f"{self.chroma_url!r} is not an http(s) URL")
 
@@ -374,18 +377,34 @@ def _read_toml(path: Path) -> dict[str, Any]:
             return dict(tomllib.load(f))
     except tomllib.TOMLDecodeError as e:
         raise SettingsError(str(path), f"not valid TOML: {e}") from None
+    except UnicodeDecodeError as e:  # a Latin-1 comment was a traceback from every front (a newcomer, session 29)
+        raise SettingsError(str(path), f"not valid TOML: not UTF-8 at byte {e.start}") from None
+    except OSError as e:
+        raise SettingsError(str(path), f"cannot be read: {e.strerror or e}") from None
 
 
-def _file_settings(workspace: Path) -> tuple[dict[str, Any], str]:
-    """The repository's own settings and the file they came from (for messages)."""
+def _file_settings(workspace: Path, warnings: list[str] | None = None) -> tuple[dict[str, Any], str]:
+    """The repository's own settings and the file they came from (for messages). ``delphi.toml`` is Delphi's
+    own: a broken one is an error. A ``pyproject.toml`` is the project's, mostly about other tools: one that
+    does not parse, or whose ``tool`` is not a table, is said in ``warnings`` and not read (it stopped every
+    command, a cloned repository locking its user out; a newcomer, session 29)."""
     toml = workspace / "delphi.toml"
     if toml.is_file():
         return _read_toml(toml), "delphi.toml"
     pyproject = workspace / "pyproject.toml"
     if pyproject.is_file():
-        table = _read_toml(pyproject).get("tool", {}).get("delphi", {})
+        try:
+            tool = _read_toml(pyproject).get("tool", {})
+        except SettingsError as e:
+            if warnings is not None:
+                warnings.append(f"{pyproject}: {e.message}; its [tool.delphi] is not read")
+            return {}, ""
+        table = tool.get("delphi", {}) if isinstance(tool, dict) else None
         if not isinstance(table, dict):
-            raise SettingsError(str(pyproject), "[tool.delphi] must be a table")
+            if warnings is not None:
+                what = "[tool.delphi]" if isinstance(tool, dict) else "[tool]"
+                warnings.append(f"{pyproject}: {what} is not a table; not read")
+            return {}, ""
         return dict(table), "pyproject.toml [tool.delphi]"
     return {}, ""
 

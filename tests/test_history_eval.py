@@ -81,3 +81,29 @@ def test_eval_history_scores_engine_and_baselines(repo: Path, tmp_path: Path,
     assert code2test["systems"]["engine"]["top"][0] in code2test["gold"]
     assert f"change {code2test['commit'][:12]} asked at its parent" in said.err + said.out
     assert set(result["summary"]["overall"]) == {"engine", "bm25", "grep", "heuristic"}
+
+
+def test_a_work_folder_that_is_not_delphi_s_is_refused_before_anything_is_written(
+        repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--work` on the repository (or any folder with a `tree/`) had that folder emptied for every base commit,
+    uncommitted files lost, exit 0 (a newcomer, session 29). `--out` naming a folder lost the run's results."""
+    (repo / "tree").mkdir()
+    (repo / "tree" / "draft.txt").write_text("uncommitted work\n")
+    mine_ = tmp_path / "w"
+    (mine_ / "tree").mkdir(parents=True)
+    (mine_ / "tree" / "mine.txt").write_text("precious\n")
+    a_file = tmp_path / "afile"
+    a_file.write_text("x")
+    for work, said in ((repo, "is inside the repository"), (repo / "scratch", "is inside the repository"),
+                       (mine_, "already holds other files"), (a_file, "is not a folder")):
+        assert main(["eval", "--history", str(repo), "-n", "1", "--work", str(work), "--baselines", ""]) == 2
+        err = capsys.readouterr().err
+        assert f"--work: {work}" in err and said in err, err
+    assert (repo / "tree" / "draft.txt").read_text() == "uncommitted work\n" and not (repo / "scratch").exists()
+    assert (mine_ / "tree" / "mine.txt").read_text() == "precious\n"
+    assert main(["eval", "--history", str(repo), "-n", "1", "--out", str(tmp_path), "--baselines", ""]) == 2
+    assert f"--out: {tmp_path} is a folder" in capsys.readouterr().err
+    fresh = tmp_path / "fresh"  # a new folder is made Delphi's, and can be given again
+    for _ in range(2):
+        assert main(["eval", "--history", str(repo), "-n", "1", "--work", str(fresh), "--baselines", ""]) == 0
+    assert (fresh / ".delphi-eval").is_file() and (fresh / "tree").is_dir()

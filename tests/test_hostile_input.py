@@ -511,3 +511,42 @@ def test_an_index_run_on_a_folder_gone_or_swapped_writes_nothing(tmp_path: Path,
         assert eng.counts()["files"] == 2
         rep = eng.index()  # the empty folder is the workspace now: a run on it is believed
         assert rep.files_deleted == 2 and eng.counts()["files"] == 0
+
+
+def test_a_trace_that_cannot_be_written_costs_no_answer(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    """`--trace DIR` or a `trace_file` setting naming a folder threw the answer away with a traceback, and the
+    language server failed every question with -32603 (a newcomer, session 29)."""
+    from delphi_ls.cli import main
+
+    root = _ws(tmp_path / "ws", {"a.py": "def alpha():\n    return 1\n"})
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    with Engine(root, index_dir=tmp_path / "idx", vectors=False, trace_file=str(folder)) as eng:
+        eng.index()
+        assert [r["path"] for r in eng.context("alpha")["results"]][:1] == ["a.py"]
+        warned = [p for p in eng.health()["problems"] if p["code"] == "trace_file"]
+        assert warned and warned[0]["severity"] == "warning" and str(folder) in warned[0]["message"]
+    args = ["context", str(root), "alpha", "--index-dir", str(tmp_path / "idx"), "--no-vectors"]
+    assert main([*args, "--trace", str(folder)]) == 2
+    assert f"--trace: {folder} is a folder" in capsys.readouterr().err
+    assert main([*args, "--trace", str(tmp_path / "no" / "t.jsonl")]) == 2
+    assert "--trace: the folder of" in capsys.readouterr().err
+    assert main([*args, "--trace", str(tmp_path / "t.jsonl")]) == 0
+    assert (tmp_path / "t.jsonl").read_text().count("\n") == 1
+
+
+def test_the_python_api_takes_path_objects_and_checks_a_symbols_limit(tmp_path: Path):
+    """`anchors=[Path(...)]` and `related_code(Path(...))` were refused though the constructor takes a Path;
+    `symbols(q, limit=-1)` answered [] (a newcomer, session 29)."""
+    from delphi_ls.api import RequestError
+
+    root = _ws(tmp_path / "ws", {"app.py": "def alpha():\n    return 1\n",
+                                 "tests/test_app.py": "from app import alpha\n\ndef test_alpha():\n    assert alpha()\n"})
+    with Engine(root, index_dir=tmp_path / "idx", vectors=False) as eng:
+        eng.index()
+        ans = eng.context("alpha", anchors=[Path("tests/test_app.py")])
+        assert ans["query"]["anchors"] == ["tests/test_app.py"]
+        assert [r["path"] for r in eng.related_code(Path("tests/test_app.py"))] == ["app.py"]
+        assert [r["path"] for r in eng.related_tests(root / "app.py")] == ["tests/test_app.py"]
+        with pytest.raises(RequestError, match="limit"):
+            eng.symbols("alpha", limit=-1)

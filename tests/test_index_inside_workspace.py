@@ -3,11 +3,13 @@ tantivy's meta.json is text and changes at every commit, so every pass re-indexe
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 
 from delphi_ls import Engine
+from delphi_ls.engine import IndexFolderUnusable
 from tests.conftest import copy_fixture
 
 
@@ -24,8 +26,57 @@ def test_index_folder_inside_the_workspace_is_not_indexed(tmp_path: Path, store:
             assert rep.files_indexed == 0, f"run {run} re-indexed {rep.files_indexed} files"
 
 
-def test_no_ignore_file_is_written_into_the_workspace_itself(tmp_path: Path):
+@pytest.mark.parametrize("where", ["the workspace", "above it"])
+def test_the_workspace_or_a_folder_above_it_is_refused_as_index_folder(tmp_path: Path, where: str):
+    """`--index-dir ws` was accepted: the index indexed its own files at every run (its skipped list grew each
+    time) and wrote into the workspace (a newcomer, session 29)."""
     ws = copy_fixture("ledger", tmp_path / "ws")
-    with Engine(ws, index_dir=str(ws), vectors=False):
-        pass
-    assert not (ws / ".gitignore").exists() or "Delphi's index" not in (ws / ".gitignore").read_text()
+    before = sorted(p.name for p in ws.iterdir())
+    idx = ws if where == "the workspace" else tmp_path
+    with pytest.raises(IndexFolderUnusable, match="is the workspace .* or a folder above it"):
+        Engine(ws, index_dir=str(idx), vectors=False)
+    assert sorted(p.name for p in ws.iterdir()) == before  # nothing written
+
+
+def test_a_folder_holding_other_things_is_refused_as_index_folder(tmp_path: Path):
+    """`--index-dir other-project` filled another project with index files and a `.gitignore` of `*` that hid its
+    untracked files from git; `--index-dir ~` did the same to the home folder (a newcomer, session 29)."""
+    ws = copy_fixture("ledger", tmp_path / "ws")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "lib.py").write_text("def other_fn():\n    pass\n")
+    with pytest.raises(IndexFolderUnusable, match="already holds other files .lib.py. and is not a Delphi index"):
+        Engine(ws, index_dir=str(other), vectors=False)
+    assert sorted(p.name for p in other.iterdir()) == ["lib.py"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with Engine(ws, index_dir=str(empty), vectors=False) as eng:  # an empty folder, and then its own index, are fine
+        eng.index()
+    with Engine(ws, index_dir=str(empty), vectors=False) as eng:
+        assert eng.counts()["files"] > 0
+
+
+def test_one_index_folder_serves_one_workspace(tmp_path: Path):
+    """One `index_dir` for every workspace: each one opened wiped and re-indexed the other's index without a word
+    (a newcomer, session 29). Refused while the other workspace is there; taken over once it is gone (moved)."""
+    a = copy_fixture("ledger", tmp_path / "a")
+    b = tmp_path / "b"
+    b.mkdir()
+    (b / "other.py").write_text("def other_fn():\n    return 1\n")
+    idx = tmp_path / "idx"
+    with Engine(a, index_dir=str(idx), vectors=False) as eng:
+        eng.index()
+        files = eng.counts()["files"]
+    with pytest.raises(IndexFolderUnusable, match=f"holds the index of another workspace, {a.resolve()}"):
+        Engine(b, index_dir=str(idx), vectors=False)
+    with Engine(a, index_dir=str(idx), vectors=False) as eng:  # untouched
+        assert eng.counts()["files"] == files and eng.index().files_indexed == 0
+    shutil.copytree(a, tmp_path / "a-copy")  # a copy of the workspace with a copy of its index: taken over
+    shutil.copytree(idx, tmp_path / "idx-copy")
+    with Engine(tmp_path / "a-copy", index_dir=str(tmp_path / "idx-copy"), vectors=False) as eng:
+        assert eng.index().files_indexed == 0
+    a.rename(tmp_path / "a-moved")
+    with Engine(tmp_path / "a-moved", index_dir=str(idx), vectors=False) as eng:
+        assert eng.index().files_indexed == 0  # the moved workspace keeps its index
+    with pytest.raises(IndexFolderUnusable, match="a-moved"):  # its workspace lives on, moved: refused again
+        Engine(b, index_dir=str(idx), vectors=False)

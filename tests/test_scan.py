@@ -2,6 +2,7 @@ from pathlib import Path
 
 import pytest
 
+from delphi_ls.settings import Settings
 from delphi_ls.workspace.kinds import file_kind, stem_of
 from delphi_ls.workspace.scan import scan
 
@@ -136,3 +137,33 @@ def test_the_quick_ignore_test_gives_pathspecs_verdicts() -> None:
             checked += 1
             matched += want is not None
     assert checked == 12_000 and 2_000 < matched < 10_000  # both kinds of verdict were met
+
+
+def test_a_worktree_s_git_file_is_not_indexed_and_its_info_exclude_is_read(tmp_path: Path):
+    """In a git worktree (and a submodule) `.git` is a file naming the main repository's absolute path: it was
+    indexed as config (and travelled in snapshots), and the main repository's info/exclude, which git applies
+    there, was not read (a newcomer, session 29). Real git."""
+    import subprocess
+
+    from delphi_ls.workspace.scan import skip_reason
+
+    main = tmp_path / "main"
+    main.mkdir()
+    run = lambda *a: subprocess.run(["git", "-C", str(main), *a], check=True, capture_output=True)  # noqa: E731
+    run("init", "-q")
+    run("config", "user.email", "t@t")
+    run("config", "user.name", "t")
+    (main / "app.py").write_text("def app():\n    return 1\n")
+    run("add", "-A")
+    run("commit", "-qm", "c")
+    run("worktree", "add", "-q", str(tmp_path / "wt"), "-b", "side")
+    with open(main / ".git" / "info" / "exclude", "a") as f:
+        f.write("scratch_notes.txt\n")
+    wt = tmp_path / "wt"
+    (wt / "scratch_notes.txt").write_text("private scratch notes\n")
+    (wt / "kept.py").write_text("x = 1\n")
+    got = scan(wt, 1_000_000)
+    assert sorted(f.path for f in got.files) == ["app.py", "kept.py"], got.files
+    assert ".git" not in got.skipped
+    assert skip_reason(wt, ".git", Settings()) is not None
+    assert skip_reason(wt, "scratch_notes.txt", Settings()) is not None

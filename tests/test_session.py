@@ -188,15 +188,21 @@ def _indexed_then_edited(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_with_several_folders_the_indexing_note_names_its_folder(tmp_path: Path, monkeypatch):
     """`delphi mcp A B`: a note that a folder is still being caught up did not say which (session 27)."""
+    import shutil
+
     import delphi_ls.session as session_mod
     from delphi_ls.mcp.tools import run_tool
+    from delphi_ls.settings import Settings
 
     ws, index = _indexed_then_edited(tmp_path)
     other = tmp_path / "other"
     other.mkdir()
     (other / "lone.py").write_text("def lone_function():\n    return 1\n")
     monkeypatch.setattr(session_mod, "CATCH_UP_WAIT_FILES", 0)
-    s = Session(None, {"indexDir": str(index), "vectors": False})
+    # Each folder its own index (one indexDir for both is refused: session 29), in a cache folder of the test's.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    shutil.move(index, Settings().index_path(ws))
+    s = Session(None, {"vectors": False})
     try:
         s.add_folder(ws)  # no worker started: the first folder's catch-up is pending
         s.add_folder(other)

@@ -25,6 +25,12 @@ def test_pyproject_tool_table(tmp_path: Path):
     ({"reranker_weight": 3}, "reranker_weight"),
     ({"chroma_url": "not a url"}, "chroma_url"),
     ({"vectors": "maybe"}, "vectors"),
+    # nan passed `w < 0`; inf and true passed too: the ranking was scrambled and the language server sent
+    # `"score": NaN`, which is no JSON (a newcomer, session 29)
+    ({"branch_weights": {"bm25": float("nan")}}, "branch_weights"),
+    ({"branch_weights": {"bm25": float("inf")}}, "branch_weights"),
+    ({"branch_weights": {"bm25": True}}, "branch_weights"),
+    ({"branch_weights": "bm25=nan"}, "branch_weights"),
 ])
 def test_bad_values_name_the_key(raw, key):
     with pytest.raises(SettingsError) as e:
@@ -60,3 +66,25 @@ def test_vscode_settings_map_one_to_one():
         Settings.from_dict({key: default})
         snake = re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), key)
         assert default == server_defaults[snake], f"delphi.{key}: the extension says {default!r}, the server {server_defaults[snake]!r}"
+
+
+def test_a_settings_file_that_is_not_utf8_is_a_clear_error(tmp_path: Path):
+    """A Latin-1 comment was a UnicodeDecodeError traceback from every front (a newcomer, session 29)."""
+    (tmp_path / "delphi.toml").write_bytes(b"chunk_chars = 1000 # M\xfcller\n")
+    with pytest.raises(SettingsError, match="not valid TOML: not UTF-8 at byte 22"):
+        Settings.load(tmp_path, env={})
+
+
+@pytest.mark.parametrize("text,said", [
+    (b"\xff\xfe", "not valid TOML: not UTF-8 at byte 0; its [tool.delphi] is not read"),
+    (b'tool = "x"\n', "[tool] is not a table; not read"),
+    (b'[tool]\ndelphi = 3\n', "[tool.delphi] is not a table; not read"),
+    (b"[project\n", "not valid TOML"),
+])
+def test_a_broken_pyproject_is_a_warning_not_a_lock_out(tmp_path: Path, text: bytes, said: str):
+    """The project's pyproject.toml is mostly other tools': one that does not parse stopped every command (a
+    cloned repository locking its user out). Its [tool.delphi] is not read, and health says why."""
+    (tmp_path / "pyproject.toml").write_bytes(text)
+    s = Settings.load(tmp_path, env={})
+    assert s.chunk_chars == Settings().chunk_chars
+    assert len(s.unknown) == 1 and said in s.unknown[0], s.unknown

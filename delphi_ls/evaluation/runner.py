@@ -21,6 +21,28 @@ from .history import checkout, git_dir_of, mine
 from .scoring import KS, ask, gold_of, metrics, summarise
 
 BASELINES = ("bm25", "grep", "heuristic")
+WORK_MARK = ".delphi-eval"  # a --work folder Delphi made its own: its tree/ and index/ may be replaced
+
+
+def work_folder(work: str | Path, repo: str | Path, git_dir: Path) -> Path:
+    """The ``--work`` folder, checked before anything is written: its ``tree/`` is emptied for every base commit,
+    so a folder inside the repository, or one holding anything Delphi did not put there, is refused (`--work`
+    on the repository deleted its `tree/` folder, uncommitted files included; a newcomer, session 29)."""
+    given = Path(work).expanduser()
+    if given.exists() and not given.is_dir():
+        raise ValueError(f"--work: {work} is not a folder")
+    folder = given.resolve()
+    repo_root = Path(repo).resolve()
+    for top in {repo_root, git_dir.resolve().parent if git_dir.name == ".git" else repo_root}:
+        if folder == top or top in folder.parents or folder in top.parents:
+            raise ValueError(f"--work: {work} is inside the repository {top} (or holds it); the scratch trees and "
+                             "index are written there and replaced: give a folder outside it")
+    if folder.is_dir() and any(folder.iterdir()) and not (folder / WORK_MARK).is_file():
+        raise ValueError(f"--work: {work} already holds other files; give an empty or new folder (Delphi replaces "
+                         "its tree/ at every commit)")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / WORK_MARK).write_text("a scratch folder of `delphi eval --history`: tree/ and index/ are replaced\n")
+    return folder
 
 
 def evaluate_history(path: str | Path, limit: int = 50, baselines: tuple[str, ...] = BASELINES,
@@ -29,6 +51,8 @@ def evaluate_history(path: str | Path, limit: int = 50, baselines: tuple[str, ..
     from ..engine import Engine  # the engine imports evaluation's siblings; keep the import one-way at load
 
     git_dir = git_dir_of(path)
+    if work:
+        work = work_folder(work, path, git_dir)  # before the mining: a wrong folder costs nothing
     why_not = Counter[str]()
     samples = mine(path, limit, skipped=why_not, need_source=True)
     used = len({s["fix_commit"] for s in samples})

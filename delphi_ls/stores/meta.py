@@ -438,6 +438,11 @@ class MetaStore:
                                             "OR (path > ? AND path < ?)", (p, p + "/", p + "0")).fetchall()
         return {p: (h, s, m) for p, h, s, m in rows}
 
+    def sample_files(self, n: int) -> list[tuple[str, int]]:
+        """(path, size) of at most ``n`` indexed files, spread over the manifest (saved buffers: size -1)."""
+        with self._lock:
+            return self.db.execute("SELECT path, size FROM files ORDER BY random() LIMIT ?", (n,)).fetchall()
+
     def files(self) -> list[tuple[str, str, int]]:
         """(path, kind, n_chunks) for every indexed file."""
         with self._lock:

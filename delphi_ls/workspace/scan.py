@@ -219,8 +219,28 @@ def utf8_name(name: str) -> bool:
         return False
 
 
+def _info_exclude(root: Path) -> Path:
+    """The repository's ``info/exclude``: in ``.git/`` for a plain clone; for a worktree or a submodule, whose
+    ``.git`` is a file naming its git folder (``gitdir: ...``), in that folder's common dir (a worktree's files
+    that git hides were indexed; a newcomer, session 29). Read only as ignore patterns: it can only keep files
+    out of the index, whatever folder a hostile ``.git`` file names."""
+    dot = root / ".git"
+    try:
+        if stat.S_ISREG(os.lstat(dot).st_mode):
+            m = re.match(r"gitdir:\s*(.+)", "\n".join(_read_lines(dot)[:1]))
+            if m:
+                gitdir = Path(m.group(1).strip())
+                gitdir = gitdir if gitdir.is_absolute() else root / gitdir
+                common = (_read_lines(gitdir / "commondir") or [""])[0].strip()
+                base = (Path(common) if Path(common).is_absolute() else gitdir / common) if common else gitdir
+                return base / "info" / "exclude"
+    except OSError:
+        pass
+    return dot / "info" / "exclude"
+
+
 def _top_ignores(root: Path, extra_ignores: list[str] | None) -> _Ignores:
-    top = _read_lines(root / ".git" / "info" / "exclude") + _read_lines(root / ".delphiignore") + list(extra_ignores or [])
+    top = _read_lines(_info_exclude(root)) + _read_lines(root / ".delphiignore") + list(extra_ignores or [])
     return _Ignores().child("", top)
 
 
@@ -258,8 +278,10 @@ def scan(root: Path, max_file_bytes: int, extra_ignores: list[str] | None = None
             if e.is_symlink():
                 out.skipped[rel] = "symlink (not followed)"
                 continue
+            if e.name in ALWAYS_SKIPPED_DIRS:
+                continue  # a worktree's or submodule's `.git` file too: git never tracks it (it names a local path)
             if e.is_dir(follow_symlinks=False):
-                if e.name in ALWAYS_SKIPPED_DIRS or ign.ignored(rel, True):
+                if ign.ignored(rel, True):
                     continue
                 enter(e.path, rel, ign)
                 continue
@@ -296,7 +318,7 @@ def skip_reason(root: Path, rel: Any, settings: Any, size: int | None = None) ->
     parts = rel.split("/")
     if any(p in ("", ".", "..") for p in parts):
         return "outside the workspace"
-    if any(p in ALWAYS_SKIPPED_DIRS for p in parts[:-1]):
+    if any(p in ALWAYS_SKIPPED_DIRS for p in parts):
         return "inside a version-control folder"
     root = Path(root).resolve()
     ign = _top_ignores(root, getattr(settings, "extra_ignores", None))
