@@ -1589,7 +1589,6 @@ class Engine:
         self.close()
 
 
-
 def _file_type(path: Path) -> str:
     try:
         mode = os.stat(path).st_mode
