@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from delphi_ls import Engine
+from delphi_ls.engine import take_over_index
 from delphi_ls.evaluation.baselines import Baselines, Corpus
 from delphi_ls.evaluation.scoring import ask, corpus_dir, gold_of, metrics, p95, summarise
 from delphi_ls.retrieval.branches.registry import branch_names
@@ -103,6 +104,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 # The same repository at another commit: start from its index, so only the
                 # files that differ are re-chunked and re-embedded.
                 shutil.copytree(last_index_of_repo[repo_key], idx)
+                take_over_index(idx, cdir)  # the copy names the other commit's folder, which is still there
                 seeded = True
             eng = Engine(cdir, **ov)
             if rebuild:

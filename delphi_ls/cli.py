@@ -288,6 +288,7 @@ def cmd_context(args: argparse.Namespace) -> int:
         draft = Path(args.draft).read_text(encoding="utf-8", errors="replace")
     if args.trace:  # a folder there cost the answer, after the work, with a traceback (a newcomer, session 29)
         trace = Path(args.trace).expanduser()
+        args.trace = str(trace)  # `--trace=~/t.jsonl`: no shell expanded it; the check and the write read one path
         if trace.is_dir():
             print(f"delphi: error: --trace: {args.trace} is a folder; give a file to append to", file=sys.stderr)
             return USAGE
@@ -448,6 +449,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise RequestError("baselines", f"unknown baseline(s) {', '.join(unknown)} (known: {', '.join(EVAL_BASELINES)})")
     if args.out:  # checked before the run: a folder there lost a whole run's results (a newcomer, session 29)
         out = Path(args.out).expanduser()
+        args.out = str(out)  # `--out=~/r.json`: no shell expanded it
         if out.is_dir() or not out.parent.is_dir():
             why = "is a folder" if out.is_dir() else "is in a folder that does not exist"
             print(f"delphi: error: --out: {args.out} {why}; give a file to write", file=sys.stderr)

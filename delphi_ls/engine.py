@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import gc
+import json
 import logging
 import os
 import re
@@ -161,13 +162,44 @@ def check_index_folder(index_dir: Path, root: Path) -> None:
     if not names or names & INDEX_ENTRIES:
         return
     try:
-        ours = names == {".gitignore"} and (folder / ".gitignore").read_text() == MARKER
+        # Empty: another process's first open is writing it this instant (review, session 29).
+        ours = names == {".gitignore"} and (folder / ".gitignore").read_text() in ("", MARKER)
     except (OSError, UnicodeDecodeError):
         ours = False
     if not ours:
         some = ", ".join(sorted(names)[:3]) + (", ..." if len(names) > 3 else "")
         raise IndexFolderUnusable(f"the index folder {index_dir} already holds other files ({some}) and is not a "
                                   "Delphi index: give an empty or new folder")
+
+
+def take_over_index(index_dir: str | Path, root: str | Path) -> None:
+    """Make a copied index folder the index of ``root`` (which the copy's manifest does not name): for a caller
+    that copied another workspace's index on purpose to start from it (the benchmark seeding one commit's index
+    from the previous commit's). The next open then brings it up to date incrementally."""
+    meta = MetaStore(Path(index_dir) / "meta.sqlite")
+    try:
+        meta.set_state("root", str(Path(root).resolve()))
+    finally:
+        meta.close()
+
+
+def stored_root(index_dir: Path) -> str | None:
+    """The workspace an existing index folder was built for (read only; None when there is no manifest)."""
+    path = index_dir / "meta.sqlite"
+    if not path.is_file():
+        return None
+    try:
+        # immutable: no -shm or -wal file made beside it (a refused load leaves the folder as it was); the root is
+        # written at the first open and read here only to compare.
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
+        try:
+            row = db.execute("SELECT value FROM state WHERE key='root'").fetchone()
+        finally:
+            db.close()
+        value = json.loads(row[0]) if row else None
+    except (sqlite3.Error, ValueError):
+        return None  # a damaged manifest: the open says so
+    return value if isinstance(value, str) else None
 
 
 def _writable(folder: Path) -> None:
@@ -793,6 +825,11 @@ class Engine:
         settings = settings or Settings.load(root, overrides)
         index_dir = settings.index_path(root)
         check_index_folder(index_dir, root)
+        other = stored_root(index_dir)
+        if other is not None and other != str(root) and Path(other).is_dir():
+            # A shared index folder: the load would replace that workspace's index (review, session 29).
+            raise IndexFolderUnusable(f"the index folder {index_dir} holds the index of another workspace, {other}: "
+                                      "give each workspace an index folder of its own")
         if only_if_new and (index_dir / "meta.sqlite").exists():
             return None
         serving = load_embedder(settings.embedder).identity.as_dict() if settings.vectors else None

@@ -424,6 +424,8 @@ class Session:
                                 self.watch_state.pop(root, None)
                             else:
                                 self.watch_state[root] = before
+                    if paths is not None:
+                        self._schedule(root, None)  # what changed while it was away: one full pass
                 wrote = bool(rep.files_indexed or rep.files_deleted)
                 if wrote or (eng.settings.warm_start and eng.view_unsaved()):
                     # A run wrote: a small update's merges (and Chroma's writes) wait for a quiet spell. And
@@ -453,8 +455,8 @@ class Session:
         for a secret folder left it in answers until a restart (a hostile newcomer, session 28). What decides
         which files are indexed applies at once; any other changed key is said to need a restart (stores,
         models and weights are built from it when a folder opens). True: a full pass is due."""
-        if paths is not None and not paths & SETTINGS_FILES:
-            return False
+        if (paths is not None and not paths & SETTINGS_FILES) or not eng.root.is_dir():
+            return False  # a folder that is gone has no settings file: not read as "back to the defaults"
         try:
             new = Settings.load(eng.root, self.options)
         except SettingsError as e:
@@ -480,6 +482,7 @@ class Session:
                 w = self._watchers.pop(eng.root, None)
             if w is not None:
                 w.stop()
+                self._sync_watchers()  # at once: edits before the next tick would wait for the rescan
         return bool(live)
 
     def _maintain(self, roots: list[Path]) -> None:

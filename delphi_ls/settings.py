@@ -379,6 +379,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise SettingsError(str(path), f"not valid TOML: {e}") from None
     except UnicodeDecodeError as e:  # a Latin-1 comment was a traceback from every front (a newcomer, session 29)
         raise SettingsError(str(path), f"not valid TOML: not UTF-8 at byte {e.start}") from None
+    except RecursionError:  # tomllib recurses per nesting level (review, session 29)
+        raise SettingsError(str(path), "not valid TOML: nested too deeply") from None
     except OSError as e:
         raise SettingsError(str(path), f"cannot be read: {e.strerror or e}") from None
 

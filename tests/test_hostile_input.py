@@ -513,7 +513,8 @@ def test_an_index_run_on_a_folder_gone_or_swapped_writes_nothing(tmp_path: Path,
         assert rep.files_deleted == 2 and eng.counts()["files"] == 0
 
 
-def test_a_trace_that_cannot_be_written_costs_no_answer(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+def test_a_trace_that_cannot_be_written_costs_no_answer(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                        monkeypatch: pytest.MonkeyPatch):
     """`--trace DIR` or a `trace_file` setting naming a folder threw the answer away with a traceback, and the
     language server failed every question with -32603 (a newcomer, session 29)."""
     from delphi_ls.cli import main
@@ -533,6 +534,11 @@ def test_a_trace_that_cannot_be_written_costs_no_answer(tmp_path: Path, capsys: 
     assert "--trace: the folder of" in capsys.readouterr().err
     assert main([*args, "--trace", str(tmp_path / "t.jsonl")]) == 0
     assert (tmp_path / "t.jsonl").read_text().count("\n") == 1
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    assert main([*args, "--trace=~/t.jsonl"]) == 0  # no shell expands `~` after `=`: the check and the write agree
+    assert (home / "t.jsonl").read_text().count("\n") == 1
 
 
 def test_the_python_api_takes_path_objects_and_checks_a_symbols_limit(tmp_path: Path):

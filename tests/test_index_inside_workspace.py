@@ -80,3 +80,27 @@ def test_one_index_folder_serves_one_workspace(tmp_path: Path):
         assert eng.index().files_indexed == 0  # the moved workspace keeps its index
     with pytest.raises(IndexFolderUnusable, match="a-moved"):  # its workspace lives on, moved: refused again
         Engine(b, index_dir=str(idx), vectors=False)
+
+
+def test_a_copied_index_taken_over_on_purpose_and_a_snapshot_load_over_another_s(tmp_path: Path):
+    """The benchmark seeds a commit's index with a copy of the previous commit's, whose folder is still there: it
+    says so (take_over_index) and the copy opens. A snapshot load into another workspace's index folder is
+    refused as an open is (review, session 29)."""
+    from delphi_ls.engine import take_over_index
+
+    a = copy_fixture("ledger", tmp_path / "a")
+    b = tmp_path / "b"
+    b.mkdir()
+    (b / "other.py").write_text("def other_fn():\n    return 1\n")
+    idx = tmp_path / "idx"
+    with Engine(a, index_dir=str(idx), vectors=False) as eng:
+        eng.index()
+        eng.snapshot(tmp_path / "a.snap")
+    shutil.copytree(idx, tmp_path / "seed")
+    take_over_index(tmp_path / "seed", b)
+    with Engine(b, index_dir=str(tmp_path / "seed"), vectors=False) as eng:
+        eng.index()
+        assert [p for p, _k, _n in eng.meta.files()] == ["other.py"]
+    with pytest.raises(IndexFolderUnusable, match="holds the index of another workspace"):
+        Engine.load_snapshot(tmp_path / "a.snap", b,
+                             index_dir=str(idx), vectors=False)

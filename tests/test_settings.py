@@ -80,6 +80,7 @@ def test_a_settings_file_that_is_not_utf8_is_a_clear_error(tmp_path: Path):
     (b'tool = "x"\n', "[tool] is not a table; not read"),
     (b'[tool]\ndelphi = 3\n', "[tool.delphi] is not a table; not read"),
     (b"[project\n", "not valid TOML"),
+    (b"x = " + b"[" * 5000 + b"]" * 5000 + b"\n", "nested too deeply"),
 ])
 def test_a_broken_pyproject_is_a_warning_not_a_lock_out(tmp_path: Path, text: bytes, said: str):
     """The project's pyproject.toml is mostly other tools': one that does not parse stopped every command (a

@@ -222,6 +222,7 @@ def test_a_workspace_moved_away_keeps_its_index_and_is_caught_up_when_back(tmp_p
     28). Now nothing is removed, status and answers say the folder is gone, once; when it is back the index
     is brought up to date with what changed meanwhile, and file events are used again."""
     ws, _ = _tree(tmp_path)
+    (ws / "delphi.toml").write_text('extra_ignores = ["docs/"]\n')
     said = _Said()
     s = Session(said, {"indexDir": str(tmp_path / "index"), "vectors": False})
     s.start([ws])
@@ -246,6 +247,9 @@ def test_a_workspace_moved_away_keeps_its_index_and_is_caught_up_when_back(tmp_p
         ans = s.context(ContextRequest(query="alpha", limit=5))
         assert [r["path"] for r in ans["results"]][:1] == ["src/pkg/mod.py"]
         assert ans["query"]["workspaceGone"] == str(root)
+        # No settings file while it is gone is not "back to the defaults" (review, session 29).
+        assert s.engines[root].settings.extra_ignores == ["docs/"]
+        assert not any(p["code"] == "settings_changed" for p in st["problems"])
         assert sum("is gone" in t for _, t in said.said) == 1, said.said  # said once, not at every poll
         (away / "src" / "pkg" / "added.py").write_text("def zanzibar_quokka():\n    return 3\n")
         away.rename(ws)
@@ -303,5 +307,28 @@ def test_a_settings_file_edited_under_a_server_applies_its_ignores_and_says_what
         (ws / "delphi.toml").unlink()
         assert until(lambda: symbols("porcupine_ledger") == ["docs/notes.py"])
         assert not codes() & {"settings_file", "settings_changed"}
+    finally:
+        s.shutdown()
+
+
+def test_an_editor_s_folder_moved_away_and_back_is_caught_up_whole(tmp_path: Path):
+    """The language server has no watch loop: the editor's events tell it the folder is back, and the run they
+    start is followed by a full pass for what changed while it was away (review, session 29)."""
+    ws, _ = _tree(tmp_path)
+    s = Session(_Quiet(), {"indexDir": str(tmp_path / "index"), "vectors": False})
+    s.start([ws])
+    root = ws.resolve()
+    try:
+        assert s.wait_idle(120)
+        away = tmp_path / "away"
+        ws.rename(away)
+        s.file_changed(str(root / "src" / "pkg" / "mod.py"), saved=True)
+        assert s.wait_idle(30) and root in s._gone
+        assert s.engines[root].counts()["files"] >= 2
+        (away / "src" / "pkg" / "added.py").write_text("def zanzibar_quokka():\n    return 3\n")
+        away.rename(ws)
+        s.file_changed(str(root / "src" / "pkg" / "mod.py"), saved=True)  # only this file is named
+        assert _found(s, "zanzibar_quokka", 10.0)
+        assert root not in s._gone
     finally:
         s.shutdown()

@@ -439,9 +439,14 @@ class MetaStore:
         return {p: (h, s, m) for p, h, s, m in rows}
 
     def sample_files(self, n: int) -> list[tuple[str, int]]:
-        """(path, size) of at most ``n`` indexed files, spread over the manifest (saved buffers: size -1)."""
+        """(path, size) of at most ``n`` indexed files, spread evenly over the manifest in path order (the same
+        sample every time; saved buffers have size -1)."""
         with self._lock:
-            return self.db.execute("SELECT path, size FROM files ORDER BY random() LIMIT ?", (n,)).fetchall()
+            total = self.db.execute("SELECT count(*) FROM files").fetchone()[0]
+            step = max(1, total // max(n, 1))
+            rows = self.db.execute("SELECT path, size FROM files ORDER BY path").fetchall() if total <= n else [
+                r for i, r in enumerate(self.db.execute("SELECT path, size FROM files ORDER BY path")) if i % step == 0]
+            return rows[:n]
 
     def files(self) -> list[tuple[str, str, int]]:
         """(path, kind, n_chunks) for every indexed file."""
