@@ -120,7 +120,11 @@ def _engine(args: argparse.Namespace, ranks: bool = True) -> Engine:
     not loaded (a model the command does not need is start-up time for nothing)."""
     from .engine import Engine  # lazy: see the module docstring
 
-    return Engine(args.path, **{**_overrides(args), **({} if ranks else {"reranker": "off"})})
+    eng = Engine(args.path, **{**_overrides(args), **({} if ranks else {"reranker": "off"})})
+    if "snapshot" in eng.problems:  # a `snapshot` setting refused at this open: said where the user looks, not
+        # only in a health report of this very process (a newcomer, session 29)
+        print(f"delphi: warning: {eng.problems['snapshot']}", file=sys.stderr)
+    return eng
 
 
 def workspace_path(arg: str, root: Path) -> str:

@@ -63,10 +63,23 @@ class EngineClosed(RuntimeError):
 
 
 def no_history(root: Path) -> str:
-    """The history branches' status (co-change, commits) where git has no history to give."""
-    if (root / ".git").exists():
+    """The history branches' status (co-change, commits) where git has no history to give: in git's own words
+    when it is neither "no commits yet" nor "not a repository" (no `git` on PATH and a `.git` file naming a
+    folder that is not there both read "no commits yet"; a newcomer, session 29)."""
+    if not (root / ".git").exists():
+        return "off: not a git repository (no history to read)"
+    if shutil.which("git") is None:
+        return "off: git is not installed (no history to read)"
+    try:
+        res = subprocess.run(["git", "-c", "core.fsmonitor=false", "-C", str(root), "rev-parse", "--verify", "HEAD"],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"off: git could not be asked ({e}; no history to read)"
+    err = (res.stderr.strip().splitlines() or [""])[0]
+    low = err.lower()
+    if res.returncode == 0 or "needed a single revision" in low or "unknown revision" in low or not err:
         return "off: the git repository has no commits yet (no history to read)"
-    return "off: not a git repository (no history to read)"
+    return f"off: git cannot read this repository: {err[:200]} (no history to read)"
 
 
 # Lexical segments a small update may leave unmerged before it merges them itself (issue 18): one

@@ -182,6 +182,7 @@ class Settings:
         raw.update(user)
         origin.update({snake_case(k): _shown(user_path) for k in user})
         from_env = _env_settings(env)
+        unknown += _misspelt_env(env, known)
         raw.update(from_env)
         origin.update({k: f"the environment variable DELPHI_{k.upper()}" for k in from_env})
         raw.update(overrides or {})
@@ -421,6 +422,23 @@ def _shown(path: Path) -> str:
 
 def _user_file_settings(path: Path) -> dict[str, Any]:
     return _read_toml(path) if path.is_file() else {}
+
+
+def _misspelt_env(env: Any, known: list[str]) -> list[str]:
+    """``DELPHI_RFF_K=3`` was ignored without a word (a newcomer, session 29). A variable one slip from a setting's
+    is a warning; others are left alone (``DELPHI_`` is no namespace Delphi owns on a machine)."""
+    out = []
+    for k in env:
+        if not k.startswith("DELPHI_") or k == "DELPHI_CONFIG":
+            continue
+        name = k[len("DELPHI_"):].lower()
+        if name in known:
+            continue
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+        if close:
+            out.append(f"the environment variable {k} is not a setting (did you mean DELPHI_{close[0].upper()}?); "
+                       "ignored")
+    return out
 
 
 def _env_settings(env: Any) -> dict[str, Any]:

@@ -556,3 +556,15 @@ def test_the_python_api_takes_path_objects_and_checks_a_symbols_limit(tmp_path: 
         assert [r["path"] for r in eng.related_tests(root / "app.py")] == ["tests/test_app.py"]
         with pytest.raises(RequestError, match="limit"):
             eng.symbols("alpha", limit=-1)
+
+
+def test_a_refused_snapshot_setting_is_said_by_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                       monkeypatch: pytest.MonkeyPatch):
+    """`DELPHI_SNAPSHOT=/missing.snap delphi index ws` built from scratch and said nothing (a newcomer, session 29)."""
+    from delphi_ls.cli import main
+
+    root = _ws(tmp_path / "ws", {"a.py": "def alpha():\n    return 1\n"})
+    monkeypatch.setenv("DELPHI_SNAPSHOT", str(tmp_path / "missing.snap"))
+    assert main(["index", str(root), "--index-dir", str(tmp_path / "idx"), "--no-vectors", "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert f"delphi: warning: snapshot {tmp_path / 'missing.snap'} not loaded, indexing the workspace instead" in err

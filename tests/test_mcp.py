@@ -256,6 +256,11 @@ async def test_stdio_forwards_to_a_running_daemon(ws: Path, tmp_path: Path):
             assert (await client.call_tool("index_status", {})).structured_content["pid"] == proc.pid
             res = await client.call_tool("context", {"query": "BuildGraph"})
             assert res.structured_content["results"][0]["path"] == "engine/src/lib.rs"
+        # Its own settings do not apply when a daemon answers: said on stderr (a newcomer, session 29).
+        env = {**os.environ, "DELPHI_RRF_K": "40"}
+        said = subprocess.run([*CLI, "mcp", str(ws), "--index-dir", str(tmp_path / "index"), "--no-vectors"],
+                              input="", capture_output=True, text=True, timeout=60, env=env).stderr
+        assert "forwarding to the daemon" in said and "DELPHI_RRF_K, vectors do not apply" in said, said
         # With --no-daemon the stdio server opens the index itself.
         async with Client(stdio_params(ws, tmp_path / "index2", "--no-daemon")) as client:
             await _ready(client)

@@ -89,3 +89,12 @@ def test_a_broken_pyproject_is_a_warning_not_a_lock_out(tmp_path: Path, text: by
     s = Settings.load(tmp_path, env={})
     assert s.chunk_chars == Settings().chunk_chars
     assert len(s.unknown) == 1 and said in s.unknown[0], s.unknown
+
+
+def test_a_misspelt_environment_variable_is_a_warning(tmp_path: Path):
+    """`DELPHI_RFF_K=3` was ignored without a word (a newcomer, session 29); a variable no setting resembles is
+    nobody's business of Delphi's."""
+    s = Settings.load(tmp_path, env={"DELPHI_RFF_K": "3", "DELPHI_WS": "x", "DELPHI_CONFIG": str(tmp_path / "none")})
+    assert s.rrf_k == Settings().rrf_k
+    assert s.unknown == ["the environment variable DELPHI_RFF_K is not a setting (did you mean DELPHI_RRF_K?); "
+                         "ignored"]

@@ -46,3 +46,18 @@ def test_a_folder_without_git_lists_nothing(tmp_path: Path) -> None:
     with Engine(ws, index_dir=tmp_path / "idx", vectors=False) as eng:
         eng.index()
         assert eng.health()["trackedButIgnored"] is None
+
+
+def test_history_off_is_said_in_git_s_words_when_the_repository_cannot_be_read(tmp_path: Path) -> None:
+    """A `.git` file naming a folder that is not there read "no commits yet" (a newcomer, session 29)."""
+    from delphi_ls.engine import no_history
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    _git(empty, "init", "-q")
+    assert no_history(empty) == "off: the git repository has no commits yet (no history to read)"
+    dangling = tmp_path / "dangling"
+    dangling.mkdir()
+    (dangling / ".git").write_text("gitdir: /nonexistent/x\n")
+    assert no_history(dangling).startswith("off: git cannot read this repository: fatal: not a git repository")
+    assert no_history(tmp_path) == "off: not a git repository (no history to read)"

@@ -175,6 +175,12 @@ def run_mcp(path: str | None, overrides: dict[str, Any], connect: bool = True, r
         if found is not None:
             url, token = found
             print(f"delphi mcp: forwarding to the daemon at {url}", file=sys.stderr, flush=True)
+            own = sorted({*(k for k in overrides if k not in ("index_dir", "indexDir")),
+                          *(k for k in os.environ if k.startswith("DELPHI_") and k not in ("DELPHI_CONFIG",
+                                                                                          "DELPHI_INDEX_DIR"))})
+            if own:  # they were dropped without a word (a newcomer, session 29)
+                print(f"delphi mcp: the daemon answers with its own settings; this process's {', '.join(own)} "
+                      "do not apply (run with --no-daemon to use them)", file=sys.stderr, flush=True)
             fallback = Opening(overrides, root)
             _exit_on_interrupt(fallback.close)
             try:
