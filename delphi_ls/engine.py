@@ -29,7 +29,7 @@ from .api import ContextAnswer, ContextRequest, RequestError, uri_to_path
 from .core import Need, State, SymbolRecord, state_of
 from .indexing.cochange import COCHANGE_VERSION, change_history, git_head
 from .indexing.graph import FileGraph
-from .indexing.pipeline import Indexer, IndexReport, Progress, embed_text
+from .indexing.pipeline import Indexer, IndexReport, Progress, WorkspaceGone, embed_text
 from .languages import MANIFEST_KINDS
 from .models.cross_encoder import SHIPPED_CROSS_ENCODER, CrossEncoder
 from .models.embedders import Embedder, ModelIdentity, load_embedder
@@ -897,6 +897,9 @@ class Engine:
         workspace and the embedding cache.
         """
         self._open_or_raise()
+        if not self.root.is_dir():
+            # Before anything, a rebuild's emptying of the manifest included; the walk checks again (pipeline).
+            raise WorkspaceGone(self.root)
         if self.lexical.unavailable:
             # No fallback to the other store, and no traceback: the error says what to install or set.
             return IndexReport(errors=[f"lexical store {self.lexical.name} is unavailable: {self.lexical.error}; "

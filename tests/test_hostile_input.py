@@ -568,3 +568,16 @@ def test_a_refused_snapshot_setting_is_said_by_the_cli(tmp_path: Path, capsys: p
     assert main(["index", str(root), "--index-dir", str(tmp_path / "idx"), "--no-vectors", "--quiet"]) == 0
     err = capsys.readouterr().err
     assert f"delphi: warning: snapshot {tmp_path / 'missing.snap'} not loaded, indexing the workspace instead" in err
+
+
+def test_a_rebuild_of_a_folder_gone_empties_nothing(tmp_path: Path):
+    """`delphi index --rebuild` empties the manifest before its walk: with the folder gone it lost the index."""
+    from delphi_ls.indexing.pipeline import WorkspaceGone
+
+    root = _ws(tmp_path / "ws", {"a.py": "def alpha():\n    return 1\n"})
+    with Engine(root, index_dir=tmp_path / "idx", vectors=False) as eng:
+        eng.index()
+        root.rename(tmp_path / "away")
+        with pytest.raises(WorkspaceGone):
+            eng.index(rebuild=True)
+        assert eng.counts()["files"] == 1

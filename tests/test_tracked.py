@@ -61,3 +61,26 @@ def test_history_off_is_said_in_git_s_words_when_the_repository_cannot_be_read(t
     (dangling / ".git").write_text("gitdir: /nonexistent/x\n")
     assert no_history(dangling).startswith("off: git cannot read this repository: fatal: not a git repository")
     assert no_history(tmp_path) == "off: not a git repository (no history to read)"
+
+
+def test_a_bare_repository_or_a_git_folder_is_refused_as_workspace(tmp_path: Path) -> None:
+    """`delphi index bare.git` indexed hook samples, `config` and `description` as a tree (a newcomer, session 29)."""
+    import pytest
+
+    from delphi_ls.workspace.roots import WorkspaceRefused
+
+    src = tmp_path / "src"
+    src.mkdir()
+    _git(src, "init", "-q")
+    _git(src, "config", "user.email", "t@t")
+    _git(src, "config", "user.name", "t")
+    (src / "a.py").write_text("x = 1\n")
+    _git(src, "add", "-A")
+    _git(src, "commit", "-qm", "c")
+    subprocess.run(["git", "clone", "-q", "--bare", str(src), str(tmp_path / "bare.git")], check=True)
+    for folder in (tmp_path / "bare.git", src / ".git"):
+        with pytest.raises(WorkspaceRefused, match="it is a git folder"):
+            Engine(folder, index_dir=tmp_path / "idx", vectors=False)
+    with Engine(src, index_dir=tmp_path / "idx2", vectors=False) as eng:  # its checkout is fine
+        eng.index()
+        assert eng.counts()["files"] == 1

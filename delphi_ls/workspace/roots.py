@@ -1,4 +1,4 @@
-"""Which folders Delphi refuses to take as a workspace: a home folder and the file system's root.
+"""Which folders Delphi refuses to take as a workspace: a home folder, the file system's root, a git folder.
 
 `delphi mcp` with no folder takes the project around the current folder, else the current folder; an agent's
 client started from `~` (or `/`) then indexed everything there and answered with `.kube/config`,
@@ -56,6 +56,11 @@ def refusal(root: Path) -> str | None:
     if (root / "delphi.toml").is_file():
         return None
     home = _home()
+    if root.name == ".git" or _bare_repository(root):
+        # Git's own files (hook samples, config, packed objects) indexed as a tree (a newcomer, session 29).
+        return (f"Delphi will not index {root}: it is a git folder (a bare repository or a `.git` folder), "
+                "which holds git's own files, not a working tree. Open a checkout instead (`git clone "
+                f"{root} somewhere` or `git worktree add`), or put a delphi.toml in this folder to index it anyway")
     if root.parent == root:
         what = "the root of the file system"
     elif home is not None and home.parent != home and (root == home or root in home.parents):
@@ -65,6 +70,12 @@ def refusal(root: Path) -> str | None:
     return (f"Delphi will not index {root}: it is {what}, which holds credentials and far more than one project. "
             "Open a project's folder instead (for `delphi mcp`: `delphi mcp /path/to/project`, or start it "
             "inside the project), or put a delphi.toml in this folder to index it anyway")
+
+
+def _bare_repository(root: Path) -> bool:
+    """Git's layout at the top of a folder that has no `.git` of its own (what `git init --bare` makes)."""
+    return (not (root / ".git").exists() and (root / "HEAD").is_file() and (root / "objects").is_dir()
+            and (root / "refs").is_dir() and (root / "config").is_file())
 
 
 def check(root: Path) -> None:
