@@ -102,7 +102,9 @@ class ProgressBar:
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     overrides: dict[str, Any] = {}
-    if getattr(args, "index_dir", None):
+    if getattr(args, "index_dir", None) is not None:
+        # `--index-dir ""` (an unset shell variable) used the default folder without a word (session 29): the
+        # setting's own check refuses it, naming the flag's key.
         overrides["index_dir"] = args.index_dir
     if getattr(args, "embedder", None):
         overrides["embedder"] = args.embedder

@@ -331,9 +331,12 @@ class Engine:
         self.view_source = ""  # how the view in memory came: "built in N s" / "loaded ..." (health)
         stored_cc = self.meta.get_state("cochange")
         # A history read by an older version (no messages) or emptied outside git is not "ready".
+        failed = self.meta.get_state("cochange_error")  # the last run's `git log` failed (a damaged object store)
         self.cochange_status = history_status(stored_cc) + " (as of the last index)" \
             if stored_cc and stored_cc.get("head") and stored_cc.get("version") == COCHANGE_VERSION else \
-            no_history(self.root) if git_head(self.root) is None else "not computed yet (runs with indexing)"
+            no_history(self.root) if git_head(self.root) is None else \
+            f"error: git log failed: {failed} (as of the last index)" if isinstance(failed, str) else \
+            "not computed yet (runs with indexing)"
 
     def _load_rerankers(self) -> str:
         """Fill the reranker slot from ``settings.reranker``; the returned status is what health shows."""
@@ -1059,8 +1062,12 @@ class Engine:
                 h = change_history(self.root, files)
                 self.meta.set_cochange(h.pairs, head, h.commits, COCHANGE_VERSION, h.changes, h.messages)
                 stored = self.meta.get_state("cochange")
+                if self.meta.get_state("cochange_error") is not None:
+                    self.meta.set_state("cochange_error", None)
             except (OSError, RuntimeError, subprocess.SubprocessError) as e:
                 self.cochange_status = f"error: git log failed: {e}"
+                # Kept for the next process: `delphi health` said "not computed yet" after every run (session 29).
+                self.meta.set_state("cochange_error", str(e)[:300])
                 return
         self.cochange_status = history_status(stored)
 

@@ -107,3 +107,15 @@ def test_a_work_folder_that_is_not_delphi_s_is_refused_before_anything_is_writte
     for _ in range(2):
         assert main(["eval", "--history", str(repo), "-n", "1", "--work", str(fresh), "--baselines", ""]) == 0
     assert (fresh / ".delphi-eval").is_file() and (fresh / "tree").is_dir()
+
+
+def test_a_shallow_clone_is_said_to_be_shallow(repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A `--depth` clone's oldest commit read as "the repository's first commit" and its end as "the history has no
+    more changes" (a newcomer, session 29)."""
+    shallow = tmp_path / "shallow"
+    subprocess.run(["git", "clone", "-q", "--depth", "4", repo.resolve().as_uri(), str(shallow)], check=True,
+                   capture_output=True)
+    assert main(["eval", "--history", str(shallow), "-n", "5", "--baselines", ""]) == 0
+    out = capsys.readouterr().out
+    assert "the oldest commit of a shallow clone" in out and "the clone is shallow" in out, out
+    assert "the repository's first commit" not in out

@@ -354,3 +354,42 @@ def test_kill_9_with_workers_leaves_no_orphan_and_resumes_to_a_clean_runs_counts
     resumed, full = _counts(killed, ws), _counts(clean, ws)
     assert resumed == full
     assert full["files"] == n and full["chroma"] == full["vectors"] == full["chunks"] == full["lexical"]
+
+
+HANDOFF = textwrap.dedent("""
+    import os, signal, sys
+    from pathlib import Path
+    import multiprocessing.util as mpu
+    from delphi_ls.indexing.workers import Options, PreparePool
+
+    real = mpu.spawnv_passfds
+
+    def spawned(path, args, passfds):  # Ctrl-C lands after a worker started, before the parent handed it its data
+        pid = real(path, args, passfds)
+        if any("spawn_main" in str(a) for a in args):  # a worker, not the resource tracker
+            os.kill(os.getpid(), signal.SIGINT)
+        return pid
+
+    mpu.spawnv_passfds = spawned
+    root = Path(sys.argv[1])
+    pool = PreparePool(2, root, Options(1000, 1500))
+    try:
+        for _ in pool.stream([("a.py", None, None)] * 4):
+            pass
+        print("no interrupt")
+    except KeyboardInterrupt:
+        print("interrupted")
+    finally:
+        pool.close()
+""")
+
+
+def test_ctrl_c_while_a_worker_starts_leaves_no_half_started_child(tmp_path: Path) -> None:
+    """SIGINT in the middle of a worker's start: the parent left, and the half-started child printed spawn's
+    `EOFError: Ran out of input` traceback under "delphi: interrupted" (session 29, one run of the Ctrl-C test in
+    about fifty). The signal now waits for the start to return."""
+    (tmp_path / "a.py").write_text("def a():\n    return 1\n")
+    r = subprocess.run([sys.executable, "-c", HANDOFF, str(tmp_path)], capture_output=True, text=True, timeout=120,
+                       preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert "interrupted" in r.stdout, (r.stdout, r.stderr[-2000:])
+    assert "Traceback" not in r.stderr and "EOFError" not in r.stderr, r.stderr[-2000:]

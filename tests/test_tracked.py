@@ -84,3 +84,35 @@ def test_a_bare_repository_or_a_git_folder_is_refused_as_workspace(tmp_path: Pat
     with Engine(src, index_dir=tmp_path / "idx2", vectors=False) as eng:  # its checkout is fine
         eng.index()
         assert eng.counts()["files"] == 1
+
+
+def test_a_git_log_that_fails_is_said_by_the_next_process_too(tmp_path: Path) -> None:
+    """A damaged object store: the run's `git log` failed, and `delphi health` (another process) said "not
+    computed yet" after every run (a newcomer, session 29)."""
+    import shutil
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    _git(ws, "init", "-q")
+    _git(ws, "config", "user.email", "t@t")
+    _git(ws, "config", "user.name", "t")
+    (ws / "a.py").write_text("x = 1\n")
+    _git(ws, "add", "-A")
+    _git(ws, "commit", "-qm", "c")
+    for obj in (ws / ".git" / "objects").iterdir():
+        if len(obj.name) == 2:
+            shutil.rmtree(obj)
+    with Engine(ws, index_dir=tmp_path / "idx", vectors=False) as eng:
+        eng.index()
+        assert eng.cochange_status.startswith("error: git log failed")
+    with Engine(ws, index_dir=tmp_path / "idx", vectors=False) as eng:  # the next process
+        assert eng.cochange_status.startswith("error: git log failed") and "(as of the last index)" in eng.cochange_status
+        assert any(p["code"] == "cochange" for p in eng.health(full=False)["problems"])
+
+
+def test_an_empty_index_dir_flag_is_an_error(tmp_path: Path, capsys) -> None:
+    from delphi_ls.cli import main
+
+    (tmp_path / "a.py").write_text("x = 1\n")
+    assert main(["index", str(tmp_path), "--index-dir", "", "--no-vectors"]) == 2
+    assert "index_dir" in capsys.readouterr().err

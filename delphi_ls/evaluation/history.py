@@ -37,6 +37,8 @@ _RELEASE = ("bump ", "release ", "prepare release", "update changelog")
 
 # Why a change on the first-parent line gave no question: the reasons `delphi eval` reports.
 SKIP_ROOT = "the repository's first commit (nothing before it)"
+# A shallow clone's oldest commit also has no parent here: said as what it is (a newcomer, session 29).
+SKIP_SHALLOW = "the oldest commit of a shallow clone (`git fetch --unshallow` reads what came before)"
 SKIP_BOT = "made by a bot"
 SKIP_SYNC = "merged one branch into another (no question in the message)"
 SKIP_RELEASE = "a release or version bump"
@@ -99,6 +101,7 @@ def merged_changes(git_dir: Path, limit: int, rev: str = "HEAD", max_files: int 
     not used was left out; ``need_source``: a change that modified no source file is skipped too
     (it cannot become a question), so ``limit`` counts changes that give questions."""
     skipped = Counter() if skipped is None else skipped
+    shallow = (git_dir / "shallow").is_file()
     raw = _git(git_dir, "log", "--first-parent", f"-n{max(limit * 6, 50)}", "--format=%H%x00%P%x00%ct%x00%an%x00%s%x00%b%x1e", rev)
     out: list[Change] = []
     for rec in raw.split("\x1e"):
@@ -110,7 +113,7 @@ def merged_changes(git_dir: Path, limit: int, rev: str = "HEAD", max_files: int 
             continue
         commit, parents, ctime, author, subject, body = parts[:6]
         if not parents.strip():
-            skipped[SKIP_ROOT] += 1
+            skipped[SKIP_SHALLOW if shallow else SKIP_ROOT] += 1
             continue
         if _BOT.search(author) or _BOT.search(subject):
             skipped[SKIP_BOT] += 1

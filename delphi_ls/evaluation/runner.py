@@ -108,6 +108,7 @@ def evaluate_history(path: str | Path, limit: int = 50, baselines: tuple[str, ..
     systems = ["engine", *baselines]
     return {"repository": str(Path(path).resolve()), "requested": limit, "changes": used,
             "changesRead": used + sum(why_not.values()), "skippedChanges": dict(why_not.most_common()),
+            "shallow": (git_dir / "shallow").is_file(),
             "questionsDropped": dropped, "questions": len(records), "baselines": list(baselines),
             "summary": summarise(records, systems), "records": records, "skipped": skipped}
 
@@ -152,7 +153,9 @@ def render(result: dict[str, Any]) -> str:
     if result.get("changes", 0) < result.get("requested", 0):
         window = max(6 * result["requested"], 50)
         why = (f"eval reads back at most {window} changes (6 per change asked, at least 50)"
-               if result["changesRead"] >= window else "the history has no more changes")
+               if result["changesRead"] >= window else
+               "the clone is shallow (`git fetch --unshallow` reads more)" if result.get("shallow") else
+               "the history has no more changes")
         lines.append(f"Only {result['changes']} of the {result['requested']} asked for: {why}.")
     if result.get("questionsDropped"):
         lines.append(f"{_count(result['questionsDropped'], 'question')} dropped: their files are missing from the "

@@ -33,7 +33,7 @@ from concurrent.futures.process import BrokenProcessPool
 import numpy as np
 
 from ..stores.meta import ChunkRow
-from .workers import _die_with_parent, _WorkerContext
+from .workers import WorkerPool, _die_with_parent, _WorkerContext
 
 # How the embedding processes yield to the lexical pass's writer and parse workers, so they take the CPU
 # those leave idle, not theirs: Linux's SCHED_IDLE where there is one (the scheduler's lowest weight), else
@@ -107,7 +107,7 @@ class EmbedAhead:
                  processes: int = 1, nice: int = NICE) -> None:
         self.sha = weights_sha256
         self.embed_text = embed_text
-        self._pool = ProcessPoolExecutor(max_workers=processes, mp_context=_WorkerContext(), initializer=_init,
+        self._pool = WorkerPool(max_workers=processes, mp_context=_WorkerContext(), initializer=_init,
                                          initargs=(os.getpid(), spec, nice))
         self._pending: deque[tuple[Future[tuple[str, np.ndarray]], list[str]]] = deque()
         # Content hashes sent and not taken back yet; with the cache, what makes equal chunks embedded once.

@@ -23,6 +23,7 @@ watcher's event stays in-process.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import multiprocessing
@@ -39,6 +40,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from multiprocessing import spawn
 from pathlib import Path
+from typing import Any
 
 from ..stores.filedocs import FileDoc, build_doc, top_level_names
 from ..stores.meta import ChunkRow
@@ -193,6 +195,9 @@ def describe(index_workers: int, vectors: bool = True) -> str:
 WORKER_NAME = "delphi-index-worker"
 
 
+HANDOFF_SIGNALS = {signal.SIGINT, signal.SIGTERM}  # held while a worker starts (_WorkerProcess.start)
+
+
 class WorkerDied(RuntimeError):
     """A worker process ended in the middle of a run (killed, out of memory, a crash in a parser)."""
 
@@ -213,6 +218,41 @@ class _WorkerProcess(multiprocessing.context.SpawnProcess):
 
 class _WorkerContext(multiprocessing.context.SpawnContext):
     Process = _WorkerProcess  # type: ignore[assignment]
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Ctrl-C (or SIGTERM) waits while a worker is started and registered: arriving in between, the parent
+    left a child it had not handed its data, or one its pool did not know to wait for, and that child printed
+    spawn's traceback (`EOFError: Ran out of input`, `FileNotFoundError` for a semaphore) under "delphi:
+    interrupted" (1 run in about 50 of the Ctrl-C test, session 29). Held by a Python handler (a signal mask
+    would not do: the kernel hands the signal to another thread, whose C handler still wakes the main one) and
+    passed on to the handler before it on the way out. Python's handlers run in the main thread only."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    before = {sig: signal.signal(sig, lambda signum, _frame: held.append(signum)) for sig in HANDOFF_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+        for signum in dict.fromkeys(held):
+            handler = before[signum]
+            if callable(handler):
+                handler(signum, None)  # KeyboardInterrupt (Ctrl-C), the CLI's Terminated (SIGTERM)
+            elif handler == signal.SIG_DFL:
+                os.kill(os.getpid(), signum)
+
+
+class WorkerPool(ProcessPoolExecutor):
+    """The stdlib pool with each ``submit`` (which starts workers, registers them and starts the thread that
+    ``shutdown(wait=True)`` joins to wait for them) done with the signals held (:func:`_signals_held`)."""
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:
+        with _signals_held():
+            return super().submit(fn, *args, **kwargs)
 
 
 _stdlib_preparation_data = spawn.get_preparation_data
@@ -241,7 +281,7 @@ class PreparePool:
         self.root = root
         self.opts = opts
         self.workers = workers
-        self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=_WorkerContext(),
+        self._pool = WorkerPool(max_workers=workers, mp_context=_WorkerContext(),
                                          initializer=_die_with_parent, initargs=(os.getpid(),))
 
     def stream(self, items: Sequence[tuple[str, str | None, bytes | None]]) -> Iterator[Prepared]:
