@@ -195,7 +195,7 @@ def describe(index_workers: int, vectors: bool = True) -> str:
 WORKER_NAME = "delphi-index-worker"
 
 
-HANDOFF_SIGNALS = {signal.SIGINT, signal.SIGTERM}  # held while a worker starts (_WorkerProcess.start)
+HANDOFF_SIGNALS = {signal.SIGINT, signal.SIGTERM}  # held while a pool starts a worker (_signals_held)
 
 
 class WorkerDied(RuntimeError):

@@ -14,12 +14,13 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
+from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ..settings import Settings
+from ..settings import Settings, snake_case
 from ..workspace.roots import project_root
 
 if TYPE_CHECKING:
@@ -175,9 +176,9 @@ def run_mcp(path: str | None, overrides: dict[str, Any], connect: bool = True, r
         if found is not None:
             url, token = found
             print(f"delphi mcp: forwarding to the daemon at {url}", file=sys.stderr, flush=True)
-            own = sorted({*(k for k in overrides if k not in ("index_dir", "indexDir")),
-                          *(k for k in os.environ if k.startswith("DELPHI_") and k not in ("DELPHI_CONFIG",
-                                                                                          "DELPHI_INDEX_DIR"))})
+            names = {f.name for f in fields(Settings)} - {"index_dir"}  # the index folder found the daemon
+            own = sorted({*(k for k in overrides if snake_case(k) in names),
+                          *(k for k in os.environ if k.startswith("DELPHI_") and k[7:].lower() in names)})
             if own:  # they were dropped without a word (a newcomer, session 29)
                 print(f"delphi mcp: the daemon answers with its own settings; this process's {', '.join(own)} "
                       "do not apply (run with --no-daemon to use them)", file=sys.stderr, flush=True)
