@@ -129,6 +129,19 @@ def _engine(args: argparse.Namespace, ranks: bool = True) -> Engine:
     return eng
 
 
+def _output_file(flag: str, value: str) -> tuple[str, int]:
+    """A file a command writes, checked before its work: the path with `~` expanded (`--trace=~/t.jsonl`: no
+    shell expands it after `=`, so the check and the write read one path), and USAGE after saying what is wrong
+    (a folder, or a folder that does not exist), else 0."""
+    path = Path(value).expanduser()
+    why = (f"{path} is a folder; give a file to write" if path.is_dir() else
+           f"the folder of {path} does not exist" if not path.parent.is_dir() else "")
+    if why:
+        print(f"delphi: error: {flag}: {why}", file=sys.stderr)
+        return str(path), USAGE
+    return str(path), 0
+
+
 def workspace_path(arg: str, root: Path) -> str:
     """A file argument as the user meant it: relative to the current folder first (what tab-completion
     gives), then to the workspace root. Absolute paths and ``file:`` URIs pass through; the engine
@@ -293,14 +306,9 @@ def cmd_context(args: argparse.Namespace) -> int:
             return USAGE
         draft = Path(args.draft).read_text(encoding="utf-8", errors="replace")
     if args.trace:  # a folder there cost the answer, after the work, with a traceback (a newcomer, session 29)
-        trace = Path(args.trace).expanduser()
-        args.trace = str(trace)  # `--trace=~/t.jsonl`: no shell expanded it; the check and the write read one path
-        if trace.is_dir():
-            print(f"delphi: error: --trace: {args.trace} is a folder; give a file to append to", file=sys.stderr)
-            return USAGE
-        if not trace.parent.is_dir():
-            print(f"delphi: error: --trace: the folder of {args.trace} does not exist", file=sys.stderr)
-            return USAGE
+        args.trace, wrong = _output_file("--trace", args.trace)
+        if wrong:
+            return wrong
     with _engine(args) as eng:
         anchors = [workspace_path(a, eng.root) for a in args.anchor or []]
         for a in anchors:  # a mistyped anchor fails before any indexing work
@@ -454,12 +462,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if unknown:
         raise RequestError("baselines", f"unknown baseline(s) {', '.join(unknown)} (known: {', '.join(EVAL_BASELINES)})")
     if args.out:  # checked before the run: a folder there lost a whole run's results (a newcomer, session 29)
-        out = Path(args.out).expanduser()
-        args.out = str(out)  # `--out=~/r.json`: no shell expanded it
-        if out.is_dir() or not out.parent.is_dir():
-            why = "is a folder" if out.is_dir() else "is in a folder that does not exist"
-            print(f"delphi: error: --out: {args.out} {why}; give a file to write", file=sys.stderr)
-            return USAGE
+        args.out, wrong = _output_file("--out", args.out)
+        if wrong:
+            return wrong
     try:
         result = evaluate_history(args.history, args.changes, baselines, args.work,
                                   log=lambda m: print(m, file=sys.stderr), **_overrides(args))

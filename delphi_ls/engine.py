@@ -102,11 +102,8 @@ def _ignore_own_files(index_dir: Path, root: Path) -> None:
     """An index folder inside the workspace (``--index-dir ws/.delphi``) must not index itself: tantivy's
     ``meta.json`` is text and changes at every commit, so each pass re-indexed it for ever. A
     ``.gitignore`` of ``*`` in the folder keeps it out of the walk (and of git), as pytest's and ruff's
-    caches do; never written into the workspace root or a folder above it."""
-    folder = index_dir.resolve()
-    if folder == root or folder in root.parents:
-        return
-    marker = folder / ".gitignore"
+    caches do. (The workspace root or a folder above it is no index folder: check_index_folder refused it.)"""
+    marker = index_dir.resolve() / ".gitignore"
     if not marker.exists():
         try:
             marker.write_text(MARKER)

@@ -418,14 +418,7 @@ class Session:
                 rep = self._index(eng, paths)
                 if root in self._gone:  # back, and told by an editor's events (no watch loop looks)
                     with self._watch_lock:
-                        if root in self._gone:
-                            before = self._gone.pop(root)
-                            if before is None:
-                                self.watch_state.pop(root, None)
-                            else:
-                                self.watch_state[root] = before
-                    if paths is not None:
-                        self._schedule(root, None)  # what changed while it was away: one full pass
+                        self._back(root, full_pass=paths is not None)
                 wrote = bool(rep.files_indexed or rep.files_deleted)
                 if wrote or (eng.settings.warm_start and eng.view_unsaved()):
                     # A run wrote: a small update's merges (and Chroma's writes) wait for a quiet spell. And
@@ -638,17 +631,25 @@ class Session:
     def _check_gone(self) -> None:
         """Gone folders that are back (moved back, re-cloned, remounted): changes learnt of as before (events
         again, or the poll), and one full pass for what changed while away. Called with ``_watch_lock`` held."""
-        for root, before in list(self._gone.items()):
+        for root in list(self._gone):
             if root not in self.engines:
                 self._gone.pop(root, None)
             elif root.is_dir():
-                self._gone.pop(root, None)
-                if before is None:
-                    self.watch_state.pop(root, None)  # _sync_watchers arms a fresh watcher
-                else:
-                    self.watch_state[root] = before
                 self.events.message("info", f"Delphi: the workspace folder {root} is back; bringing the index up to date")
-                self._schedule(root, None)
+                self._back(root)
+
+    def _back(self, root: Path, full_pass: bool = True) -> None:
+        """A gone folder is back: changes learnt of as before it went, and (``full_pass``) one full pass for what
+        changed while it was away. Called with ``_watch_lock`` held."""
+        if root not in self._gone:
+            return
+        before = self._gone.pop(root)
+        if before is None:
+            self.watch_state.pop(root, None)  # _sync_watchers arms a fresh watcher
+        else:
+            self.watch_state[root] = before
+        if full_pass:
+            self._schedule(root, None)
 
     def _fall_back(self, root: Path, why: str) -> None:
         self.watch_state[root] = f"polling every {self._watch_interval:g} s: {why}"

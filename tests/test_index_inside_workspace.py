@@ -26,6 +26,14 @@ def test_index_folder_inside_the_workspace_is_not_indexed(tmp_path: Path, store:
             assert rep.files_indexed == 0, f"run {run} re-indexed {rep.files_indexed} files"
 
 
+def _two_workspaces(tmp_path: Path) -> tuple[Path, Path]:
+    """The ledger fixture and a one-file workspace that shares none of its files."""
+    b = tmp_path / "b"
+    b.mkdir()
+    (b / "other.py").write_text("def other_fn():\n    return 1\n")
+    return copy_fixture("ledger", tmp_path / "a"), b
+
+
 @pytest.mark.parametrize("where", ["the workspace", "above it"])
 def test_the_workspace_or_a_folder_above_it_is_refused_as_index_folder(tmp_path: Path, where: str):
     """`--index-dir ws` was accepted: the index indexed its own files at every run (its skipped list grew each
@@ -59,10 +67,7 @@ def test_a_folder_holding_other_things_is_refused_as_index_folder(tmp_path: Path
 def test_one_index_folder_serves_one_workspace(tmp_path: Path):
     """One `index_dir` for every workspace: each one opened wiped and re-indexed the other's index without a word
     (a newcomer, session 29). Refused while the other workspace is there; taken over once it is gone (moved)."""
-    a = copy_fixture("ledger", tmp_path / "a")
-    b = tmp_path / "b"
-    b.mkdir()
-    (b / "other.py").write_text("def other_fn():\n    return 1\n")
+    a, b = _two_workspaces(tmp_path)
     idx = tmp_path / "idx"
     with Engine(a, index_dir=str(idx), vectors=False) as eng:
         eng.index()
@@ -88,10 +93,7 @@ def test_a_copied_index_taken_over_on_purpose_and_a_snapshot_load_over_another_s
     refused as an open is (review, session 29)."""
     from delphi_ls.engine import take_over_index
 
-    a = copy_fixture("ledger", tmp_path / "a")
-    b = tmp_path / "b"
-    b.mkdir()
-    (b / "other.py").write_text("def other_fn():\n    return 1\n")
+    a, b = _two_workspaces(tmp_path)
     idx = tmp_path / "idx"
     with Engine(a, index_dir=str(idx), vectors=False) as eng:
         eng.index()

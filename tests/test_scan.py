@@ -143,20 +143,17 @@ def test_a_worktree_s_git_file_is_not_indexed_and_its_info_exclude_is_read(tmp_p
     """In a git worktree (and a submodule) `.git` is a file naming the main repository's absolute path: it was
     indexed as config (and travelled in snapshots), and the main repository's info/exclude, which git applies
     there, was not read (a newcomer, session 29). Real git."""
-    import subprocess
 
     from delphi_ls.workspace.scan import skip_reason
+    from tests.conftest import git
 
     main = tmp_path / "main"
     main.mkdir()
-    run = lambda *a: subprocess.run(["git", "-C", str(main), *a], check=True, capture_output=True)  # noqa: E731
-    run("init", "-q")
-    run("config", "user.email", "t@t")
-    run("config", "user.name", "t")
+    git(main, "init", "-q")
     (main / "app.py").write_text("def app():\n    return 1\n")
-    run("add", "-A")
-    run("commit", "-qm", "c")
-    run("worktree", "add", "-q", str(tmp_path / "wt"), "-b", "side")
+    git(main, "add", "-A")
+    git(main, "commit", "-qm", "c")
+    git(main, "worktree", "add", "-q", str(tmp_path / "wt"), "-b", "side")
     with open(main / ".git" / "info" / "exclude", "a") as f:
         f.write("scratch_notes.txt\n")
     wt = tmp_path / "wt"

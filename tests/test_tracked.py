@@ -7,23 +7,25 @@ import subprocess
 from pathlib import Path
 
 from delphi_ls.engine import Engine
+from tests.conftest import git as _git
 
 
-def _git(ws: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(ws), *args], check=True, capture_output=True)
+def _committed(ws: Path, files: dict[str, str]) -> Path:
+    """A git repository at ``ws`` holding ``files`` in one commit."""
+    ws.mkdir(parents=True, exist_ok=True)
+    _git(ws, "init", "-q")
+    for rel, text in files.items():
+        (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws / rel).write_text(text)
+    _git(ws, "add", "-A")
+    _git(ws, "commit", "-qm", "c")
+    return ws
 
 
 def test_tracked_files_the_ignore_rules_exclude_are_listed_not_indexed(tmp_path: Path) -> None:
-    ws = tmp_path / "ws"
-    (ws / "build").mkdir(parents=True)
-    _git(ws, "init", "-q")
-    _git(ws, "config", "user.email", "t@t")
-    _git(ws, "config", "user.name", "t")
-    (ws / "build" / "keep.py").write_text("def tracked_build_helper():\n    return 1\n")
-    (ws / "main.py").write_text("def main_entry():\n    return 2\n")
-    (ws / "forced.log.py").write_text("def forced_in():\n    return 3\n")
-    _git(ws, "add", "-A")
-    _git(ws, "commit", "-qm", "c")
+    ws = _committed(tmp_path / "ws", {"build/keep.py": "def tracked_build_helper():\n    return 1\n",
+                                      "main.py": "def main_entry():\n    return 2\n",
+                                      "forced.log.py": "def forced_in():\n    return 3\n"})
     (ws / ".gitignore").write_text("build/\n*.log.py\n")
     (ws / "other.log.py").write_text("def untracked_ignored():\n    return 4\n")  # ignored, never tracked: not listed
     _git(ws, "add", ".gitignore")
@@ -69,14 +71,7 @@ def test_a_bare_repository_or_a_git_folder_is_refused_as_workspace(tmp_path: Pat
 
     from delphi_ls.workspace.roots import WorkspaceRefused
 
-    src = tmp_path / "src"
-    src.mkdir()
-    _git(src, "init", "-q")
-    _git(src, "config", "user.email", "t@t")
-    _git(src, "config", "user.name", "t")
-    (src / "a.py").write_text("x = 1\n")
-    _git(src, "add", "-A")
-    _git(src, "commit", "-qm", "c")
+    src = _committed(tmp_path / "src", {"a.py": "x = 1\n"})
     subprocess.run(["git", "clone", "-q", "--bare", str(src), str(tmp_path / "bare.git")], check=True)
     for folder in (tmp_path / "bare.git", src / ".git"):
         with pytest.raises(WorkspaceRefused, match="it is a git folder"):
@@ -91,14 +86,7 @@ def test_a_git_log_that_fails_is_said_by_the_next_process_too(tmp_path: Path) ->
     computed yet" after every run (a newcomer, session 29)."""
     import shutil
 
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    _git(ws, "init", "-q")
-    _git(ws, "config", "user.email", "t@t")
-    _git(ws, "config", "user.name", "t")
-    (ws / "a.py").write_text("x = 1\n")
-    _git(ws, "add", "-A")
-    _git(ws, "commit", "-qm", "c")
+    ws = _committed(tmp_path / "ws", {"a.py": "x = 1\n"})
     for obj in (ws / ".git" / "objects").iterdir():
         if len(obj.name) == 2:
             shutil.rmtree(obj)

@@ -75,6 +75,11 @@ def git_dir_of(path: str | Path) -> Path:
     return Path(out)
 
 
+def is_shallow(git_dir: Path) -> bool:
+    """A `--depth` clone: its oldest commits have no parent here though they had one."""
+    return (git_dir / "shallow").is_file()
+
+
 def _git(git_dir: Path, *args: str) -> str:
     try:
         return subprocess.run(["git", f"--git-dir={git_dir}", *args], capture_output=True, text=True, check=True,
@@ -101,7 +106,7 @@ def merged_changes(git_dir: Path, limit: int, rev: str = "HEAD", max_files: int 
     not used was left out; ``need_source``: a change that modified no source file is skipped too
     (it cannot become a question), so ``limit`` counts changes that give questions."""
     skipped = Counter() if skipped is None else skipped
-    shallow = (git_dir / "shallow").is_file()
+    shallow = is_shallow(git_dir)
     raw = _git(git_dir, "log", "--first-parent", f"-n{max(limit * 6, 50)}", "--format=%H%x00%P%x00%ct%x00%an%x00%s%x00%b%x1e", rev)
     out: list[Change] = []
     for rec in raw.split("\x1e"):

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .baselines import Baselines, Corpus
-from .history import checkout, git_dir_of, mine
+from .history import checkout, git_dir_of, is_shallow, mine
 from .scoring import KS, ask, gold_of, metrics, summarise
 
 BASELINES = ("bm25", "grep", "heuristic")
@@ -108,7 +108,7 @@ def evaluate_history(path: str | Path, limit: int = 50, baselines: tuple[str, ..
     systems = ["engine", *baselines]
     return {"repository": str(Path(path).resolve()), "requested": limit, "changes": used,
             "changesRead": used + sum(why_not.values()), "skippedChanges": dict(why_not.most_common()),
-            "shallow": (git_dir / "shallow").is_file(),
+            "shallow": is_shallow(git_dir),
             "questionsDropped": dropped, "questions": len(records), "baselines": list(baselines),
             "summary": summarise(records, systems), "records": records, "skipped": skipped}
 
