@@ -179,6 +179,9 @@ class Settings:
                                    f"({TRUSTED_SOURCES}); ignored")
         user_path = user_config if user_config is not None else user_config_path(env)
         user = _user_file_settings(user_path)
+        if user_config is None and env.get("DELPHI_CONFIG") and not user_path.is_file():
+            # A typo in the variable's path read no settings without a word (noticed session 29).
+            unknown.append(f"DELPHI_CONFIG names {_shown(user_path)}, which is not a file; no user settings read")
         raw.update(user)
         origin.update({snake_case(k): _shown(user_path) for k in user})
         from_env = _env_settings(env)

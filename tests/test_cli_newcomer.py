@@ -450,6 +450,7 @@ def test_an_unknown_key_in_a_repository_file_warns_and_an_unknown_key_of_yours_i
     (root / "delphi.toml").write_text("chunck_chars = 900\n")
     opts = ["--index-dir", str(tmp_path / "i"), "--no-vectors"]
     user = tmp_path / "user.toml"
+    user.write_text("")
     env = {"DELPHI_CONFIG": str(user)}
     out = _run("context", str(root), "exponential backoff", *opts, env=env)
     assert out.returncode == 0, out.stderr  # a cloned repository's typo does not lock its user out

@@ -1,3 +1,4 @@
+import os
 from pathlib import Path
 
 import pytest
@@ -164,3 +165,55 @@ def test_a_worktree_s_git_file_is_not_indexed_and_its_info_exclude_is_read(tmp_p
     assert ".git" not in got.skipped
     assert skip_reason(wt, ".git", Settings()) is not None
     assert skip_reason(wt, "scratch_notes.txt", Settings()) is not None
+
+
+def _user_home(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
+    monkeypatch.setenv("HOME", str(home))
+    for k in ("XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+
+
+def test_the_user_s_own_git_excludes_file_keeps_files_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """git applies the user's ``core.excludesFile`` in every repository; Delphi indexed those files (a private
+    ``.env.local`` listed there once reached the index; noticed session 28). Real git reads the config."""
+    from delphi_ls.workspace.scan import skip_reason
+    from tests.conftest import git
+
+    home = tmp_path / "home"
+    (home / "dotfiles").mkdir(parents=True)
+    (home / "dotfiles" / "ignore").write_text("*.env.local\nscratch/\n")
+    os.symlink(home / "dotfiles" / "ignore", home / "my-ignores")  # a dotfiles manager's link is followed
+    (home / ".gitconfig").write_text("[core]\n\texcludesFile = ~/my-ignores\n")
+    _user_home(monkeypatch, home)
+    root = tmp_path / "repo"
+    (root / "scratch").mkdir(parents=True)
+    git(root, "init", "-q")
+    (root / "app.py").write_text("x = 1\n")
+    (root / "prod.env.local").write_text("TOKEN=abc\n")
+    (root / "scratch" / "notes.py").write_text("y = 2\n")
+    (root / ".gitignore").write_text("!keep.env.local\n")  # the repository's rules still win over the user's
+    (root / "keep.env.local").write_text("A=1\n")
+    got = sorted(f.path for f in scan(root, 10_000).files)
+    assert got == [".gitignore", "app.py", "keep.env.local"], got
+    # an editor buffer of such a file is judged the same way
+    assert skip_reason(root, "prod.env.local", Settings()) is not None
+    assert skip_reason(root, "new.env.local", Settings()) is not None
+    assert skip_reason(root, "app.py", Settings()) is None
+    # the config edited: the rules follow without a restart
+    (home / ".gitconfig").write_text("[core]\n\texcludesFile = ~/none-here\n")
+    assert "prod.env.local" in {f.path for f in scan(root, 10_000).files}
+
+
+def test_git_s_default_excludes_file_is_read_without_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    home = tmp_path / "home"
+    (home / ".config" / "git").mkdir(parents=True)
+    (home / ".config" / "git" / "ignore").write_text("*.draft.md\n")
+    _user_home(monkeypatch, home)
+    root = tmp_path / "plain"  # not a repository: the user's rules are the user's wish anywhere
+    root.mkdir()
+    (root / "a.py").write_text("x = 1\n")
+    (root / "plan.draft.md").write_text("# a private draft\n")
+    assert [f.path for f in scan(root, 10_000).files] == ["a.py"]
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "elsewhere"))  # git's own lookup: XDG first
+    assert sorted(f.path for f in scan(root, 10_000).files) == ["a.py", "plan.draft.md"]

@@ -94,7 +94,20 @@ def test_a_broken_pyproject_is_a_warning_not_a_lock_out(tmp_path: Path, text: by
 def test_a_misspelt_environment_variable_is_a_warning(tmp_path: Path):
     """`DELPHI_RFF_K=3` was ignored without a word (a newcomer, session 29); a variable no setting resembles is
     nobody's business of Delphi's."""
-    s = Settings.load(tmp_path, env={"DELPHI_RFF_K": "3", "DELPHI_WS": "x", "DELPHI_CONFIG": str(tmp_path / "none")})
+    (tmp_path / "empty.toml").write_text("")
+    s = Settings.load(tmp_path, env={"DELPHI_RFF_K": "3", "DELPHI_WS": "x",
+                                     "DELPHI_CONFIG": str(tmp_path / "empty.toml")})
     assert s.rrf_k == Settings().rrf_k
     assert s.unknown == ["the environment variable DELPHI_RFF_K is not a setting (did you mean DELPHI_RRF_K?); "
                          "ignored"]
+
+
+def test_a_user_config_variable_naming_no_file_is_a_warning(tmp_path: Path):
+    """`DELPHI_CONFIG=~/.config/delphi/conifg.toml` read no settings and said nothing (noticed session 29)."""
+    (tmp_path / "real.toml").write_text("rrf_k = 7\n")
+    s = Settings.load(tmp_path, env={"DELPHI_CONFIG": str(tmp_path / "rael.toml")})
+    assert s.rrf_k == Settings().rrf_k
+    assert s.unknown == [f"DELPHI_CONFIG names {tmp_path / 'rael.toml'}, which is not a file; no user settings read"]
+    s = Settings.load(tmp_path, env={"DELPHI_CONFIG": str(tmp_path / "real.toml")})
+    assert (s.rrf_k, s.unknown) == (7, [])
+    assert Settings.load(tmp_path, env={"DELPHI_CONFIG": ""}).unknown == []  # set empty: the default place

@@ -24,6 +24,8 @@ from typing import Any
 import pathspec
 from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
 
+from .excludes import user_excludes_file
+
 LOCKFILES = {
     "package-lock.json", "pnpm-lock.yaml", "yarn.lock", "poetry.lock", "Pipfile.lock",
     "Cargo.lock", "Gemfile.lock", "go.sum", "composer.lock", "uv.lock", "bun.lockb",
@@ -186,10 +188,11 @@ class _Ignores:
         return bool(verdict)
 
 
-def _read_lines(p: str | Path) -> list[str]:
-    """An ignore file's lines; a link in its place is not followed (its target could be anywhere)."""
+def _read_lines(p: str | Path, follow: bool = False) -> list[str]:
+    """An ignore file's lines; a link in its place is not followed (its target could be anywhere), unless
+    ``follow``: the user's own excludes file is often a link into a dotfiles repository."""
     try:
-        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(p, os.O_RDONLY | (0 if follow else os.O_NOFOLLOW) | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return []
     try:
@@ -240,7 +243,11 @@ def _info_exclude(root: Path) -> Path:
 
 
 def _top_ignores(root: Path, extra_ignores: list[str] | None) -> _Ignores:
-    top = _read_lines(_info_exclude(root)) + _read_lines(root / ".delphiignore") + list(extra_ignores or [])
+    # In git's order of precedence, lowest first: the user's own excludes file, the repository's
+    # info/exclude, then Delphi's own rules.
+    user = user_excludes_file(root)
+    top = ((_read_lines(user, follow=True) if user is not None else []) + _read_lines(_info_exclude(root))
+           + _read_lines(root / ".delphiignore") + list(extra_ignores or []))
     return _Ignores().child("", top)
 
 

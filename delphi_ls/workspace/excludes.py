@@ -1,0 +1,91 @@
+"""The user's own git ignore file (``core.excludesFile``), which git applies in every repository.
+
+A developer who lists ``.env.local`` or ``*.pem`` there once sees git ignore those files everywhere; Delphi
+read only the repository's rules and indexed them (noticed in session 28, left; fixed session 30). The file
+is where ``git config core.excludesFile`` says (the user's, the system's or the repository's config, includes
+and all), else git's default ``$XDG_CONFIG_HOME/git/ignore`` (``~/.config/git/ignore``).
+
+Asking git costs a process start (3-5 ms), and the walk and every editor buffer's check read the rules, so
+the answer is kept until one of the config files git reads changes (one ``stat`` each).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+
+GIT_TIMEOUT_S = 5.0
+
+_cache: dict[str, tuple[tuple[object, ...], Path | None]] = {}
+
+
+def _default(env: Mapping[str, str]) -> Path | None:
+    xdg = env.get("XDG_CONFIG_HOME") or ""
+    if xdg:
+        return Path(xdg) / "git" / "ignore"
+    home = env.get("HOME") or ""
+    return Path(home) / ".config" / "git" / "ignore" if home else None
+
+
+def _config_files(root: Path, env: Mapping[str, str]) -> list[str]:
+    home = env.get("HOME") or ""
+    xdg = env.get("XDG_CONFIG_HOME") or (os.path.join(home, ".config") if home else "")
+    files = [env.get("GIT_CONFIG_GLOBAL") or "", os.path.join(home, ".gitconfig") if home else "",
+             os.path.join(xdg, "git", "config") if xdg else "", env.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig",
+             str(root / ".git" / "config")]
+    return [f for f in files if f]
+
+
+def _signature(root: Path, env: Mapping[str, str]) -> tuple[object, ...]:
+    sig: list[object] = [env.get(k) for k in ("HOME", "XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM",
+                                              "GIT_CONFIG_NOSYSTEM", "PATH")]
+    for f in _config_files(root, env):
+        try:
+            st = os.stat(f)
+            sig.append((st.st_mtime_ns, st.st_size, st.st_ino))
+        except OSError:
+            sig.append(None)
+    return tuple(sig)
+
+
+def _ask_git(root: Path) -> tuple[bool, Path | None]:
+    """(git answered, the file it names). Not answered: git missing, slow, or its config unreadable."""
+    git = shutil.which("git")
+    if git is None:
+        return False, None
+    try:
+        # core.fsmonitor off: a cloned repository's config must not name a program this runs.
+        res = subprocess.run([git, "-c", "core.fsmonitor=false", "config", "--path", "--get", "core.excludesFile"],
+                             cwd=root, capture_output=True, timeout=GIT_TIMEOUT_S, check=False,
+                             stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return False, None
+    if res.returncode == 1:  # the key is not set: git's default file applies
+        return True, None
+    if res.returncode != 0:
+        return False, None
+    value = os.fsdecode(res.stdout.strip())
+    if not value:
+        return True, None
+    path = Path(value).expanduser()
+    return True, path if path.is_absolute() else root / path
+
+
+def user_excludes_file(root: Path) -> Path | None:
+    """The ignore file git applies beside the repository's own rules, whether or not it exists; None when
+    there is none (no home folder)."""
+    env = os.environ
+    key = str(root)
+    sig = _signature(root, env)
+    hit = _cache.get(key)
+    if hit is not None and hit[0] == sig:
+        return hit[1]
+    answered, named = _ask_git(root)
+    path = named if answered and named is not None else _default(env)
+    if len(_cache) > 64:
+        _cache.clear()
+    _cache[key] = (sig, path)
+    return path
