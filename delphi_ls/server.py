@@ -19,6 +19,7 @@ from pygls.lsp.server import LanguageServer
 
 from . import __version__
 from .api import ContextRequest, RelatedRequest, RequestError, uri_to_path
+from .lsp_documents import OpenDocuments
 from .lsp_protocol import DelphiProtocol, serve_stdio, strict_converter
 from .session import Problem, Session, SessionEvents
 
@@ -102,6 +103,7 @@ class DelphiServer(LanguageServer):
         self.front_options: dict[str, Any] = {}
         self.http_daemon: Any = None
         self.folders: list[Path] = []
+        self.documents = OpenDocuments()  # their text by LSP's line rules, not pygls' (lsp_documents.py)
         self.dynamic_watchers = False
         # Indexing progress and diagnostics are sent from the indexer thread while handlers
         # answer on others: one message must reach stdout whole before the next starts.
@@ -264,13 +266,16 @@ def hover(ls: DelphiServer, params: lsp.HoverParams) -> lsp.Hover | None:
 
 @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
 def did_open(ls: DelphiServer, params: lsp.DidOpenTextDocumentParams) -> None:
-    ls.session.buffer_changed(params.text_document.uri, params.text_document.text)
+    doc = params.text_document
+    ls.session.buffer_changed(doc.uri, ls.documents.opened(doc.uri, doc.text))
 
 
 @server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
 def did_change(ls: DelphiServer, params: lsp.DidChangeTextDocumentParams) -> None:
-    doc = ls.workspace.get_text_document(params.text_document.uri)
-    ls.session.buffer_changed(params.text_document.uri, doc.source)
+    uri, encoding = params.text_document.uri, ls.workspace.position_encoding
+    text = ls.documents.changed(uri, params.content_changes, getattr(encoding, "value", encoding) or "utf-16")
+    if text is not None:
+        ls.session.buffer_changed(uri, text)
 
 
 @server.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
@@ -280,6 +285,7 @@ def did_save(ls: DelphiServer, params: lsp.DidSaveTextDocumentParams) -> None:
 
 @server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
 def did_close(ls: DelphiServer, params: lsp.DidCloseTextDocumentParams) -> None:
+    ls.documents.closed(params.text_document.uri)
     ls.session.buffer_closed(params.text_document.uri)
 
 
@@ -340,7 +346,9 @@ def _symbol_information(s: dict[str, Any]) -> lsp.SymbolInformation:
             "constructor": lsp.SymbolKind.Constructor, "type": lsp.SymbolKind.TypeParameter,
             "macro": lsp.SymbolKind.Function, "namespace": lsp.SymbolKind.Namespace,
             "property": lsp.SymbolKind.Property}.get(s["kind"], lsp.SymbolKind.Variable)
-    rng = lsp.Range(lsp.Position(max(s["line"] - 1, 0), 0), lsp.Position(max(s["endLine"] - 1, 0), 0))
+    # Whole lines: the end is the start of the line after the last (it was the last line's start, which left the
+    # definition's last line out and made a one-line definition an empty range).
+    rng = lsp.Range(lsp.Position(max(s["line"] - 1, 0), 0), lsp.Position(max(s["endLine"], s["line"], 1), 0))
     return lsp.SymbolInformation(name=s["name"], kind=kind, location=lsp.Location(s["uri"], rng),
                                  container_name=s.get("container") or None)
 

@@ -30,8 +30,10 @@ def shown(path: str) -> str:
 
 
 def shown_text(text: str) -> str:
-    """File text as printed: control characters but tabs and newlines as text."""
-    return text.translate(_SHOWN_TEXT)
+    """File text as printed: control characters but tabs and newlines as text. A Windows line end is a line end
+    (every line of a CRLF file ended in a visible ``\x0d``: a newcomer, session 30); a lone ``\r``, which a
+    terminal obeys by going back over the line, is shown."""
+    return text.replace("\r\n", "\n").translate(_SHOWN_TEXT)
 
 
 def fence(text: str) -> str:
@@ -53,7 +55,7 @@ def fence_lang(path: str) -> str:
 
 def fenced(path: str, text: str) -> str:
     """A file's text as printed, in a fence none of its lines can close (see :func:`fence`), with its language."""
-    body = shown_text(text.rstrip("\n"))
+    body = shown_text(text).rstrip("\n")
     f = fence(body)
     return f"{f}{fence_lang(path)}\n{body}\n{f}"
 

@@ -257,3 +257,29 @@ async def test_concurrent_requests_while_indexing(busy_client: LanguageClient):
     final = await request(busy_client, "delphi/context", {"query": "handler_7_3"})
     assert final["results"][0]["path"] == "gen/pkg7/mod7.py"
     assert all(v == "ready" for k, v in final["branchesReady"].items() if k in ("bm25", "symbol", "path"))
+
+
+async def test_incremental_edits_below_a_page_break_land_on_their_line(client: LanguageClient, ws: Path):
+    """The server applied edits by str.splitlines() lines: below a form feed (a page break, ordinary in PEP 8
+    Python) an edit went onto the line above it, and the server's copy drifted from the editor's (a newcomer,
+    session 30). Symbol ranges now cover their last line."""
+    await indexed(client)
+    uri = (ws / "shipyard" / "paged.py").as_uri()
+    text = "def one():\n    return 1\n\x0c\ndef two():  # \U0001F600\n    return 2\n"
+    client.text_document_did_open(lsp.DidOpenTextDocumentParams(
+        lsp.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)))
+    client.text_document_did_change(lsp.DidChangeTextDocumentParams(
+        text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=2),
+        content_changes=[lsp.TextDocumentContentChangePartial(
+            range=lsp.Range(lsp.Position(line=3, character=4), lsp.Position(line=3, character=7)), text="deux")]))
+
+    async def renamed():
+        syms = await client.text_document_document_symbol_async(
+            lsp.DocumentSymbolParams(text_document=lsp.TextDocumentIdentifier(uri=uri)))
+        return {s.name: s for s in syms or []} if any(s.name == "deux" for s in syms or []) else None
+    syms = await wait_for(renamed, timeout=30, what="the edited buffer's symbols")
+    assert "two" not in syms
+    deux = syms["deux"].location.range
+    assert (deux.start.line, deux.end.line) == (3, 5)  # lines 4-5, the end at the start of the line after
+    one = syms["one"].location.range
+    assert (one.start.line, one.end.line) == (0, 2)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import tree_sitter as ts
 
+from ..core.text import lines_of
 from ..languages import LanguageSpec, extract_imports, manifest_imports, node_text, parser_for, spec_for
 from ..languages.base import SOURCE
 
@@ -114,7 +115,7 @@ def _parse(grammar: str, source: bytes) -> ts.Tree:
 
 
 def window_chunks(text: str, max_chars: int) -> list[Chunk]:
-    lines = text.splitlines(keepends=True)
+    lines = lines_of(text)  # not splitlines(): a form feed is no line break (core/text.py)
     chunks: list[Chunk] = []
     start = 0
     while start < len(lines):

@@ -42,10 +42,11 @@ from multiprocessing import spawn
 from pathlib import Path
 from typing import Any
 
+from ..core.text import decode
 from ..stores.filedocs import FileDoc, build_doc, top_level_names
 from ..stores.meta import ChunkRow
 from ..workspace.kinds import file_kind
-from ..workspace.scan import SkipFile, content_skip_reason, decode, read_no_follow
+from ..workspace.scan import SkipFile, content_skip_reason, read_no_follow
 from ..workspace.secrets import in_words, redact
 from .chunker import chunk_file
 

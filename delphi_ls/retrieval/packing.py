@@ -17,6 +17,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from ..core.text import decode, lines_of
 from ..stores.meta import ChunkRow, MetaStore
 from ..workspace.scan import SkipFile, read_no_follow
 from ..workspace.secrets import redact
@@ -55,17 +56,25 @@ def file_lines(root: Path | None, chunks: list[ChunkRow]) -> list[str]:
             # changed since (an editor that sends no file events), and the stored chunks are the fallback.
             data = read_no_follow(root, chunks[0].path, MAX_READ_BYTES)
             # Redacted as indexing redacts it (workspace/secrets.py): a secret in the file is never packed.
-            lines = redact(data.decode("utf-8", errors="replace"))[0].splitlines(keepends=True)
+            lines = lines_of(redact(decode(data)[0])[0])  # read as indexing reads it
         except (SkipFile, OSError):
             lines = None
         if lines is not None and all(_matches(lines, c) for c in chunks):
             return lines
     last = max(c.end_line for c in chunks)
     out = ["\n"] * last
-    for c in chunks:
+    piece_of = 0  # the line whose pieces are being joined (a line too long for one chunk is cut into several)
+    for c in sorted(chunks, key=lambda c: c.ord):
+        if c.start_line == c.end_line == piece_of and not out[piece_of - 1].endswith("\n"):
+            out[piece_of - 1] += c.text  # the next piece of that line: joined, not written over it
+            continue
         for i, ln in enumerate(c.text.split("\n")[: c.end_line - c.start_line + 1]):
             out[c.start_line - 1 + i] = ln + "\n"
-    return out
+        if c.start_line == c.end_line and not c.text.endswith("\n"):
+            out[c.start_line - 1], piece_of = c.text, c.start_line  # a piece: the line goes on in the next chunk
+        else:
+            piece_of = 0
+    return [ln if ln.endswith("\n") else ln + "\n" for ln in out]
 
 
 def _matches(lines: list[str], c: ChunkRow) -> bool:
@@ -223,7 +232,7 @@ def _trimmed(sc: ScoredChunk, room: int) -> ScoredChunk | None:
     """``sc`` cut to its first whole lines that cost at most ``room`` tokens (None when not even one does)."""
     keep: list[str] = []
     size = 1 + MERGE_GAP + CHARS_PER_TOKEN - 1  # as _cost counts: the text, its separator, rounded up
-    for line in sc.chunk.text.splitlines(keepends=True):
+    for line in lines_of(sc.chunk.text):
         if (size + len(line)) // CHARS_PER_TOKEN > room:
             break
         keep.append(line)

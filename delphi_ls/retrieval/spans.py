@@ -571,15 +571,15 @@ def why_of(sc: ScoredChunk, packed: bool = False, head: ChunkRow | None = None) 
 
 def _preview(c: ChunkRow) -> str:
     """The chunk's first non-blank line, stripped, at most 160 characters. Read from the chunk's head:
-    every line of ``text[:2048].splitlines()`` but the last is a whole line of the text; only when none
-    of those holds a character is the whole text split."""
+    every line of ``text[:2048]`` but the last is a whole line of the text; only when none of those holds a
+    character is the whole text split. Lines end at ``\n`` only, as the index counts them (core/text.py)."""
     head = c.text[:2048]
-    lines = head.splitlines()
+    lines = head.split("\n")
     if len(head) < len(c.text):
         lines = lines[:-1]
     got = next((ln.strip() for ln in lines if ln.strip()), None)
     if got is None and len(head) < len(c.text):
-        got = next((ln.strip() for ln in c.text.splitlines() if ln.strip()), None)
+        got = next((ln.strip() for ln in c.text.split("\n") if ln.strip()), None)
     return (got or "")[:160]
 
 

@@ -24,6 +24,7 @@ from typing import Any
 import pathspec
 from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
 
+from ..core.text import byte_order_mark
 from .excludes import user_excludes_file
 
 LOCKFILES = {
@@ -460,6 +461,14 @@ SKIP_RULES = 1
 
 def content_skip_reason(rel: str, data: bytes) -> str | None:
     """Reasons only the bytes can tell: binary, minified, generated."""
+    bom = byte_order_mark(data)
+    if bom is not None and bom[0] != "utf-8":
+        # UTF-16 text (PowerShell's and Visual Studio's files) is all NUL bytes to the checks below: it was
+        # skipped as binary (a newcomer, session 30). Judged as the text it decodes to.
+        try:
+            data = data[bom[1]:].decode(bom[0]).encode("utf-8")
+        except UnicodeDecodeError:
+            return f"binary content (not {bom[0].upper()} text after its byte-order mark)"
     sample = data[:8192]
     if b"\x00" in sample:
         return "binary content (NUL byte)"
@@ -490,9 +499,3 @@ def content_skip_reason(rel: str, data: bytes) -> str | None:
     return None
 
 
-def decode(data: bytes) -> tuple[str, bool]:
-    """Text and whether replacement characters were needed (reported in health)."""
-    try:
-        return data.decode("utf-8"), False
-    except UnicodeDecodeError:
-        return data.decode("utf-8", errors="replace"), True
