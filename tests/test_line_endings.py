@@ -123,3 +123,23 @@ def test_incremental_edits_use_lsp_line_rules(encoding: str):
     assert got == ("def one():\n    s = 'a\u2028b\x85c'\n\x0c\ndef deux():  # \U0001F600 y\r\n    return 2\r"
                    "def trois(): pass\n# end\n")
     assert apply_changes(got, [lsp.TextDocumentContentChangeWholeDocument(text="new")], encoding) == "new"
+
+
+def test_words_beyond_ascii_are_whole_words(tmp_path: Path):
+    """`größe` was indexed and searched as `gr`, `Ñandú` as `and`: a question naming one found nothing by its words
+    and was told no file held them (a newcomer, session 30)."""
+    from delphi_ls.core.tokens import query_terms, split_identifier, token_string
+
+    assert token_string("größe = GrößeBerechnen(x2)") == "größe größeberechnen größe berechnen x2 x 2"
+    assert query_terms("where is Ñandú computed") == ["ñandú", "computed"]
+    assert split_identifier("parseHTTPResponse2") == ["parse", "http", "response", "2"]  # ASCII as before
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "u.py").write_text("class Ñandú:\n    pass\n")
+    (root / "v.py").write_text("# Berechnet die Größe des Puffers\ndef buffer_size(b):\n    return len(b)\n")
+    (root / "w.py").write_text("def other():\n    return 0\n")
+    with _engine(root, tmp_path) as eng:
+        ans = eng.context("Ñandú")
+        assert ans["results"][0]["path"] == "u.py" and "bm25" in ans["results"][0]["branches"]
+        assert "meaningOnly" not in ans["query"]
+        assert eng.context("Größe des Puffers")["results"][0]["path"] == "v.py"

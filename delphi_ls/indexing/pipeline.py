@@ -48,7 +48,7 @@ BATCH_FILES = 1000  # files per lexical commit once the first small batches are 
 # 4: secrets inside files redacted (workspace/secrets.py): an older index's chunks may hold them.
 # 5: a line longer than two windows is cut into pieces (its tail was dropped).
 # 6: lines end at "\n" only, a lone "\r" is a line end, UTF-16/32 files are text, no byte-order mark in chunks
-#    (core/text.py).
+#    (core/text.py); words with letters beyond ASCII are whole tokens (core/tokens.py).
 PARSER_VERSION = 6
 FIRST_BATCH_FILES = 25
 # A large run whose vector pass follows adds its chunks to the trigram index after that pass, not after each

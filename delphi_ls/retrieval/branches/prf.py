@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 from collections import Counter
 
 import numpy as np
 
-from ...core.tokens import STOPWORDS, code_tokens
+from ...core.tokens import STOPWORDS, code_tokens, words_of
 from ..context import SearchContext
 from ..query import QueryInfo
 from .base import Hit, files_from_chunks
@@ -32,7 +31,6 @@ CANDIDATES = 200  # terms looked up in the index (by feedback weight) before idf
 EXPANSION_TERMS = 10
 EXPANSION_WEIGHT = 0.5  # the best added term's weight against a question term's 1
 ROCCHIO_BETA = 0.5  # the feedback centroid's share against the question vector's 1
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+")  # the words code_tokens splits (core/tokens.py)
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -58,7 +56,7 @@ def expansion_terms(q: QueryInfo, ctx: SearchContext, files: list[str], n: int =
         # and splitting each occurrence again was most of this branch's time.
         words: Counter[str] = Counter()
         for row in ctx.meta.chunks_of(path)[:CHUNKS_PER_FILE]:
-            words.update(_WORD.findall(row.text))
+            words.update(words_of(row.text))
             words.update(row.symbols)
         tf: Counter[str] = Counter()
         for word, c in words.items():
