@@ -27,6 +27,7 @@ from typing import Any
 from . import health as health_mod
 from .api import ContextAnswer, ContextRequest, RequestError, uri_to_path
 from .core import Need, State, SymbolRecord, state_of
+from .core.git import ask_git, is_slow, slow_status
 from .indexing.cochange import COCHANGE_VERSION, change_history, git_head
 from .indexing.graph import FileGraph
 from .indexing.pipeline import Indexer, IndexReport, Progress, WorkspaceGone, embed_text
@@ -70,12 +71,10 @@ def no_history(root: Path) -> str:
         return "off: not a git repository (no history to read)"
     if shutil.which("git") is None:
         return "off: git is not installed (no history to read)"
-    try:
-        res = subprocess.run(["git", "-c", "core.fsmonitor=false", "-C", str(root), "rev-parse", "--verify", "HEAD"],
-                             capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"off: git could not be asked ({e}; no history to read)"
-    err = (res.stderr.strip().splitlines() or [""])[0]
+    res = ask_git(root, "rev-parse", "--verify", "HEAD")
+    if res is None:
+        return slow_status() if is_slow(root) else "off: git could not be started (no history to read)"
+    err = (res.stderr.decode("utf-8", "replace").strip().splitlines() or [""])[0]
     low = err.lower()
     if res.returncode == 0 or "needed a single revision" in low or "unknown revision" in low or not err:
         return "off: the git repository has no commits yet (no history to read)"
@@ -1049,7 +1048,9 @@ class Engine:
         head = git_head(self.root)
         stored = self.meta.get_state("cochange") or {}
         if head is None:
-            if stored.get("head"):  # history gone (.git removed, a snapshot unpacked without it): no stale counts
+            if stored.get("head") and not is_slow(self.root):
+                # history gone (.git removed, a snapshot unpacked without it): no stale counts. A git that only
+                # did not answer in time keeps them.
                 self.meta.set_cochange({}, "", 0, COCHANGE_VERSION, {})
             self.cochange_status = no_history(self.root)
             return

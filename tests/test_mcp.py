@@ -417,6 +417,18 @@ def test_discovery_files_another_user_could_plant_are_not_trusted(tmp_path: Path
         (index / "daemon.token").chmod(0o644)  # readable by others: not ours to trust
         assert find_daemon(index) is None
         (index / "daemon.token").chmod(0o600)
+        # Under umask 000 daemon.json was 0666: another user edited its address in place, the owner unchanged, and
+        # the token went to their listener (a newcomer, session 30). Written 0600 whatever the umask; trusted only so.
+        old = os.umask(0)
+        try:
+            write_discovery(index, url, "secret-token", tmp_path)
+        finally:
+            os.umask(old)
+        assert {(index / f).stat().st_mode & 0o777 for f in ("daemon.json", "daemon.token")} == {0o600}
+        assert find_daemon(index) == (url, "secret-token")
+        (index / "daemon.json").chmod(0o666)
+        assert find_daemon(index) is None
+        (index / "daemon.json").chmod(0o600)
         if os.getuid() == 0:  # as root the test can hand the file to another user
             os.chown(index / "daemon.json", 12345, 12345)
             assert find_daemon(index) is None

@@ -27,6 +27,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..core.git import ask_git
+
 COCHANGE_VERSION = 5  # 2: strengths normalised by each file's own change count; 3: those counts kept;
 # 4: commit messages kept with their files; 5: paths read NUL-separated, messages capped
 MAX_MESSAGE = 4000  # characters of a message kept (subject and the start of the body say what a change is)
@@ -35,11 +37,8 @@ MAX_MESSAGE = 4000  # characters of a message kept (subject and the start of the
 def git_head(root: Path) -> str | None:
     if not (root / ".git").exists():
         return None
-    try:
-        res = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return res.stdout.strip() if res.returncode == 0 else None
+    res = ask_git(root, "rev-parse", "HEAD")
+    return res.stdout.decode("utf-8", "replace").strip() if res is not None and res.returncode == 0 else None
 
 
 @dataclass(frozen=True)

@@ -168,17 +168,20 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 def write_discovery(index_dir: Path, url: str, token: str, root: Path) -> list[Path]:
-    """``daemon.token`` (0600, created with those permissions: never readable by others, not even briefly)
-    and ``daemon.json`` (address, pid) beside the index."""
+    """``daemon.token`` and ``daemon.json`` (address, pid) beside the index, both 0600 and created with those
+    permissions. ``daemon.json`` followed the umask: under ``umask 000`` in an index folder that existed, another
+    local user edited its address in place (the owner unchanged) and ``delphi mcp`` sent them the token with
+    every call (a newcomer, session 30)."""
     index_dir.mkdir(parents=True, exist_ok=True)
-    tok = index_dir / TOKEN_FILE
-    tok.unlink(missing_ok=True)
-    fd = os.open(tok, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(token)
     info = index_dir / DAEMON_FILE
-    info.write_text(json.dumps({"url": url, "pid": os.getpid(), "workspace": str(root), "started": time.time()}))
-    return [info, tok]
+    for path, text in ((index_dir / TOKEN_FILE, token),
+                       (info, json.dumps({"url": url, "pid": os.getpid(), "workspace": str(root),
+                                          "started": time.time()}))):
+        path.unlink(missing_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+    return [info, index_dir / TOKEN_FILE]
 
 
 def start_in_thread(session: Session, host: str = "127.0.0.1", port: int = 0) -> Daemon:
@@ -236,12 +239,12 @@ def _start(session: Session, host: str, port: int, locks: dict[Path, int]) -> Da
 def find_daemon(index_dir: Path) -> tuple[str, str] | None:
     """(url, token) of a live daemon serving this index, or None (no file, stale pid, nothing listening)."""
     try:
-        # Only files this user wrote, the token readable by nobody else: in a shared or world-writable
-        # index folder another local user could otherwise plant a daemon.json that sends our agents'
-        # questions (and paths) to their own server.
+        # Only files this user wrote, that nobody else can read or write: in a shared or world-writable
+        # index folder another local user could otherwise plant (or edit) a daemon.json that sends our
+        # agents' questions, paths and token to their own server.
         for f in (index_dir / DAEMON_FILE, index_dir / TOKEN_FILE):
             st = f.lstat()
-            if st.st_uid != os.getuid() or not stat.S_ISREG(st.st_mode) or (f.name == TOKEN_FILE and st.st_mode & 0o077):
+            if st.st_uid != os.getuid() or not stat.S_ISREG(st.st_mode) or st.st_mode & 0o077:
                 return None
         info = json.loads((index_dir / DAEMON_FILE).read_text())
         token = (index_dir / TOKEN_FILE).read_text().strip()

@@ -12,12 +12,10 @@ the answer is kept until one of the config files git reads changes (one ``stat``
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
-GIT_TIMEOUT_S = 5.0
+from ..core.git import ask_git
 
 _cache: dict[str, tuple[tuple[object, ...], Path | None]] = {}
 
@@ -53,15 +51,8 @@ def _signature(root: Path, env: Mapping[str, str]) -> tuple[object, ...]:
 
 def _ask_git(root: Path) -> tuple[bool, Path | None]:
     """(git answered, the file it names). Not answered: git missing, slow, or its config unreadable."""
-    git = shutil.which("git")
-    if git is None:
-        return False, None
-    try:
-        # core.fsmonitor off: a cloned repository's config must not name a program this runs.
-        res = subprocess.run([git, "-c", "core.fsmonitor=false", "config", "--path", "--get", "core.excludesFile"],
-                             cwd=root, capture_output=True, timeout=GIT_TIMEOUT_S, check=False,
-                             stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.SubprocessError):
+    res = ask_git(root, "config", "--path", "--get", "core.excludesFile")
+    if res is None:
         return False, None
     if res.returncode == 1:  # the key is not set: git's default file applies
         return True, None

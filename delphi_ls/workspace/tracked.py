@@ -9,10 +9,9 @@ Asked of git only by a full health report: a subprocess is not added to every ca
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
-GIT_TIMEOUT_S = 10.0
+from ..core.git import ask_git
 
 
 def tracked_but_ignored(root: Path) -> list[str] | None:
@@ -20,14 +19,8 @@ def tracked_but_ignored(root: Path) -> list[str] | None:
     folder is not in a git work tree or git is unavailable or slow."""
     if not (root / ".git").exists():
         return None  # a folder inside a repository is asked of its own root's rules only when it is the root
-    try:
-        # core.fsmonitor off: a cloned repository's config must not name a program this runs.
-        res = subprocess.run(["git", "-c", "core.fsmonitor=false", "-C", str(root), "ls-files", "-z",
-                              "--cached", "--ignored", "--exclude-standard"],
-                             capture_output=True, timeout=GIT_TIMEOUT_S, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if res.returncode != 0:
+    res = ask_git(root, "ls-files", "-z", "--cached", "--ignored", "--exclude-standard")
+    if res is None or res.returncode != 0:
         return None
     out = []
     for raw in res.stdout.split(b"\0"):
