@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import errno
 import json
 import logging
 import os
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 # Exit statuses: 0 answered, 1 nothing found (like grep) or health has errors, 2 a usage or input error.
 NOT_FOUND = 1
 USAGE = 2
+MACHINE = 3  # the machine refused: no disk space, file descriptors or memory, a folder that cannot be written
 # What `delphi eval --baselines` accepts (evaluation/runner.py's BASELINE_NOTES describes each);
 # the default runs the first three, `lexical` only when asked.
 EVAL_BASELINES = ("bm25", "grep", "heuristic", "lexical")
@@ -148,7 +150,11 @@ def workspace_path(arg: str, root: Path) -> str:
     refuses a path outside the workspace or one that does not exist, naming it."""
     if arg.startswith("file:") or os.path.isabs(arg):
         return arg
-    here = Path(os.path.normpath(Path.cwd() / arg))
+    try:
+        cwd = Path.cwd()
+    except FileNotFoundError:  # the current folder was removed under the shell: the workspace root is left
+        return arg
+    here = Path(os.path.normpath(cwd / arg))
     if here.exists():
         try:
             here.relative_to(root)
@@ -762,8 +768,59 @@ def _mcp_args(argv: list[str]) -> argparse.Namespace | int:
     return args
 
 
+def _stdin_open() -> bool:
+    """``delphi mcp <&-`` was a traceback from the first read (a newcomer, session 30)."""
+    try:
+        os.fstat(0)
+        return True
+    except OSError:
+        return False
+
+
+def _usable_streams() -> None:
+    """Output that can always be written: a closed stdout or stderr (``2>&-``) was None, and the progress bar's
+    first call ended the run with exit 1 and no word; a file name beyond ASCII under ``PYTHONIOENCODING=ascii``
+    was a traceback (a newcomer, session 30). Such text is written escaped (``\\xf1``)."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is None:
+            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115 (for the process's life)
+        elif hasattr(stream, "reconfigure"):
+            try:
+                stream.reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):
+                pass
+
+
+# Errors of the machine, not of Delphi or its input: the index keeps its last completed run.
+_MACHINE_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOSPC, errno.EDQUOT, errno.ENOMEM, errno.EROFS, errno.EIO,
+                   errno.EACCES, errno.EPERM, errno.EAGAIN}
+_MACHINE_WORDS = ("too many open files", "no space left", "disk is full", "disk i/o error", "out of memory",
+                  "cannot allocate memory", "read-only file system", "permission denied")
+
+
+def _machine_error(e: BaseException) -> str | None:
+    """One line for an error the machine raised (no disk space, no file descriptors, no memory, a folder that
+    cannot be written), else None. They were tracebacks from `delphi index` (a newcomer, session 30)."""
+    if isinstance(e, MemoryError):
+        return "out of memory"
+    if isinstance(e, OSError) and e.errno in _MACHINE_ERRNOS:
+        return f"{e.strerror or e}" + (f": {e.filename}" if e.filename else "")
+    text = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
+    if isinstance(e, OSError | ValueError | RuntimeError) or type(e).__module__ == "sqlite3":
+        if any(w in text.lower() for w in _MACHINE_WORDS):
+            return text
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    _usable_streams()
+    if argv[:1] == ["mcp"] and not _stdin_open():
+        # Checked before any file is opened: one opened later would take fd 0 and be read as the protocol.
+        print("delphi mcp: error: stdin is closed; an MCP client talks to `delphi mcp` over its stdin and stdout",
+              file=sys.stderr)
+        return USAGE
     if argv[:1] == ["mcp"]:
         got = _mcp_args(argv)
         if isinstance(got, int):
@@ -795,6 +852,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\ndelphi: {what}; the index stays consistent and the next run resumes", file=sys.stderr)
         return code
     except Exception as e:
+        machine = None if _user_error(e) else _machine_error(e)
+        if machine is not None:
+            print(f"delphi: error: {machine} ({type(e).__name__}); the index keeps its last completed run: "
+                  "run again once the machine allows it", file=sys.stderr)
+            return MACHINE
         if not _user_error(e):
             raise
         print(f"delphi: error: {_as_flags(e)}", file=sys.stderr)

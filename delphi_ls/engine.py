@@ -484,6 +484,10 @@ class Engine:
             self._exact_unsaved = None
         return True
 
+    def chroma_answers(self, counts: dict[str, int] | None = None) -> bool:
+        """Whether Chroma answers the vector branch now (else the exact search, or no vectors at all)."""
+        return self.settings.vectors and self._hnsw_answers((counts or self.meta.counts())["vectors"])
+
     def vector_search(self, counts: dict[str, int] | None = None) -> str:
         """Which search answers the vector branch, for health."""
         if not self.settings.vectors:
@@ -1281,10 +1285,11 @@ class Engine:
             # What answers queries is probed: the cache vector when exact, Chroma's when HNSW; and
             # Chroma's too whenever it is open (health opens it), as HNSW would answer from it.
             # Chroma is probed only for what it holds: not while it is owed writes (it answers nothing then).
-            # Nor while a loaded snapshot's vectors are still to be refilled into it (the exact search answers).
+            # Nor while a loaded snapshot's vectors are still to be refilled into it (the exact search answers),
+            # nor while it is damaged and the exact search answers (a warning then, not a disabled branch).
             if not exact:
                 chroma = self.vectors
-            elif self._vectors is None:
+            elif self._vectors is None or any(k in self.problems for k in health_mod.CHROMA_PROBLEMS):
                 chroma = None  # not open: nothing to count (what Chroma is owed takes a join over the owed rows)
             else:
                 owed = self.meta.chroma_owed() or bool(self.meta.get_state("vectors_refill"))
@@ -1297,12 +1302,16 @@ class Engine:
         if not self.settings.vectors:
             return False, "off: vectors disabled by settings (vectors = false)"
         counts = counts or self.meta.counts()
-        if self._hnsw_answers(counts["vectors"]):
+        hnsw = self._hnsw_answers(counts["vectors"])
+        if hnsw:
             if self.meta.get_state("vectors_refill"):
                 return False, ("not ready: a snapshot was loaded and Chroma is not filled yet; "
                                "`delphi index` fills it from the embedding cache")
             _ = self.vectors  # opens Chroma; a failure to open lands in problems, read next
-        for key in ("embedder", "vector_store", "vector_store_damaged"):
+        # An embedded Chroma's problems disable the branch only where Chroma answers: below the exact bound the
+        # search reads the embedding cache, and health called a branch "disabled" that was answering (a newcomer,
+        # session 30). A Chroma server the user named is theirs to fix at once.
+        for key in ("embedder", *(health_mod.CHROMA_PROBLEMS if hnsw or self.settings.chroma_url else ())):
             if key in self.problems:
                 return False, "disabled: " + self.problems[key]
         if not self.model_matches():

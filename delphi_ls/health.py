@@ -26,6 +26,8 @@ from .stores.vectors import VectorStore
 from .stores.writer_lock import Holder
 from .workspace.scan import scan
 
+CHROMA_PROBLEMS = ("vector_store", "vector_store_damaged")  # keys of Engine.problems that are Chroma's
+
 
 class EngineState(Protocol):
     """What the health report reads of an engine (``delphi_ls.engine.Engine`` is one)."""
@@ -46,6 +48,7 @@ class EngineState(Protocol):
 
     def vector_status(self, counts: dict[str, int] | None = None) -> tuple[bool, str]: ...
     def vector_search(self, counts: dict[str, int] | None = None) -> str: ...
+    def chroma_answers(self, counts: dict[str, int] | None = None) -> bool: ...
     def is_indexed(self) -> bool: ...
     def stored_identity(self) -> ModelIdentity | None: ...
     def model_matches(self) -> bool: ...
@@ -153,8 +156,13 @@ def report(engine: EngineState, check_staleness: bool = True, buffered: Collecti
     problems += [{"severity": "warning", "code": "repo_setting_refused", "message": m} for m in engine.settings.refused]
     problems += [{"severity": "warning", "code": "repo_setting_unknown", "message": m}
                  for m in getattr(engine.settings, "unknown", [])]
+    chroma_needed = engine.chroma_answers(counts) or bool(engine.settings.chroma_url)
     for key, msg in engine.problems.items():
-        problems.append({"severity": "error", "code": key, "message": msg})
+        if key in CHROMA_PROBLEMS and not chroma_needed:
+            problems.append({"severity": "warning", "code": key, "message": msg + "; the exact search over the "
+                             "embedding cache answers meanwhile (Chroma is used past the exact bound)"})
+        else:
+            problems.append({"severity": "error", "code": key, "message": msg})
     for key, msg in engine.warnings.items():
         problems.append({"severity": "warning", "code": key, "message": msg})
     gone = not os.path.isdir(engine.root)

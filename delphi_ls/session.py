@@ -416,6 +416,7 @@ class Session:
                 if self._reread_settings(eng, paths):
                     paths = None  # what is indexed changed (extra_ignores, max_file_bytes): every file is looked at
                 rep = self._index(eng, paths)
+                eng.problems.pop("index_run", None)
                 if root in self._gone:  # back, and told by an editor's events (no watch loop looks)
                     with self._watch_lock:
                         self._back(root, full_pass=paths is not None)
@@ -434,6 +435,9 @@ class Session:
             except Exception as e:  # an indexing failure must show, and not kill the worker
                 log.exception("indexing %s failed", root)
                 self.events.message("error", f"Delphi: indexing {root} failed: {type(e).__name__}: {e}")
+                # And in status and health until a run succeeds: an agent sees no stderr, and `index_status` said
+                # "ready" after `Too many open files` (a newcomer, session 30).
+                eng.problems["index_run"] = f"the last index run failed: {type(e).__name__}: {e}"
             finally:
                 if first is not None:
                     first.set()

@@ -178,8 +178,9 @@ class Settings:
                     refused.append(f"{where} sets {why}, which only your own configuration may set "
                                    f"({TRUSTED_SOURCES}); ignored")
         user_path = user_config if user_config is not None else user_config_path(env)
-        user = _user_file_settings(user_path)
-        if user_config is None and env.get("DELPHI_CONFIG") and not user_path.is_file():
+        said = len(unknown)
+        user = _user_file_settings(user_path, unknown)
+        if user_config is None and env.get("DELPHI_CONFIG") and len(unknown) == said and not _is_file(user_path):
             # A typo in the variable's path read no settings without a word (noticed session 29).
             unknown.append(f"DELPHI_CONFIG names {_shown(user_path)}, which is not a file; no user settings read")
         raw.update(user)
@@ -423,8 +424,23 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
-def _user_file_settings(path: Path) -> dict[str, Any]:
-    return _read_toml(path) if path.is_file() else {}
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
+def _user_file_settings(path: Path, warnings: list[str] | None = None) -> dict[str, Any]:
+    try:
+        there = path.is_file()
+    except PermissionError:
+        # A home folder this user cannot enter (`docker run -u 1000` on an image whose HOME is /root, `sudo -u`
+        # keeping HOME) was a traceback from every command, `--index-dir` given or not (a newcomer, session 30).
+        if warnings is not None:
+            warnings.append(f"{_shown(path.parent)} cannot be entered (permission denied); no user settings read")
+        return {}
+    return _read_toml(path) if there else {}
 
 
 def _misspelt_env(env: Any, known: list[str]) -> list[str]:

@@ -698,3 +698,45 @@ def test_a_folder_inside_a_project_is_searched_alone_and_the_note_says_so(tmp_pa
     out = delphi("related-tests", ".", "shipyard/retry.py", "--index-dir", str(tmp_path / "j"), "--no-vectors",
                  cwd=proj)
     assert out.returncode == 0 and "tests/test_retry.py" in out.stdout and "note:" not in out.stderr, out
+
+
+def test_a_hostile_environment_gets_one_line_not_a_traceback(tmp_path: Path) -> None:
+    """A newcomer, session 30: stderr closed (`2>&-`) ended `delphi index` with exit 1 and no word; a name beyond
+    ASCII under PYTHONIOENCODING=ascii was a traceback; a removed current folder was `[Errno 2]` naming nothing;
+    too few file descriptors were a traceback from the index's commit."""
+    import resource
+
+    root = _tiny(tmp_path / "w")
+    (root / "ñandú").mkdir()
+    (root / "ñandú" / "café.py").write_text("def cafe_latte():\n    return 1\n")
+    opts = ["--index-dir", str(tmp_path / "i"), "--no-vectors"]
+    user = tmp_path / "user.toml"
+    user.write_text("")
+    env = {**os.environ, "DELPHI_CONFIG": str(user)}
+    closed = subprocess.run([*DELPHI, "index", str(root), *opts], stderr=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            text=True, timeout=300, env=env, preexec_fn=lambda: os.close(2))
+    assert closed.returncode == 0 and "indexed" in closed.stdout, closed
+    out = _run("context", str(root), "cafe_latte", *opts, env={"DELPHI_CONFIG": str(user), "PYTHONIOENCODING": "ascii"})
+    assert out.returncode == 0 and "\\xf1and\\xfa/caf\\xe9.py" in out.stdout, out.stderr
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    proc = subprocess.Popen(["sh", "-c", f"cd {gone} && rmdir {gone} && exec \"$@\"", "sh", *DELPHI, "context",
+                             str(root), "backoff", "--anchor", "pkg/retry.py", *opts],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0 and "tests/test_retry.py" in stdout, stderr  # the anchor read from the workspace
+    no_stdin = subprocess.run([*DELPHI, "mcp", str(root), *opts], capture_output=True, text=True, timeout=120, env=env,
+                              stdin=subprocess.DEVNULL, preexec_fn=lambda: os.close(0))
+    assert no_stdin.returncode == 2 and "stdin is closed" in no_stdin.stderr, no_stdin.stderr
+    assert "Traceback" not in no_stdin.stderr
+    (root / "more").mkdir()
+    for i in range(300):
+        (root / "more" / f"m{i}.py").write_text(f"def f{i}():\n    return {i}\n")
+
+    def few_fds() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (24, 24))
+    starved = subprocess.run([*DELPHI, "index", str(root), "--index-dir", str(tmp_path / "i2")], capture_output=True,
+                             text=True, timeout=300, env=env, preexec_fn=few_fds)
+    if starved.returncode != 0:  # how far 24 descriptors go depends on the platform; never a traceback
+        assert starved.returncode == 3 and "Traceback" not in starved.stderr, starved.stderr
+        assert starved.stderr.count("\n") == 1 and "open files" in starved.stderr.lower(), starved.stderr

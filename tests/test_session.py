@@ -564,3 +564,34 @@ def test_a_folder_that_cannot_be_opened_is_named_by_every_request(tmp_path: Path
         assert "your home folder" in str(e.value)
     finally:
         s.shutdown()
+
+
+def test_a_failed_index_run_is_in_status_until_a_run_succeeds(tmp_path: Path, monkeypatch):
+    """`index_status` said "ready" after a run failed with `Too many open files`; only stderr, which an agent never
+    sees, said so (a newcomer, session 30)."""
+    from delphi_ls.engine import Engine
+
+    ws = build_workspace(tmp_path / "ws")
+    real = Engine.index
+    failing = {"on": True}
+
+    def index(self, *a, **k):
+        if failing["on"]:
+            raise OSError(24, "Too many open files")
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(Engine, "index", index)
+    s = Session(None, {"indexDir": str(tmp_path / "index"), "vectors": False})
+    try:
+        s.start([ws])
+        assert s.wait_idle(120)
+        w = s.status()["workspaces"][0]
+        assert w["state"] == "degraded", w["state"]
+        assert any(p["code"] == "index_run" and "Too many open files" in p["message"] for p in w["problems"])
+        failing["on"] = False
+        s.reindex()
+        assert s.wait_idle(120)
+        w = s.status()["workspaces"][0]
+        assert w["state"] == "ready" and not any(p["code"] == "index_run" for p in w["problems"]), w
+    finally:
+        s.shutdown()

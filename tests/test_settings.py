@@ -111,3 +111,26 @@ def test_a_user_config_variable_naming_no_file_is_a_warning(tmp_path: Path):
     s = Settings.load(tmp_path, env={"DELPHI_CONFIG": str(tmp_path / "real.toml")})
     assert (s.rrf_k, s.unknown) == (7, [])
     assert Settings.load(tmp_path, env={"DELPHI_CONFIG": ""}).unknown == []  # set empty: the default place
+
+
+def test_a_home_folder_that_cannot_be_entered_is_a_warning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """`docker run -u 1000` on an image whose HOME is /root: the user config's folder cannot be entered, and every
+    command was a PermissionError traceback, `--index-dir` given or not (a newcomer, session 30)."""
+    import os
+
+    if os.getuid() == 0:  # root enters every folder: the refusal the kernel gives any other user, as it gives it
+        real = Path.is_file
+
+        def is_file(self: Path) -> bool:
+            if ".config" in self.parts:
+                raise PermissionError(13, "Permission denied", str(self))
+            return real(self)
+        monkeypatch.setattr(Path, "is_file", is_file)
+    home = tmp_path / "home"
+    (home / ".config" / "delphi").mkdir(parents=True)
+    (home / ".config").chmod(0o000)
+    try:
+        s = Settings.load(tmp_path, env={"DELPHI_CONFIG": str(home / ".config" / "delphi" / "config.toml")})
+        assert len(s.unknown) == 1 and "cannot be entered (permission denied)" in s.unknown[0], s.unknown
+    finally:
+        (home / ".config").chmod(0o755)

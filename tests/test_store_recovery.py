@@ -78,8 +78,18 @@ def _problem(h: dict, code: str) -> dict:
     return found[0]
 
 
-def _health_exit(ws: Path, idx: Path) -> int:
-    return main(["health", str(ws), "--index-dir", str(idx), "--reranker", "off", "--json"])
+def _health_exit(ws: Path, idx: Path, hnsw: bool = True) -> int:
+    """`delphi health`'s exit status, with HNSW answering as in ``_open`` (``hnsw``) or as the defaults have it
+    (the exact search below its bound: a damaged Chroma is then a warning, exit 0)."""
+    old = os.environ.get("DELPHI_VECTOR_SEARCH")
+    os.environ["DELPHI_VECTOR_SEARCH"] = "hnsw" if hnsw else "auto"
+    try:
+        return main(["health", str(ws), "--index-dir", str(idx), "--reranker", "off", "--json"])
+    finally:
+        if old is None:
+            os.environ.pop("DELPHI_VECTOR_SEARCH")
+        else:
+            os.environ["DELPHI_VECTOR_SEARCH"] = old
 
 
 def _assert_whole(eng: Engine, facts: dict) -> None:
@@ -200,6 +210,14 @@ def test_damaged_vector_store_is_refilled_from_the_cache(copy, damage: str):
         assert h["branches"]["vector"].startswith("disabled")
         assert any(p["code"] in ("vector_store", "vector_store_damaged") for p in h["problems"]), h["problems"]
     assert _health_exit(ws, idx) == 1
+    # Where the exact search answers (the defaults, below its bound), the branch answers: a warning, not "disabled"
+    # (health said the branch was disabled while it answered; a newcomer, session 30).
+    with Engine(ws, index_dir=str(idx), reranker="off") as eng:
+        h = eng.health(check_staleness=False)
+        assert h["branches"]["vector"] == "ready", h["branches"]["vector"]
+        assert "vector" in eng.context("exponential backoff between upload attempts")["results"][0]["branches"]
+        assert {p["severity"] for p in h["problems"] if p["code"].startswith("vector_store")} == {"warning"}
+    assert _health_exit(ws, idx, hnsw=False) == 0
     with _open(ws, idx) as eng:
         rep = eng.index()
         n = facts["counts"]["vectors"]

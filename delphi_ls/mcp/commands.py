@@ -156,9 +156,13 @@ def run_mcp(path: str | None, overrides: dict[str, Any], connect: bool = True, r
     from .daemon import find_daemon
     from .server import build_server, local_call, serve_stdio
 
-    root = Path(path).expanduser().resolve() if path is not None else project_root(Path.cwd())
-    # A wrong command line is said as it is, not as a folder (the current one) that cannot be opened (review).
     reason = refusal
+    try:
+        root = Path(path).expanduser().resolve() if path is not None else project_root(Path.cwd())
+    except FileNotFoundError:  # the current folder was removed: served all the same, every call saying so
+        root = Path(path or ".")
+        reason = reason or "the current folder no longer exists; name the workspace: `delphi mcp PATH`"
+    # A wrong command line is said as it is, not as a folder (the current one) that cannot be opened (review).
     if reason is None:
         try:
             if not root.is_dir():
