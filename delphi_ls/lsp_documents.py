@@ -23,17 +23,31 @@ def _units(ch: str, encoding: str) -> int:
     return 2 if ord(ch) > 0xFFFF else 1
 
 
-def _offset(lines: list[str], starts: list[int], line: int, character: int, encoding: str) -> int:
-    """The index into the text of a position; past a line's end is its end, past the last line the text's end."""
+def _line_at(text: str, line: int) -> tuple[int, str]:
+    """(where line ``line`` starts, its text without its end); past the last line: (the text's end, "").
+
+    Without a CR (nearly every buffer) by ``str.split("\\n")`` and C-level sums: a keystroke in a 1 MB buffer
+    cost 17 ms when every line was matched by the regex, 5.7 ms in pygls."""
+    if "\r" not in text:
+        parts = text.split("\n", line + 1)
+        if line >= len(parts):
+            return len(text), ""
+        return sum(map(len, parts[:line])) + line, parts[line]
+    lines = _LINE.findall(text)
     if line >= len(lines):
-        return starts[-1]
-    text = lines[line].rstrip("\r\n")
+        return len(text), ""
+    return sum(map(len, lines[:line])), lines[line].rstrip("\r\n")
+
+
+def _offset(text: str, line: int, character: int, encoding: str) -> int:
+    """The index into the text of a position; past a line's end is its end, past the last line the text's end."""
+    start, content = _line_at(text, line)
     units = 0
-    for i, ch in enumerate(text):
+    for i, ch in enumerate(content):
         if units >= character:
-            return starts[line] + i
+            return start + i
         units += _units(ch, encoding)
-    return starts[line] + len(text)
+    return start + len(content)
 
 
 def apply_changes(text: str, changes: Iterable[Any], encoding: str = "utf-16") -> str:
@@ -43,12 +57,8 @@ def apply_changes(text: str, changes: Iterable[Any], encoding: str = "utf-16") -
         if rng is None:
             text = change.text
             continue
-        lines = _LINE.findall(text)
-        starts = [0]
-        for ln in lines:
-            starts.append(starts[-1] + len(ln))
-        a = _offset(lines, starts, rng.start.line, rng.start.character, encoding)
-        b = _offset(lines, starts, rng.end.line, rng.end.character, encoding)
+        a = _offset(text, rng.start.line, rng.start.character, encoding)
+        b = _offset(text, rng.end.line, rng.end.character, encoding)
         text = text[:a] + change.text + text[max(a, b):]
     return text
 

@@ -143,3 +143,19 @@ def test_words_beyond_ascii_are_whole_words(tmp_path: Path):
         assert ans["results"][0]["path"] == "u.py" and "bm25" in ans["results"][0]["branches"]
         assert "meaningOnly" not in ans["query"]
         assert eng.context("Größe des Puffers")["results"][0]["path"] == "v.py"
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-8"])
+def test_incremental_edits_without_a_carriage_return(encoding: str):
+    """The common buffer (no CR) takes a faster path to the same answer."""
+    text = "a = 1\n\x0c\nb = '\U0001F600x'\nc = 3"
+    wide = {"utf-16": 2, "utf-8": 4}[encoding]
+    p = lsp.Position
+    got = apply_changes(text, [
+        lsp.TextDocumentContentChangePartial(range=lsp.Range(p(2, 5 + wide), p(2, 6 + wide)), text="y"),
+        lsp.TextDocumentContentChangePartial(range=lsp.Range(p(3, 4), p(3, 99)), text="4"),  # past the line's end
+        lsp.TextDocumentContentChangePartial(range=lsp.Range(p(7, 0), p(7, 0)), text="\n"),  # past the last line
+    ], encoding)
+    assert got == "a = 1\n\x0c\nb = '\U0001F600y'\nc = 4\n"
+    assert apply_changes(got, [lsp.TextDocumentContentChangePartial(range=lsp.Range(p(4, 0), p(4, 0)), text="d")],
+                         encoding) == got + "d"  # the empty line after the last newline
