@@ -159,3 +159,13 @@ def test_incremental_edits_without_a_carriage_return(encoding: str):
     assert got == "a = 1\n\x0c\nb = '\U0001F600y'\nc = 4\n"
     assert apply_changes(got, [lsp.TextDocumentContentChangePartial(range=lsp.Range(p(4, 0), p(4, 0)), text="d")],
                          encoding) == got + "d"  # the empty line after the last newline
+
+
+def test_a_long_line_is_listed_once(tmp_path: Path):
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "l.py").write_text("def f():\n    x = '" + "needle_word_xyz ab " * 1000 + "'\n\ndef g():\n    return 1\n")
+    with _engine(root, tmp_path) as eng:
+        spans = eng.context("needle_word_xyz")["results"][0]["spans"]
+        ranges = [(s["startLine"], s["endLine"]) for s in spans]
+        assert len(ranges) == len(set(ranges)), ranges

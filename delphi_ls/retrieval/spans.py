@@ -701,6 +701,8 @@ def listed_spans(scored: list[ScoredChunk], asked: set[str], n: int = LISTED_SPA
                     lo, hi, size, grew = min(lo, c.start_line), max(hi, c.end_line), size + 1, True
                     taken.add(id(o))
                     break
+        if any(o["startLine"] == lo and o["endLine"] == hi for o in out):
+            continue  # another piece of a line too long for one chunk: the line is listed once (a newcomer, s30)
         span = span_of(s, asked, first=not out)
         span["startLine"], span["endLine"] = lo, hi
         out.append(span)
