@@ -700,8 +700,8 @@ def _user_error(e: BaseException) -> bool:
 
     The error classes live in modules this file does not import at load; if a module was never
     imported, its error cannot have been raised."""
-    if isinstance(e, FileNotFoundError | NotADirectoryError):
-        return True
+    if isinstance(e, FileNotFoundError | NotADirectoryError | PermissionError):
+        return True  # a file the user named (`--draft`, an anchor) that is not there or cannot be read
     for module, name in (("delphi_ls.api", "RequestError"), ("delphi_ls.settings", "SettingsError"),
                          ("delphi_ls.indexing.snapshot", "SnapshotError"),
                          ("delphi_ls.workspace.roots", "WorkspaceRefused"),
@@ -794,9 +794,9 @@ def _usable_streams() -> None:
 
 # Errors of the machine, not of Delphi or its input: the index keeps its last completed run.
 _MACHINE_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOSPC, errno.EDQUOT, errno.ENOMEM, errno.EROFS, errno.EIO,
-                   errno.EACCES, errno.EPERM, errno.EAGAIN}
+                   errno.EAGAIN}
 _MACHINE_WORDS = ("too many open files", "no space left", "disk is full", "disk i/o error", "out of memory",
-                  "cannot allocate memory", "read-only file system", "permission denied")
+                  "cannot allocate memory", "read-only file system")
 
 
 def _machine_error(e: BaseException) -> str | None:

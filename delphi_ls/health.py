@@ -156,6 +156,7 @@ def report(engine: EngineState, check_staleness: bool = True, buffered: Collecti
     problems += [{"severity": "warning", "code": "repo_setting_refused", "message": m} for m in engine.settings.refused]
     problems += [{"severity": "warning", "code": "repo_setting_unknown", "message": m}
                  for m in getattr(engine.settings, "unknown", [])]
+    problems += [{"severity": "warning", "code": "user_setting", "message": m} for m in getattr(engine.settings, "own", [])]
     chroma_needed = engine.chroma_answers(counts) or bool(engine.settings.chroma_url)
     for key, msg in engine.problems.items():
         if key in CHROMA_PROBLEMS and not chroma_needed:

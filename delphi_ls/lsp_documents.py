@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")
+_LONE_CR = re.compile(r"\r(?!\n)")
 
 
 def _units(ch: str, encoding: str) -> int:
@@ -26,13 +27,13 @@ def _units(ch: str, encoding: str) -> int:
 def _line_at(text: str, line: int) -> tuple[int, str]:
     """(where line ``line`` starts, its text without its end); past the last line: (the text's end, "").
 
-    Without a CR (nearly every buffer) by ``str.split("\\n")`` and C-level sums: a keystroke in a 1 MB buffer
-    cost 17 ms when every line was matched by the regex, 5.7 ms in pygls."""
-    if "\r" not in text:
+    Without a lone CR (nearly every buffer, CRLF ones too) by ``str.split("\\n")`` and C-level sums: a keystroke in
+    a 1 MB buffer cost 17 ms when every line was matched by the regex (LF 2.4-3.0 ms now, CRLF 4.4), 5.7 in pygls."""
+    if "\r" not in text or _LONE_CR.search(text) is None:  # CRLF files too (0.6 ms to look on 1.3 MB)
         parts = text.split("\n", line + 1)
         if line >= len(parts):
             return len(text), ""
-        return sum(map(len, parts[:line])) + line, parts[line]
+        return sum(map(len, parts[:line])) + line, parts[line].removesuffix("\r")
     lines = _LINE.findall(text)
     if line >= len(lines):
         return len(text), ""
@@ -58,7 +59,7 @@ def apply_changes(text: str, changes: Iterable[Any], encoding: str = "utf-16") -
             text = change.text
             continue
         a = _offset(text, rng.start.line, rng.start.character, encoding)
-        b = _offset(text, rng.end.line, rng.end.character, encoding)
+        b = a if rng.end == rng.start else _offset(text, rng.end.line, rng.end.character, encoding)
         text = text[:a] + change.text + text[max(a, b):]
     return text
 

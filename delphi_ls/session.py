@@ -129,6 +129,7 @@ class Session:
         # Roots whose folder went away under a server (moved, removed, unmounted): not indexed (that would
         # empty the index) and not polled until the folder is back, then watched again and caught up.
         self._gone: dict[Path, str | None] = {}  # root -> how changes were learnt of before (watch_state)
+        self._full_failed: dict[Path, bool] = {}  # root -> its last full pass failed (until one succeeds)
         self._watch_lock = threading.Lock()
         self._watch_interval = 5.0
         self._engines_lock = threading.Lock()
@@ -416,7 +417,11 @@ class Session:
                 if self._reread_settings(eng, paths):
                     paths = None  # what is indexed changed (extra_ignores, max_file_bytes): every file is looked at
                 rep = self._index(eng, paths)
-                eng.problems.pop("index_run", None)
+                if paths is None or not self._full_failed.get(root):
+                    # A failed full pass is cleared by a full pass only: a buffer's one-file run after it said
+                    # "ready" with the files that pass missed still unindexed (a review, session 30).
+                    eng.problems.pop("index_run", None)
+                    self._full_failed.pop(root, None)
                 if root in self._gone:  # back, and told by an editor's events (no watch loop looks)
                     with self._watch_lock:
                         self._back(root, full_pass=paths is not None)
@@ -438,6 +443,8 @@ class Session:
                 # And in status and health until a run succeeds: an agent sees no stderr, and `index_status` said
                 # "ready" after `Too many open files` (a newcomer, session 30).
                 eng.problems["index_run"] = f"the last index run failed: {type(e).__name__}: {e}"
+                if paths is None:
+                    self._full_failed[root] = True
             finally:
                 if first is not None:
                     first.set()
@@ -466,7 +473,7 @@ class Session:
         live = [k for k in differ if k in LIVE_SETTINGS]
         for key in live:
             setattr(old, key, getattr(new, key))
-        old.refused, old.unknown = new.refused, new.unknown  # what the file now sets that is refused or unknown
+        old.refused, old.unknown, old.own = new.refused, new.unknown, new.own  # what is now refused or unknown
         restart = sorted(k for k in differ if k not in LIVE_SETTINGS)
         if restart:
             eng.warnings["settings_changed"] = (f"the settings changed ({', '.join(restart)}) since Delphi opened "

@@ -148,6 +148,9 @@ class Settings:
         self.refused: list[str] = []
         # Keys a repository's file sets that Delphi does not know (a typo): warned, defaults kept.
         self.unknown: list[str] = []
+        # What the user's own environment got wrong (a misspelt DELPHI_* variable, DELPHI_CONFIG naming no file, a
+        # home folder that cannot be entered): warned apart from the repository's (health's `user_setting`).
+        self.own: list[str] = []
 
     @classmethod
     def load(cls, workspace: Path | None = None, overrides: dict[str, Any] | None = None,
@@ -178,15 +181,15 @@ class Settings:
                     refused.append(f"{where} sets {why}, which only your own configuration may set "
                                    f"({TRUSTED_SOURCES}); ignored")
         user_path = user_config if user_config is not None else user_config_path(env)
-        said = len(unknown)
-        user = _user_file_settings(user_path, unknown)
-        if user_config is None and env.get("DELPHI_CONFIG") and len(unknown) == said and not _is_file(user_path):
+        own: list[str] = []
+        user = _user_file_settings(user_path, own)
+        if user_config is None and env.get("DELPHI_CONFIG") and not own and not _is_file(user_path):
             # A typo in the variable's path read no settings without a word (noticed session 29).
-            unknown.append(f"DELPHI_CONFIG names {_shown(user_path)}, which is not a file; no user settings read")
+            own.append(f"DELPHI_CONFIG names {_shown(user_path)}, which is not a file; no user settings read")
         raw.update(user)
         origin.update({snake_case(k): _shown(user_path) for k in user})
         from_env = _env_settings(env)
-        unknown += _misspelt_env(env, known)
+        own += _misspelt_env(env, known)
         raw.update(from_env)
         origin.update({k: f"the environment variable DELPHI_{k.upper()}" for k in from_env})
         raw.update(overrides or {})
@@ -199,8 +202,8 @@ class Settings:
             if source is None or e.source is not None:
                 raise
             raise SettingsError(e.key, e.message, source) from None
-        s.refused, s.unknown = refused, unknown
-        for msg in refused + unknown:
+        s.refused, s.unknown, s.own = refused, unknown, own
+        for msg in refused + unknown + own:
             log.warning("%s", msg)
         return s
 

@@ -93,15 +93,27 @@ def test_a_line_longer_than_a_chunk_is_packed_whole_or_not_at_all(tmp_path: Path
     long = "x = '" + "ab" * 20_000 + " needle_word_xyz'"
     (root / "l.py").write_text(f"def f():\n{long}\n\ndef g():\n    return 1\n")
     (root / "small.py").write_text("def needle_word_xyz():\n    return 0\n")
+    real = (root / "l.py").read_text()
     with _engine(root, tmp_path) as eng:
-        for p in eng.context("needle_word_xyz", budget_tokens=2000)["packed"]:
-            if p["path"] == "l.py" and p["whole"]:
-                assert long in p["text"]  # the whole line, never its last piece alone
+        for budget in (2000, 16000):
+            for p in eng.context("needle_word_xyz", budget_tokens=budget)["packed"]:
+                # never a line's last piece alone passed off as the file ("L1-5 whole" with line 2 cut: session 30)
+                assert p["path"] != "l.py" or p["text"] in real, (budget, p["text"][:80])
         from delphi_ls.retrieval.packing import file_lines
 
         chunks = eng.meta.chunks_of("l.py")
         assert len([c for c in chunks if c.start_line == c.end_line == 2]) > 1
         assert file_lines(None, chunks)[1] == long + "\n"  # rebuilt from the stored pieces, joined
+    # Two definitions on one long line are two chunks, each the whole line: rebuilt once, not twice (a review).
+    js = tmp_path / "js"
+    js.mkdir()
+    line = "function a(){ return '" + "x" * 800 + "'; } function b(){ return '" + "y" * 800 + "'; }"
+    (js / "two.js").write_text(f"// head\n{line}\n")
+    with Engine(js, index_dir=str(tmp_path / "idx-js"), vectors=False, reranker="off", chunk_chars=600) as eng:
+        eng.index()
+        chunks = eng.meta.chunks_of("two.js")
+        assert len([c for c in chunks if c.start_line == c.end_line == 2]) >= 2, chunks
+        assert file_lines(None, chunks)[1] == line + "\n"
 
 
 @pytest.mark.parametrize("encoding", ["utf-16", "utf-8", "utf-32"])
@@ -133,6 +145,12 @@ def test_words_beyond_ascii_are_whole_words(tmp_path: Path):
     assert token_string("größe = GrößeBerechnen(x2)") == "größe größeberechnen größe berechnen x2 x 2"
     assert query_terms("where is Ñandú computed") == ["ñandú", "computed"]
     assert split_identifier("parseHTTPResponse2") == ["parse", "http", "response", "2"]  # ASCII as before
+    import unicodedata
+
+    from delphi_ls.core.tokens import words_of
+
+    assert words_of("हिन्दी भाषा") == ["हिन्दी", "भाषा"]  # vowel signs are marks inside the word (a review)
+    assert words_of(unicodedata.normalize("NFD", "größe Ñandú")) == ["größe", "Ñandú"]  # composed, as asked
     root = tmp_path / "ws"
     root.mkdir()
     (root / "u.py").write_text("class Ñandú:\n    pass\n")

@@ -217,3 +217,38 @@ def test_git_s_default_excludes_file_is_read_without_config(tmp_path: Path, monk
     assert [f.path for f in scan(root, 10_000).files] == ["a.py"]
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "elsewhere"))  # git's own lookup: XDG first
     assert sorted(f.path for f in scan(root, 10_000).files) == ["a.py", "plan.draft.md"]
+
+
+def test_an_ignore_file_with_a_byte_order_mark_hides_its_first_pattern_too(tmp_path: Path):
+    """Windows editors write a BOM: the first pattern read as `\\ufeff*.log` and hid nothing; git skips the mark."""
+    root = tmp_path / "r"
+    root.mkdir()
+    (root / ".gitignore").write_bytes(b"\xef\xbb\xbf*.log\r\nbuild/\r\n")
+    (root / "a.log").write_text("log\n")
+    (root / "a.py").write_text("x = 1\n")
+    assert sorted(f.path for f in scan(root, 10_000).files) == [".gitignore", "a.py"]
+
+
+def test_an_unanswered_question_about_the_excludes_file_is_asked_again_soon(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch):
+    """A git that failed once put git's default file in place of the user's until a restart (a review, session 30)."""
+    from delphi_ls.core import git as git_mod
+    from delphi_ls.workspace import excludes
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".gitconfig").write_text("[core]\n\texcludesFile = ~/mine\n")
+    _user_home(monkeypatch, home)
+    root = tmp_path / "w"
+    root.mkdir()
+    monkeypatch.setattr(excludes, "_cache", {})
+    monkeypatch.setattr(git_mod, "_slow", {str(root): __import__("time").monotonic()})  # git did not answer
+    assert excludes.user_excludes_file(root) == home / ".config" / "git" / "ignore"  # git's default meanwhile
+    monkeypatch.setattr(git_mod, "_slow", {})
+    assert excludes.user_excludes_file(root) == home / ".config" / "git" / "ignore"  # kept a minute
+    monkeypatch.setattr(excludes, "UNANSWERED_KEPT_S", 0.0)
+    monkeypatch.setattr(git_mod, "_slow", {str(root): __import__("time").monotonic()})
+    excludes.user_excludes_file(root, fresh=True)
+    monkeypatch.setattr(git_mod, "_slow", {})
+    assert excludes.user_excludes_file(root) == home / "mine"  # then asked again
+    assert excludes.user_excludes_file(root) == home / "mine"

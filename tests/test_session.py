@@ -589,6 +589,10 @@ def test_a_failed_index_run_is_in_status_until_a_run_succeeds(tmp_path: Path, mo
         assert w["state"] == "degraded", w["state"]
         assert any(p["code"] == "index_run" and "Too many open files" in p["message"] for p in w["problems"])
         failing["on"] = False
+        # a one-file run (an editor's buffer) does not clear a failed full pass: that pass's files are still owed
+        s.buffer_changed(ws / "shipyard" / "retry.py", (ws / "shipyard" / "retry.py").read_text() + "\n# edit\n")
+        assert s.wait_idle(120)
+        assert any(p["code"] == "index_run" for p in s.status()["workspaces"][0]["problems"])
         s.reindex()
         assert s.wait_idle(120)
         w = s.status()["workspaces"][0]

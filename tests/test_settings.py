@@ -98,8 +98,8 @@ def test_a_misspelt_environment_variable_is_a_warning(tmp_path: Path):
     s = Settings.load(tmp_path, env={"DELPHI_RFF_K": "3", "DELPHI_WS": "x",
                                      "DELPHI_CONFIG": str(tmp_path / "empty.toml")})
     assert s.rrf_k == Settings().rrf_k
-    assert s.unknown == ["the environment variable DELPHI_RFF_K is not a setting (did you mean DELPHI_RRF_K?); "
-                         "ignored"]
+    assert s.own == ["the environment variable DELPHI_RFF_K is not a setting (did you mean DELPHI_RRF_K?); "
+                     "ignored"] and s.unknown == []
 
 
 def test_a_user_config_variable_naming_no_file_is_a_warning(tmp_path: Path):
@@ -107,10 +107,10 @@ def test_a_user_config_variable_naming_no_file_is_a_warning(tmp_path: Path):
     (tmp_path / "real.toml").write_text("rrf_k = 7\n")
     s = Settings.load(tmp_path, env={"DELPHI_CONFIG": str(tmp_path / "rael.toml")})
     assert s.rrf_k == Settings().rrf_k
-    assert s.unknown == [f"DELPHI_CONFIG names {tmp_path / 'rael.toml'}, which is not a file; no user settings read"]
+    assert s.own == [f"DELPHI_CONFIG names {tmp_path / 'rael.toml'}, which is not a file; no user settings read"]
     s = Settings.load(tmp_path, env={"DELPHI_CONFIG": str(tmp_path / "real.toml")})
-    assert (s.rrf_k, s.unknown) == (7, [])
-    assert Settings.load(tmp_path, env={"DELPHI_CONFIG": ""}).unknown == []  # set empty: the default place
+    assert (s.rrf_k, s.own) == (7, [])
+    assert Settings.load(tmp_path, env={"DELPHI_CONFIG": ""}).own == []  # set empty: the default place
 
 
 def test_a_home_folder_that_cannot_be_entered_is_a_warning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
@@ -131,6 +131,6 @@ def test_a_home_folder_that_cannot_be_entered_is_a_warning(tmp_path: Path, monke
     (home / ".config").chmod(0o000)
     try:
         s = Settings.load(tmp_path, env={"DELPHI_CONFIG": str(home / ".config" / "delphi" / "config.toml")})
-        assert len(s.unknown) == 1 and "cannot be entered (permission denied)" in s.unknown[0], s.unknown
+        assert len(s.own) == 1 and "cannot be entered (permission denied)" in s.own[0], s.own
     finally:
         (home / ".config").chmod(0o755)

@@ -31,10 +31,12 @@ def slow_status() -> str:
             f"{SLOW_FOR_S / 60:.0f} minutes)")
 
 
-def ask_git(root: Path, *args: str, timeout: float | None = None) -> subprocess.CompletedProcess[bytes] | None:
+def ask_git(root: Path, *args: str, timeout: float | None = None,
+            mark_slow: bool = True) -> subprocess.CompletedProcess[bytes] | None:
     """git's answer to ``git -C root ARGS``; None when git is not installed, could not start, or did not answer in
-    time (the folder is then slow: see the module note). core.fsmonitor off: a cloned repository's config must
-    not name a program this runs."""
+    time (the folder is then slow, unless not ``mark_slow``: a question whose cost grows with the repository, so
+    that its timeout says nothing of the quick ones; see the module note). core.fsmonitor off: a cloned
+    repository's config must not name a program this runs."""
     if is_slow(root):
         return None
     exe = shutil.which("git")
@@ -44,7 +46,8 @@ def ask_git(root: Path, *args: str, timeout: float | None = None) -> subprocess.
         return subprocess.run([exe, "-c", "core.fsmonitor=false", "-C", str(root), *args], capture_output=True,
                               timeout=timeout or QUICK_TIMEOUT_S, check=False, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
-        _slow[str(root)] = time.monotonic()
+        if mark_slow:
+            _slow[str(root)] = time.monotonic()
         return None
     except OSError:
         return None

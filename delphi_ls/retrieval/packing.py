@@ -63,15 +63,27 @@ def file_lines(root: Path | None, chunks: list[ChunkRow]) -> list[str]:
             return lines
     last = max(c.end_line for c in chunks)
     out = ["\n"] * last
-    piece_of = 0  # the line whose pieces are being joined (a line too long for one chunk is cut into several)
+    # A line too long for one chunk is stored as pieces, in order; two definitions on that line each hold all of
+    # it (as pieces again). So one-line chunks of the same line are read as runs over that line's text: a piece
+    # that continues where the run is matches or extends it, one that begins it again restarts the run.
+    piece_of, pos = 0, 0  # the line being assembled, and how far into it the current run has come
     for c in sorted(chunks, key=lambda c: c.ord):
-        if c.start_line == c.end_line == piece_of and not out[piece_of - 1].endswith("\n"):
-            out[piece_of - 1] += c.text  # the next piece of that line: joined, not written over it
+        if c.start_line == c.end_line == piece_of:
+            acc = out[piece_of - 1]
+            if acc.startswith(c.text, pos):
+                pos += len(c.text)
+            elif acc.startswith(c.text):
+                pos = len(c.text)
+            elif pos == len(acc):
+                out[piece_of - 1] = acc + c.text
+                pos = len(acc) + len(c.text)
+            else:
+                out[piece_of - 1], pos = c.text, len(c.text)
             continue
         for i, ln in enumerate(c.text.split("\n")[: c.end_line - c.start_line + 1]):
             out[c.start_line - 1 + i] = ln + "\n"
-        if c.start_line == c.end_line and not c.text.endswith("\n"):
-            out[c.start_line - 1], piece_of = c.text, c.start_line  # a piece: the line goes on in the next chunk
+        if c.start_line == c.end_line:
+            out[c.start_line - 1], piece_of, pos = c.text, c.start_line, len(c.text)
         else:
             piece_of = 0
     return [ln if ln.endswith("\n") else ln + "\n" for ln in out]

@@ -5,19 +5,25 @@ read only the repository's rules and indexed them (noticed in session 28, left; 
 is where ``git config core.excludesFile`` says (the user's, the system's or the repository's config, includes
 and all), else git's default ``$XDG_CONFIG_HOME/git/ignore`` (``~/.config/git/ignore``).
 
-Asking git costs a process start (3-5 ms), and the walk and every editor buffer's check read the rules, so
-the answer is kept until one of the config files git reads changes (one ``stat`` each).
+Asking git costs a process start (3-5 ms). A walk of the folder (each full pass) asks it again; an editor
+buffer's check, which runs on every edit, keeps the last answer until one of the usual config files changes (a
+``stat`` each: the user's, the system's, the folder's own ``.git/config``; a file they include, or an enclosing
+repository's config, is seen at the next walk). An answer git did not give (slow, broken config) is kept a
+minute only, so a passing failure does not put git's default file in place of the user's for long.
 """
 
 from __future__ import annotations
 
+import math
 import os
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
 from ..core.git import ask_git
 
-_cache: dict[str, tuple[tuple[object, ...], Path | None]] = {}
+UNANSWERED_KEPT_S = 60.0
+_cache: dict[str, tuple[tuple[object, ...], Path | None, float]] = {}  # root -> (signature, file, kept until)
 
 
 def _default(env: Mapping[str, str]) -> Path | None:
@@ -65,18 +71,18 @@ def _ask_git(root: Path) -> tuple[bool, Path | None]:
     return True, path if path.is_absolute() else root / path
 
 
-def user_excludes_file(root: Path) -> Path | None:
+def user_excludes_file(root: Path, fresh: bool = False) -> Path | None:
     """The ignore file git applies beside the repository's own rules, whether or not it exists; None when
-    there is none (no home folder)."""
+    there is none (no home folder). ``fresh``: ask git whatever was kept (a walk does; module note)."""
     env = os.environ
     key = str(root)
     sig = _signature(root, env)
     hit = _cache.get(key)
-    if hit is not None and hit[0] == sig:
+    if not fresh and hit is not None and hit[0] == sig and time.monotonic() < hit[2]:
         return hit[1]
     answered, named = _ask_git(root)
     path = named if answered and named is not None else _default(env)
     if len(_cache) > 64:
         _cache.clear()
-    _cache[key] = (sig, path)
+    _cache[key] = (sig, path, math.inf if answered else time.monotonic() + UNANSWERED_KEPT_S)
     return path

@@ -24,7 +24,7 @@ from typing import Any
 import pathspec
 from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
 
-from ..core.text import byte_order_mark
+from ..core.text import byte_order_mark, decode
 from .excludes import user_excludes_file
 
 LOCKFILES = {
@@ -205,7 +205,9 @@ def _read_lines(p: str | Path, follow: bool = False) -> list[str]:
         return []
     finally:
         os.close(fd)
-    return data.decode("utf-8", errors="replace").splitlines()
+    # Decoded as file text is (core/text.py): a byte-order mark, which Windows editors write, made the first
+    # pattern `\ufeff*.log` and hid nothing (git skips the mark; a review, session 30).
+    return decode(data)[0].splitlines()
 
 
 def printable_path(rel: str) -> str:
@@ -243,10 +245,10 @@ def _info_exclude(root: Path) -> Path:
     return dot / "info" / "exclude"
 
 
-def _top_ignores(root: Path, extra_ignores: list[str] | None) -> _Ignores:
+def _top_ignores(root: Path, extra_ignores: list[str] | None, fresh: bool = False) -> _Ignores:
     # In git's order of precedence, lowest first: the user's own excludes file, the repository's
-    # info/exclude, then Delphi's own rules.
-    user = user_excludes_file(root)
+    # info/exclude, then Delphi's own rules. ``fresh``: a walk asks git where the user's file is again.
+    user = user_excludes_file(root, fresh=fresh)
     top = ((_read_lines(user, follow=True) if user is not None else []) + _read_lines(_info_exclude(root))
            + _read_lines(root / ".delphiignore") + list(extra_ignores or []))
     return _Ignores().child("", top)
@@ -270,7 +272,7 @@ def scan(root: Path, max_file_bytes: int, extra_ignores: list[str] | None = None
             entries = []
         stack.append((iter(entries), dir_rel, ign))
 
-    enter(str(root), "", _top_ignores(root, extra_ignores))
+    enter(str(root), "", _top_ignores(root, extra_ignores, fresh=True))
     while stack:
         it, dir_rel, ign = stack[-1]
         e = next(it, None)

@@ -19,7 +19,7 @@ def tracked_but_ignored(root: Path) -> list[str] | None:
     folder is not in a git work tree or git is unavailable or slow."""
     if not (root / ".git").exists():
         return None  # a folder inside a repository is asked of its own root's rules only when it is the root
-    res = ask_git(root, "ls-files", "-z", "--cached", "--ignored", "--exclude-standard")
+    res = ask_git(root, "ls-files", "-z", "--cached", "--ignored", "--exclude-standard", mark_slow=False)
     if res is None or res.returncode != 0:
         return None
     out = []
