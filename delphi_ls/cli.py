@@ -674,9 +674,16 @@ def _parse(ap: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Name
 
 
 def _not_a_folder(path: str | None, example: str = '`delphi context . "question"`') -> str | None:
-    """The workspace argument names a file (`delphi context chi/mux.go q`): say what the argument is."""
+    """The workspace argument names a file (`delphi context chi/mux.go q`): say what the argument is. Or a folder
+    that cannot be listed (its permissions): said at once, as a traceback from the first file looked at was."""
     if path and Path(path).is_file():
         return f"{path} is a file, not a folder: the first argument is the workspace folder (e.g. {example})"
+    if path and os.path.isdir(path):
+        try:
+            with os.scandir(path):
+                pass
+        except PermissionError:
+            return f"the workspace folder {path} cannot be read (permission denied)"
     return None
 
 

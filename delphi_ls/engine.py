@@ -30,7 +30,15 @@ from .core import Need, State, SymbolRecord, state_of
 from .core.git import ask_git, is_slow, slow_status
 from .indexing.cochange import COCHANGE_VERSION, change_history, git_head
 from .indexing.graph import FileGraph
-from .indexing.pipeline import Indexer, IndexReport, Progress, WorkspaceGone, embed_text
+from .indexing.pipeline import (
+    Indexer,
+    IndexReport,
+    Progress,
+    WorkspaceGone,
+    WorkspaceUnreadable,
+    embed_text,
+    folder_readable,
+)
 from .languages import MANIFEST_KINDS
 from .models.cross_encoder import SHIPPED_CROSS_ENCODER, CrossEncoder
 from .models.embedders import Embedder, ModelIdentity, load_embedder
@@ -67,7 +75,11 @@ def no_history(root: Path) -> str:
     """The history branches' status (co-change, commits) where git has no history to give: in git's own words
     when it is neither "no commits yet" nor "not a repository" (no `git` on PATH and a `.git` file naming a
     folder that is not there both read "no commits yet"; a newcomer, session 29)."""
-    if not (root / ".git").exists():
+    try:
+        repo = (root / ".git").exists()
+    except OSError as e:
+        return f"off: the workspace folder cannot be read ({e.strerror}; no history to read)"
+    if not repo:
         return "off: not a git repository (no history to read)"
     if shutil.which("git") is None:
         return "off: git is not installed (no history to read)"
@@ -79,6 +91,14 @@ def no_history(root: Path) -> str:
     if res.returncode == 0 or "needed a single revision" in low or "unknown revision" in low or not err:
         return "off: the git repository has no commits yet (no history to read)"
     return f"off: git cannot read this repository: {err[:200]} (no history to read)"
+
+
+def _file_identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 # Lexical segments a small update may leave unmerged before it merges them itself (issue 18): one
@@ -276,6 +296,7 @@ class Engine:
             self.rebuilt_from_format = fmt
         self.meta.ensure_state("format", INDEX_FORMAT)
         self.meta.ensure_state("root", str(self.root))
+        self._meta_identity = _file_identity(self.index_dir / "meta.sqlite")
         self.meta.ensure_identity()
         self._generation = self.meta.get_state("generation", 0)
         self.lexical = open_lexical(self.index_dir, self.settings.lexical_store, self.settings.bm25_scoring)
@@ -903,6 +924,8 @@ class Engine:
         if not self.root.is_dir():
             # Before anything, a rebuild's emptying of the manifest included; the walk checks again (pipeline).
             raise WorkspaceGone(self.root)
+        if not folder_readable(self.root):
+            raise WorkspaceUnreadable(self.root)
         if self.lexical.unavailable:
             # No fallback to the other store, and no traceback: the error says what to install or set.
             return IndexReport(errors=[f"lexical store {self.lexical.name} is unavailable: {self.lexical.error}; "
@@ -1052,7 +1075,7 @@ class Engine:
         head = git_head(self.root)
         stored = self.meta.get_state("cochange") or {}
         if head is None:
-            if stored.get("head") and not is_slow(self.root):
+            if stored.get("head") and not is_slow(self.root) and folder_readable(self.root):
                 # history gone (.git removed, a snapshot unpacked without it): no stale counts. A git that only
                 # did not answer in time keeps them.
                 self.meta.set_cochange({}, "", 0, COCHANGE_VERSION, {})
@@ -1641,6 +1664,12 @@ class Engine:
         finally:
             if got:
                 self._index_lock.release()
+
+    def index_replaced(self) -> bool:
+        """Whether the manifest this engine opened is no longer the one on disk: the index folder removed
+        (``rm -rf``), or ``meta.sqlite`` replaced. A long-running server went on reading and writing the deleted
+        file, said "ready", and lost what it indexed at its restart (a newcomer, session 30)."""
+        return _file_identity(self.index_dir / "meta.sqlite") != self._meta_identity
 
     def _open_or_raise(self) -> None:
         # An Engine used after its `with` block raised sqlite's "Cannot operate on a closed database" (a hostile

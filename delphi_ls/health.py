@@ -17,7 +17,7 @@ import numpy as np
 from .core import Need, State, state_of
 from .indexing import workers
 from .indexing.languages import grammar_status
-from .indexing.pipeline import WorkspaceGone, embed_text
+from .indexing.pipeline import WorkspaceGone, WorkspaceUnreadable, embed_text, folder_readable
 from .models.embedders import Embedder, ModelIdentity
 from .retrieval.branches.registry import registered
 from .settings import Settings
@@ -167,9 +167,12 @@ def report(engine: EngineState, check_staleness: bool = True, buffered: Collecti
     for key, msg in engine.warnings.items():
         problems.append({"severity": "warning", "code": key, "message": msg})
     gone = not os.path.isdir(engine.root)
-    if gone:
-        problems.append({"severity": "error", "code": "workspace_gone",
-                         "message": str(WorkspaceGone(engine.root)) + "; answers come from that index meanwhile"})
+    unreadable = not gone and not folder_readable(engine.root)
+    if gone or unreadable:
+        code, why = ("workspace_gone", WorkspaceGone) if gone else ("workspace_unreadable", WorkspaceUnreadable)
+        problems.append({"severity": "error", "code": code,
+                         "message": str(why(engine.root)) + "; answers come from that index meanwhile"})
+        gone = True
     holder = engine.writer_holder()
     if not vec_ok and engine.settings.vectors and not vec_status.startswith("not ready: no vectors yet"):
         problems.append({"severity": "error", "code": "vector_branch", "message": "vector branch " + vec_status})

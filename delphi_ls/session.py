@@ -19,7 +19,7 @@ from typing import Any
 
 from .api import ContextAnswer, ContextRequest, RelatedRequest, RequestError, SymbolsRequest, uri_to_path
 from .engine import Engine, IndexReport
-from .indexing.pipeline import WorkspaceGone
+from .indexing.pipeline import WorkspaceGone, folder_readable
 from .settings import Settings, SettingsError
 from .workspace.roots import WorkspaceRefused
 from .workspace.scan import UNDECODABLE_NAME, utf8_name
@@ -200,6 +200,21 @@ class Session:
             done = self._warming[root] = threading.Event()
             threading.Thread(target=self._warm, args=(eng, done), name="delphi-warm", daemon=True).start()
         return eng
+
+    def _reopen(self, root: Path, eng: Engine) -> Engine | None:
+        """The index folder was removed or its manifest replaced under this server: the engine is closed first (its
+        SQLite connection then removes the old write-ahead log by name, which would else be applied to a new
+        file there) and the folder opened again, which indexes it from the start (or refuses another
+        workspace's index, saying so). Called from the indexing thread."""
+        self.events.message("warning", f"Delphi: the index of {root} at {eng.index_dir} was removed or replaced "
+                                       "under the server; opening it again and indexing the folder")
+        with self._engines_lock:
+            self.engines.pop(root, None)
+        try:
+            eng.close()
+        except Exception:  # its files are gone: what it holds is lost either way
+            log.exception("closing the replaced index of %s failed", root)
+        return self.add_folder(root)
 
     def _warm(self, eng: Engine, done: threading.Event | None = None) -> None:
         try:
@@ -405,6 +420,10 @@ class Session:
             eng = self.engines.get(root)
             if eng is None:
                 continue
+            if eng.index_replaced():
+                eng = self._reopen(root, eng)
+                if eng is None:
+                    continue
             warming = self._warming.pop(root, None)
             if warming is not None:
                 warming.wait(timeout=WARM_WAIT_S)
@@ -459,8 +478,8 @@ class Session:
         for a secret folder left it in answers until a restart (a hostile newcomer, session 28). What decides
         which files are indexed applies at once; any other changed key is said to need a restart (stores,
         models and weights are built from it when a folder opens). True: a full pass is due."""
-        if (paths is not None and not paths & SETTINGS_FILES) or not eng.root.is_dir():
-            return False  # a folder that is gone has no settings file: not read as "back to the defaults"
+        if (paths is not None and not paths & SETTINGS_FILES) or not folder_readable(eng.root):
+            return False  # a folder gone or unreadable has no settings file: not read as "back to the defaults"
         try:
             new = Settings.load(eng.root, self.options)
         except SettingsError as e:
@@ -645,7 +664,7 @@ class Session:
         for root in list(self._gone):
             if root not in self.engines:
                 self._gone.pop(root, None)
-            elif root.is_dir():
+            elif folder_readable(root):
                 self.events.message("info", f"Delphi: the workspace folder {root} is back; bringing the index up to date")
                 self._back(root)
 
@@ -750,6 +769,8 @@ class Session:
 
     def context(self, req: ContextRequest) -> ContextAnswer:
         eng = self.engine_for(req.workspace, req.anchors)
+        if eng.index_replaced():  # the indexing thread opens it again (_reopen); this answer is the old index's
+            self._schedule(eng.root, None)
         self._await_first(eng)
         self._flush_edits(eng)
         with self._ask_cv:
@@ -813,6 +834,8 @@ class Session:
         no model re-probe, no Chroma check (those are `health()`'s)."""
         out = []
         for root, eng in list(self.engines.items()):
+            if eng.index_replaced():  # said, and opened again by the indexing thread (_reopen)
+                self._schedule(root, None)
             # Staleness scans the folder: polled every 0.2 s by an agent, it is redone at most every 10 s
             # (and after each run); between scans the last one stands.
             when, last = self._staleness.get(root, (-1e9, None))

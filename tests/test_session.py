@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -599,3 +600,58 @@ def test_a_failed_index_run_is_in_status_until_a_run_succeeds(tmp_path: Path, mo
         assert w["state"] == "ready" and not any(p["code"] == "index_run" for p in w["problems"]), w
     finally:
         s.shutdown()
+
+
+@pytest.mark.parametrize("how", ["folder removed", "manifest replaced"])
+def test_an_index_removed_under_a_running_server_is_opened_again(tmp_path: Path, how: str):
+    """`rm -rf` of the index folder under `delphi mcp`: it went on reading and writing the deleted manifest, said
+    "ready", and lost all it indexed at its restart; or every later run failed on tantivy's lock file (a newcomer,
+    session 30). It is said, opened again and indexed; what a fresh process reads agrees."""
+    import shutil
+
+    from delphi_ls.engine import Engine
+
+    ws = build_workspace(tmp_path / "ws")
+    index = tmp_path / "index"
+    said: list[str] = []
+
+    class Told(SessionEvents):
+        def message(self, severity: str, text: str) -> None:
+            said.append(text)
+
+    s = Session(Told(), {"indexDir": str(index), "vectors": False})
+    try:
+        s.start([ws])
+        s.watch(interval=0.5)
+        assert s.wait_idle(120)
+        files = s.status()["workspaces"][0]["counts"]["files"]
+        if how == "folder removed":
+            shutil.rmtree(index)
+        else:
+            other = tmp_path / "other-index"
+            with Engine(ws, index_dir=str(other), vectors=False) as e:  # the same workspace's, built apart
+                e.index(only=["shipyard/retry.py"])
+            for name in ("meta.sqlite", "meta.sqlite-wal", "meta.sqlite-shm"):
+                if (other / name).exists():
+                    shutil.copy(other / name, index / f"{name}.new")
+                    (index / f"{name}.new").rename(index / name)
+        (ws / "shipyard" / "retry.py").write_text("def after_removal_fn():\n    return 1\n")
+
+        def current() -> bool:
+            assert not s.open_failures, s.open_failures
+            if not s.status()["workspaces"]:
+                return False  # between the old engine and the new
+            w = s.status()["workspaces"][0]
+            return w["counts"]["files"] == files and w["state"] == "ready" and [
+                r["path"] for r in s.context(ContextRequest(query="after_removal_fn"))["results"][:1]] == [
+                "shipyard/retry.py"]
+        deadline = time.monotonic() + 60
+        while not current():
+            assert time.monotonic() < deadline, s.status()["workspaces"]
+            time.sleep(0.3)
+        assert any("was removed or replaced under the server" in m for m in said), said
+    finally:
+        s.shutdown()
+    with Engine(ws, index_dir=str(index), vectors=False) as e:  # what is on disk is what the server said
+        assert e.meta.counts()["files"] == files
+        assert e.context("after_removal_fn")["results"][0]["path"] == "shipyard/retry.py"

@@ -35,7 +35,10 @@ MAX_MESSAGE = 4000  # characters of a message kept (subject and the start of the
 
 
 def git_head(root: Path) -> str | None:
-    if not (root / ".git").exists():
+    try:
+        if not (root / ".git").exists():
+            return None
+    except OSError:  # a workspace that cannot be entered (its permissions changed): no history to read now
         return None
     res = ask_git(root, "rev-parse", "HEAD")
     return res.stdout.decode("utf-8", "replace").strip() if res is not None and res.returncode == 0 else None

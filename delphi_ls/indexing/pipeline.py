@@ -116,6 +116,26 @@ class WorkspaceGone(FileNotFoundError):
         self.root = root
 
 
+class WorkspaceUnreadable(WorkspaceGone):
+    """The workspace folder is there but cannot be listed (its permissions changed): read as empty, every file
+    left the index, and the edits made meanwhile stayed out after it was readable again (a newcomer, session 30).
+    Treated as gone: nothing is written, and it is caught up when it can be read again."""
+
+    def __init__(self, root: Path) -> None:
+        FileNotFoundError.__init__(self, f"the workspace folder {root} cannot be read (permission denied); the "
+                                         "index is kept as it was and brought up to date when it can be read")
+        self.root = root
+
+
+def folder_readable(root: Path) -> bool:
+    """Whether ``root`` is a folder this process can list (what a walk needs)."""
+    try:
+        with os.scandir(root):
+            return True
+    except OSError:
+        return False
+
+
 def _folder_identity(root: Path) -> tuple[int, int] | None:
     try:
         st = os.stat(root)
@@ -196,6 +216,10 @@ class Indexer:
         rebuilt_docs = False  # every file document written again: every one's importers to write
 
         deleted = sorted(set(stored) - set(current))
+        # A folder that cannot be listed (permissions changed for a moment) is not a folder whose files are gone.
+        unlisted = tuple(f"{p}/" for p, why in result.skipped.items() if why.startswith("unreadable folder"))
+        if unlisted:
+            deleted = [p for p in deleted if not p.startswith(unlisted)]
         wanted = set(only or ())
 
         def named(p: str) -> bool:
@@ -386,6 +410,8 @@ class Indexer:
             # taken as such every file was deleted from the index (a `mv repo repo.old` for a few seconds
             # cost a full re-index; a hostile newcomer, session 28). Nothing is written; the next run redoes it.
             raise WorkspaceGone(self.root)
+        if result.skipped.get(".", "").startswith("unreadable folder"):
+            raise WorkspaceUnreadable(self.root)
         return result, stored
 
     def _admit_buffers(self, buffers: dict[str, str]) -> tuple[dict[str, bytes], dict[str, str]]:
