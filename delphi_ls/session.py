@@ -21,6 +21,7 @@ from .api import ContextAnswer, ContextRequest, RelatedRequest, RequestError, Sy
 from .engine import Engine, IndexReport
 from .indexing.pipeline import WorkspaceGone, folder_readable
 from .settings import Settings, SettingsError
+from .workspace import watch as watch_mod
 from .workspace.roots import WorkspaceRefused
 from .workspace.scan import UNDECODABLE_NAME, utf8_name
 from .workspace.watch import RULE_FILES, Watcher, WatchUnavailable
@@ -741,6 +742,16 @@ class Session:
             return {"phase": "catch-up" if eng.is_indexed() else "queued", "done": 0, "total": 0, "chunks": 0}
         return None
 
+    def _await_events(self, root: Path) -> None:
+        """File events in hand but not yet reported (a burst being drained, at most MAX_BATCH_S): waited for, so
+        that the edits they name are flushed or the answer says indexing is under way."""
+        w = self._watchers.get(root)
+        if w is None or not w.draining:
+            return
+        burst, deadline = w.drains, time.monotonic() + watch_mod.MAX_BATCH_S + 0.5
+        while w.draining and w.drains == burst and not self._stopping and time.monotonic() < deadline:
+            time.sleep(0.01)
+
     def _flush_edits(self, eng: Engine) -> None:
         """Let the folder's pending edits (a few files: buffers, saves) be indexed before a question is
         answered, at most FLUSH_WAIT_S: the debounce is cut short. A full pass pending or running is not
@@ -771,6 +782,7 @@ class Session:
         eng = self.engine_for(req.workspace, req.anchors)
         if eng.index_replaced():  # the indexing thread opens it again (_reopen); this answer is the old index's
             self._schedule(eng.root, None)
+        self._await_events(eng.root)
         self._await_first(eng)
         self._flush_edits(eng)
         with self._ask_cv:

@@ -655,3 +655,32 @@ def test_an_index_removed_under_a_running_server_is_opened_again(tmp_path: Path,
     with Engine(ws, index_dir=str(index), vectors=False) as e:  # what is on disk is what the server said
         assert e.meta.counts()["files"] == files
         assert e.context("after_removal_fn")["results"][0]["path"] == "shipyard/retry.py"
+
+
+def test_a_question_during_a_burst_of_file_events_waits_for_them(tmp_path: Path, monkeypatch):
+    """The watcher drains a burst of events before it reports them (a checkout: up to a second): a question in that
+    window read the index as it was and named files the checkout had deleted, with nothing to say so (a newcomer,
+    session 30). It waits for the report; the edits are then flushed, or the answer says indexing is under way."""
+    from delphi_ls.workspace import watch
+
+    monkeypatch.setattr(watch, "BATCH_S", 1.5)  # a long drain, so that the question surely falls inside it
+    monkeypatch.setattr(watch, "MAX_BATCH_S", 3.0)
+    ws = build_workspace(tmp_path / "ws")
+    s = Session(None, {"indexDir": str(tmp_path / "index"), "vectors": False})
+    try:
+        s.start([ws])
+        s.watch(interval=0.5)
+        assert s.wait_idle(120)
+        deadline = time.monotonic() + 30
+        while not s._watchers.get(ws.resolve()):
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        (ws / "shipyard" / "retry.py").unlink()
+        (ws / "shipyard" / "fresh_burst.py").write_text("def burst_written_fn():\n    return 1\n")
+        time.sleep(0.3)  # the watcher has the events and is draining
+        ans = s.context(ContextRequest(query="burst_written_fn with_backoff"))
+        paths = [r["path"] for r in ans["results"]]
+        assert ans.get("indexing") or ("shipyard/fresh_burst.py" in paths and "shipyard/retry.py" not in paths), \
+            (paths, ans.get("indexing"))
+    finally:
+        s.shutdown()

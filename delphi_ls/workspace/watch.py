@@ -135,6 +135,12 @@ class Watcher:
         self.folders: dict[int, str] = {}  # watch descriptor -> folder (workspace-relative)
         self.failed: str | None = None
         self.replaced = False  # the workspace folder itself was removed or moved (a fresh watcher may do)
+        # Events are in hand and not reported yet (a burst is drained for up to MAX_BATCH_S): a question asked
+        # now would read the index as it was, with nothing to say so (a newcomer, session 30: deleted files of a
+        # checkout named in answers for 0.1-0.4 s). The session waits for the report of the burst in hand (counted
+        # by ``drains``: a writer that never pauses starts the next one at once, and is not waited for again).
+        self.draining = False
+        self.drains = 0
         self._ino: _Inotify | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -220,6 +226,7 @@ class Watcher:
             changed: set[str] | None = set()
             # Drain what arrives together: one report for a burst (a checkout, a formatter over a tree),
             # but never held back longer than MAX_BATCH_S by a writer that never pauses (a log file).
+            self.draining = True
             first = time.monotonic()
             while time.monotonic() - first < MAX_BATCH_S:
                 try:
@@ -235,8 +242,12 @@ class Watcher:
                 raise WatchUnavailable("the workspace folder itself was removed, moved or replaced")
             if changed is None:
                 self._sync()
-            if changed is None or changed:
-                self.on_change(changed)
+            try:
+                if changed is None or changed:
+                    self.on_change(changed)
+            finally:
+                self.draining = False
+                self.drains += 1
 
     def _parse(self, data: bytes, changed: set[str] | None) -> set[str] | None:
         off = 0
