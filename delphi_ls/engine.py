@@ -297,6 +297,7 @@ class Engine:
         self.meta.ensure_state("format", INDEX_FORMAT)
         self.meta.ensure_state("root", str(self.root))
         self._meta_identity = _file_identity(self.index_dir / "meta.sqlite")
+        self.manifest_damaged = False  # a read or write under a running server found the manifest corrupt
         self.meta.ensure_identity()
         self._generation = self.meta.get_state("generation", 0)
         self.lexical = open_lexical(self.index_dir, self.settings.lexical_store, self.settings.bm25_scoring)
@@ -1668,8 +1669,9 @@ class Engine:
     def index_replaced(self) -> bool:
         """Whether the manifest this engine opened is no longer the one on disk: the index folder removed
         (``rm -rf``), or ``meta.sqlite`` replaced. A long-running server went on reading and writing the deleted
-        file, said "ready", and lost what it indexed at its restart (a newcomer, session 30)."""
-        return _file_identity(self.index_dir / "meta.sqlite") != self._meta_identity
+        file, said "ready", and lost what it indexed at its restart (a newcomer, session 30). Or the manifest was
+        found corrupt in use (overwritten in place): every question failed "malformed" until a restart."""
+        return self.manifest_damaged or _file_identity(self.index_dir / "meta.sqlite") != self._meta_identity
 
     def _open_or_raise(self) -> None:
         # An Engine used after its `with` block raised sqlite's "Cannot operate on a closed database" (a hostile

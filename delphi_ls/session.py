@@ -21,6 +21,7 @@ from .api import ContextAnswer, ContextRequest, RelatedRequest, RequestError, Sy
 from .engine import Engine, IndexReport
 from .indexing.pipeline import WorkspaceGone, folder_readable
 from .settings import Settings, SettingsError
+from .stores.meta import is_corruption
 from .workspace import watch as watch_mod
 from .workspace.roots import WorkspaceRefused
 from .workspace.scan import UNDECODABLE_NAME, utf8_name
@@ -458,6 +459,7 @@ class Session:
                 with self._watch_lock:
                     self._went(root, str(e))
             except Exception as e:  # an indexing failure must show, and not kill the worker
+                self._found_damaged(eng, e)
                 log.exception("indexing %s failed", root)
                 self.events.message("error", f"Delphi: indexing {root} failed: {type(e).__name__}: {e}")
                 # And in status and health until a run succeeds: an agent sees no stderr, and `index_status` said
@@ -742,6 +744,13 @@ class Session:
             return {"phase": "catch-up" if eng.is_indexed() else "queued", "done": 0, "total": 0, "chunks": 0}
         return None
 
+    def _found_damaged(self, eng: Engine, e: BaseException) -> None:
+        """A manifest found corrupt in use (overwritten in place under the server): the indexing thread opens the
+        folder again (_reopen), which moves a damaged manifest aside and rebuilds it, as an open always did."""
+        if is_corruption(e):
+            eng.manifest_damaged = True
+            self._schedule(eng.root, None)
+
     def _await_events(self, root: Path) -> None:
         """File events in hand but not yet reported (a burst being drained, at most MAX_BATCH_S): waited for, so
         that the edits they name are flushed or the answer says indexing is under way."""
@@ -789,6 +798,9 @@ class Session:
             self._asking += 1
         try:
             ans = eng.answer(req)
+        except Exception as e:
+            self._found_damaged(eng, e)
+            raise
         finally:
             with self._ask_cv:
                 self._asking -= 1
