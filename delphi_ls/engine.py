@@ -94,11 +94,37 @@ def no_history(root: Path) -> str:
 
 
 def _file_identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode); None when the file is not there. Any other failure to look (a folder above it that cannot
+    be entered, EIO) raises: that is no evidence the file was replaced (a review, session 30)."""
     try:
         st = os.stat(path)
-    except OSError:
+    except FileNotFoundError:
         return None
     return st.st_dev, st.st_ino
+
+
+def manifest_damaged(path: Path) -> bool:
+    """Whether SQLite's own check finds the manifest at ``path`` damaged (a read-only connection beside any open)."""
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+        try:
+            row = con.execute("PRAGMA quick_check(1)").fetchone()
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as e:
+        return is_corruption(e)
+    return not row or row[0] != "ok"
+
+
+def move_manifest_aside(path: Path) -> Path:
+    """Move a damaged manifest (and its write-ahead files) aside as ``meta.sqlite.corrupt-<time>``; the next open
+    starts a new one and the workspace is indexed again (the embedding cache goes with it)."""
+    aside = path.with_name(f"meta.sqlite.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
+    for suffix in ("", "-wal", "-shm"):
+        src = path.with_name(path.name + suffix)
+        if src.exists():
+            src.replace(aside.with_name(aside.name + suffix))
+    return aside
 
 
 # Lexical segments a small update may leave unmerged before it merges them itself (issue 18): one
@@ -580,11 +606,7 @@ class Engine:
             except sqlite3.DatabaseError as e:
                 if not is_corruption(e):
                     raise
-            aside = path.with_name(f"meta.sqlite.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
-            for suffix in ("", "-wal", "-shm"):
-                src = path.with_name(path.name + suffix)
-                if src.exists():
-                    src.replace(aside.with_name(aside.name + suffix))
+            aside = move_manifest_aside(path)
             # Whoosh and Chroma describe the lost manifest's chunks: derived, so emptied and rebuilt.
             for folder in LEXICAL_FOLDERS.values():
                 shutil.rmtree(self.index_dir / folder, ignore_errors=True)
@@ -1671,7 +1693,14 @@ class Engine:
         (``rm -rf``), or ``meta.sqlite`` replaced. A long-running server went on reading and writing the deleted
         file, said "ready", and lost what it indexed at its restart (a newcomer, session 30). Or the manifest was
         found corrupt in use (overwritten in place): every question failed "malformed" until a restart."""
-        return self.manifest_damaged or _file_identity(self.index_dir / "meta.sqlite") != self._meta_identity
+        return self.manifest_damaged or self.manifest_moved()
+
+    def manifest_moved(self) -> bool:
+        """Whether ``meta.sqlite`` on disk is no longer the file this engine opened (removed or replaced)."""
+        try:
+            return _file_identity(self.index_dir / "meta.sqlite") != self._meta_identity
+        except OSError:
+            return False  # cannot tell (the folder above cannot be entered): the walk says what is wrong
 
     def _open_or_raise(self) -> None:
         # An Engine used after its `with` block raised sqlite's "Cannot operate on a closed database" (a hostile

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .api import ContextAnswer, ContextRequest, RelatedRequest, RequestError, SymbolsRequest, uri_to_path
-from .engine import Engine, IndexReport
+from .engine import Engine, IndexReport, manifest_damaged, move_manifest_aside
 from .indexing.pipeline import WorkspaceGone, folder_readable
 from .settings import Settings, SettingsError
 from .stores.meta import is_corruption
@@ -49,6 +49,9 @@ ASKING_WAIT_S = 5.0
 # cuts the debounce short and waits, at most this long, for the edited files of its folder; a small update
 # takes 0.1-0.4 s (a named save on spring-boot 0.39 s, session 26). A full pass is not waited for.
 FLUSH_WAIT_S = 2.0
+# How long an index opened again under a server (removed, replaced, damaged) waits for questions in flight on the
+# old engine, and a question waits for the new one.
+REOPEN_WAIT_S = 30.0
 FLUSH_MAX_FILES = 50
 MAX_FILE_PROBLEMS = 500
 STALENESS_EVERY_S = 10.0
@@ -132,6 +135,8 @@ class Session:
         # empty the index) and not polled until the folder is back, then watched again and caught up.
         self._gone: dict[Path, str | None] = {}  # root -> how changes were learnt of before (watch_state)
         self._full_failed: dict[Path, bool] = {}  # root -> its last full pass failed (until one succeeds)
+        self._reopen_due: set[Path] = set()  # roots whose index a question or poll found removed (_replaced)
+        self._reopening: dict[Path, threading.Event] = {}  # roots being closed and opened again (_reopen)
         self._watch_lock = threading.Lock()
         self._watch_interval = 5.0
         self._engines_lock = threading.Lock()
@@ -203,20 +208,65 @@ class Session:
             threading.Thread(target=self._warm, args=(eng, done), name="delphi-warm", daemon=True).start()
         return eng
 
+    def _replaced(self, eng: Engine) -> None:
+        """A question or a status poll found the folder's index removed, replaced or damaged: the indexing thread
+        opens it again (_reopen). Scheduled once: a poll every 0.2 s re-arming the debounce kept the run from
+        ever starting (a review, session 30)."""
+        root = eng.root
+        if root in self._reopen_due or root in self._gone or not folder_readable(root):
+            return  # a folder gone or unreadable takes the index with it when it lies inside: the walk says so
+        self._reopen_due.add(root)
+        self._schedule(root, None)
+
     def _reopen(self, root: Path, eng: Engine) -> Engine | None:
-        """The index folder was removed or its manifest replaced under this server: the engine is closed first (its
-        SQLite connection then removes the old write-ahead log by name, which would else be applied to a new
-        file there) and the folder opened again, which indexes it from the start (or refuses another
-        workspace's index, saying so). Called from the indexing thread."""
-        self.events.message("warning", f"Delphi: the index of {root} at {eng.index_dir} was removed or replaced "
-                                       "under the server; opening it again and indexing the folder")
+        """The index folder was removed or its manifest replaced under this server (or found damaged in use): the
+        engine is closed first (its SQLite connection then removes the old write-ahead log by name, which would
+        else be applied to a new file there), a manifest SQLite's own check finds damaged is moved aside, and
+        the folder is opened again under the same key (first folder stays first) and indexed. Questions wait
+        for it (``_reopening``). A damage that check does not confirm (another store's, a passing error) is a
+        problem in status, not a reopen, so it cannot loop. Called from the indexing thread."""
+        self._reopen_due.discard(root)
+        if root in self._gone or not folder_readable(root):
+            return eng  # the walk below says gone or unreadable; the index is looked at again when it is back
+        replaced = eng.manifest_moved()
+        damaged = eng.manifest_damaged and manifest_damaged(eng.index_dir / "meta.sqlite")
+        if not replaced and not damaged:
+            eng.manifest_damaged = False
+            eng.problems["store_error"] = ("a store reported damage while in use, which SQLite's check of the manifest "
+                                           "does not confirm; `delphi index` checks and rebuilds the derived stores")
+            return eng
         with self._engines_lock:
-            self.engines.pop(root, None)
+            if self._stopping or self.engines.get(root) is not eng:
+                return None  # removed (or shutting down) meanwhile: not brought back
+            done = self._reopening[root] = threading.Event()
         try:
-            eng.close()
-        except Exception:  # its files are gone: what it holds is lost either way
-            log.exception("closing the replaced index of %s failed", root)
-        return self.add_folder(root)
+            what = "found damaged" if damaged and not replaced else "removed or replaced"
+            self.events.message("warning", f"Delphi: the index of {root} at {eng.index_dir} was {what} under the "
+                                           "server; opening it again and indexing the folder")
+            self._questions_answered(REOPEN_WAIT_S)
+            try:
+                eng.close()
+            except Exception:  # its files are gone: what it holds is lost either way
+                log.exception("closing the replaced index of %s failed", root)
+            if damaged and not replaced:
+                log.warning("moved the damaged manifest aside to %s", move_manifest_aside(eng.index_dir / "meta.sqlite"))
+            try:
+                new = Engine(root, Settings.load(root, self.options))
+            except Exception as e:
+                with self._engines_lock:
+                    self.engines.pop(root, None)
+                    self.open_failures[root] = str(e)
+                self.events.message("error", f"Delphi cannot open {root}: {e}")
+                return None
+            with self._engines_lock:
+                self.engines[root] = new
+                self._caught_up[root] = threading.Event()
+            self._schedule(root, None)
+            return new
+        finally:
+            with self._engines_lock:
+                self._reopening.pop(root, None)
+            done.set()
 
     def _warm(self, eng: Engine, done: threading.Event | None = None) -> None:
         try:
@@ -409,6 +459,8 @@ class Session:
                 self._running = work
             try:
                 self._run_work(work)
+            except Exception:  # the one indexing thread must not die of one folder's failure
+                log.exception("indexing failed")
             finally:
                 with self._cv:
                     self._busy = False
@@ -424,7 +476,7 @@ class Session:
                 continue
             if eng.index_replaced():
                 eng = self._reopen(root, eng)
-                if eng is None:
+                if eng is None or self._stopping:
                     continue
             warming = self._warming.pop(root, None)
             if warming is not None:
@@ -472,8 +524,12 @@ class Session:
                     first.set()
             self._staleness.pop(root, None)  # a run just brought it up to date: look afresh next time
             if not self._stopping:
-                self.publish_problems(eng)
-                self.events.indexed(root)
+                try:
+                    self.publish_problems(eng)
+                    self.events.indexed(root)
+                except Exception as e:  # a damaged manifest here killed the indexing thread (session 30)
+                    self._found_damaged(eng, e)
+                    log.exception("after indexing %s", root)
 
     def _reread_settings(self, eng: Engine, paths: set[str] | None) -> bool:
         """The workspace's settings file (``delphi.toml``, ``pyproject.toml``) read again when it changed (and
@@ -749,13 +805,13 @@ class Session:
         folder again (_reopen), which moves a damaged manifest aside and rebuilds it, as an open always did."""
         if is_corruption(e):
             eng.manifest_damaged = True
-            self._schedule(eng.root, None)
+            self._replaced(eng)
 
     def _await_events(self, root: Path) -> None:
         """File events in hand but not yet reported (a burst being drained, at most MAX_BATCH_S): waited for, so
         that the edits they name are flushed or the answer says indexing is under way."""
         w = self._watchers.get(root)
-        if w is None or not w.draining:
+        if w is None or not w.draining or w.continuous:
             return
         burst, deadline = w.drains, time.monotonic() + watch_mod.MAX_BATCH_S + 0.5
         while w.draining and w.drains == burst and not self._stopping and time.monotonic() < deadline:
@@ -789,8 +845,12 @@ class Session:
 
     def context(self, req: ContextRequest) -> ContextAnswer:
         eng = self.engine_for(req.workspace, req.anchors)
-        if eng.index_replaced():  # the indexing thread opens it again (_reopen); this answer is the old index's
-            self._schedule(eng.root, None)
+        if eng.index_replaced():  # the indexing thread opens it again (_reopen)
+            self._replaced(eng)
+        reopening = self._reopening.get(eng.root)
+        if reopening is not None:  # asked while it is closed and opened again: the new one answers
+            reopening.wait(REOPEN_WAIT_S)
+            eng = self.engine_for(req.workspace, req.anchors)
         self._await_events(eng.root)
         self._await_first(eng)
         self._flush_edits(eng)
@@ -853,18 +913,25 @@ class Session:
         return {"workspaces": [eng.health(buffered=self._buffers_of(eng)) for eng in list(self.engines.values())],
                 "settingsErrors": self.option_errors}
 
+    def _health_of(self, eng: Engine, **kw: Any) -> dict[str, Any]:
+        try:
+            return eng.health(**kw)
+        except Exception as e:
+            self._found_damaged(eng, e)
+            raise
+
     def status(self) -> dict[str, Any]:
         """Per folder: indexing progress, readiness, staleness (scanned at most every 10 s) and problems;
         no model re-probe, no Chroma check (those are `health()`'s)."""
         out = []
         for root, eng in list(self.engines.items()):
             if eng.index_replaced():  # said, and opened again by the indexing thread (_reopen)
-                self._schedule(root, None)
+                self._replaced(eng)
             # Staleness scans the folder: polled every 0.2 s by an agent, it is redone at most every 10 s
             # (and after each run); between scans the last one stands.
             when, last = self._staleness.get(root, (-1e9, None))
             due = time.monotonic() - when >= STALENESS_EVERY_S
-            h = eng.health(check_staleness=due, full=False, buffered=self._buffers_of(eng))
+            h = self._health_of(eng, check_staleness=due, full=False, buffered=self._buffers_of(eng))
             if due:
                 self._staleness[root] = (time.monotonic(), h.get("staleness"))
             else:

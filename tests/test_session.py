@@ -607,6 +607,7 @@ def test_an_index_removed_under_a_running_server_is_opened_again(tmp_path: Path,
     """`rm -rf` of the index folder under `delphi mcp`: it went on reading and writing the deleted manifest, said
     "ready", and lost all it indexed at its restart; or every later run failed on tantivy's lock file (a newcomer,
     session 30). It is said, opened again and indexed; what a fresh process reads agrees."""
+    import os
     import shutil
     import sqlite3
 
@@ -629,29 +630,15 @@ def test_an_index_removed_under_a_running_server_is_opened_again(tmp_path: Path,
         if how == "folder removed":
             shutil.rmtree(index)
         elif how == "manifest found corrupt in use":
-            # Overwritten in place (the same inode): the server's page cache can hide it for a while, then every
-            # question failed "database disk image is malformed" until a restart (a newcomer, session 30). The
-            # bytes are really damaged; the first question meets SQLite's own error for such bytes.
-            data = (index / "meta.sqlite").read_bytes()
-            (index / "meta.sqlite").write_bytes(data[:100] + bytes(len(data) - 100))
-            (tmp_path / "bad.sqlite").write_bytes(data[:100] + bytes(len(data) - 100))  # without the server's WAL
-            bad = sqlite3.connect(tmp_path / "bad.sqlite")
-            try:
-                bad.execute("SELECT * FROM sqlite_master").fetchall()
-                pytest.fail("the damaged manifest read")
-            except sqlite3.DatabaseError as e:
-                corrupt = e
-            finally:
-                bad.close()
-            real = Engine.answer
-            raised = []
-
-            def answer(self, req, **kw):  # the first question after the damage meets it, as the server's did
-                if not raised:
-                    raised.append(1)
-                    raise corrupt
-                return real(self, req, **kw)
-            monkeypatch.setattr(Engine, "answer", answer)
+            # Overwritten in place (the same inode): every question failed "database disk image is malformed" until
+            # a restart (a newcomer, session 30). Checkpointed first, so that the pages are in the file, not only
+            # in the write-ahead log (where the server would go on reading them).
+            con = sqlite3.connect(index / "meta.sqlite")
+            con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            con.close()
+            size = (index / "meta.sqlite").stat().st_size
+            with (index / "meta.sqlite").open("r+b") as f:
+                f.write(os.urandom(size))
         else:
             other = tmp_path / "other-index"
             with Engine(ws, index_dir=str(other), vectors=False) as e:  # the same workspace's, built apart
@@ -676,7 +663,7 @@ def test_an_index_removed_under_a_running_server_is_opened_again(tmp_path: Path,
                 return False
         errors: list[str] = []
         deadline = time.monotonic() + 60
-        while not (current() and any("was removed or replaced under the server" in m for m in said)):
+        while not (current() and any("under the server; opening it again" in m for m in said)):
             assert time.monotonic() < deadline, (s.status()["workspaces"], said, errors)
             time.sleep(0.3)
         assert len(errors) <= 3, errors
@@ -713,4 +700,78 @@ def test_a_question_during_a_burst_of_file_events_waits_for_them(tmp_path: Path,
         assert ans.get("indexing") or ("shipyard/fresh_burst.py" in paths and "shipyard/retry.py" not in paths), \
             (paths, ans.get("indexing"))
     finally:
+        s.shutdown()
+
+
+def test_a_removed_index_is_reopened_while_an_agent_polls_and_a_damage_not_confirmed_does_not_loop(
+        tmp_path: Path, monkeypatch):
+    """A status poll every 0.2 s re-armed the debounce and the reopen never ran; a corruption error the manifest's
+    own check does not confirm (another store's) reopened the folder again and again (a review, session 30)."""
+    import shutil
+    import sqlite3
+
+    from delphi_ls.engine import Engine
+
+    ws = build_workspace(tmp_path / "ws")
+    index = tmp_path / "index"
+    said: list[str] = []
+
+    class Told(SessionEvents):
+        def message(self, severity: str, text: str) -> None:
+            said.append(text)
+
+    s = Session(Told(), {"indexDir": str(index), "vectors": False})
+    try:
+        s.start([ws])
+        assert s.wait_idle(120)
+        shutil.rmtree(index)
+        deadline = time.monotonic() + 30
+        while not (index / "meta.sqlite").exists() or not s.wait_idle(0.01):
+            s.status()  # polled as an agent polls
+            assert time.monotonic() < deadline, said
+            time.sleep(0.1)
+        assert sum("under the server; opening it again" in m for m in said) == 1, said
+        corrupt = sqlite3.DatabaseError("database disk image is malformed")
+        corrupt.sqlite_errorcode = 11
+
+        def answer(self, req, **kw):
+            raise corrupt
+        monkeypatch.setattr(Engine, "answer", answer)
+        for _ in range(5):
+            with pytest.raises(sqlite3.DatabaseError):
+                s.context(ContextRequest(query="retry"))
+            assert s.wait_idle(30)
+        assert sum("under the server; opening it again" in m for m in said) == 1, said
+        assert any(p["code"] == "store_error" for p in s.status()["workspaces"][0]["problems"])
+    finally:
+        s.shutdown()
+
+
+def test_a_writer_that_never_pauses_does_not_hold_questions(tmp_path: Path):
+    """A log file appended every 10 ms (ignored or not) kept the watcher draining: each question waited for the
+    burst's end, 0.87 s a question (a review, session 30). Such a writer is not waited for."""
+    ws = build_workspace(tmp_path / "ws")
+    s = Session(None, {"indexDir": str(tmp_path / "index"), "vectors": False})
+    stop = threading.Event()
+
+    def write() -> None:
+        with open(ws / "app.log", "a") as f:  # app.log is ignored by the fixture's .gitignore
+            while not stop.is_set():
+                f.write("tick\n")
+                f.flush()
+                time.sleep(0.01)
+    try:
+        s.start([ws])
+        s.watch(interval=0.5)
+        assert s.wait_idle(120)
+        threading.Thread(target=write, daemon=True).start()
+        time.sleep(2.5)  # two bursts cut off at their second
+        took = []
+        for _ in range(5):
+            t = time.monotonic()
+            s.context(ContextRequest(query="retry backoff"))
+            took.append(time.monotonic() - t)
+        assert sorted(took)[2] < 0.4, took
+    finally:
+        stop.set()
         s.shutdown()

@@ -121,10 +121,18 @@ class WorkspaceUnreadable(WorkspaceGone):
     left the index, and the edits made meanwhile stayed out after it was readable again (a newcomer, session 30).
     Treated as gone: nothing is written, and it is caught up when it can be read again."""
 
-    def __init__(self, root: Path) -> None:
-        FileNotFoundError.__init__(self, f"the workspace folder {root} cannot be read (permission denied); the "
-                                         "index is kept as it was and brought up to date when it can be read")
+    def __init__(self, root: Path, why: str = "") -> None:
+        FileNotFoundError.__init__(self, f"the workspace folder {root} cannot be read ({why or _why_unreadable(root)}); "
+                                         "the index is kept as it was and brought up to date when it can be read")
         self.root = root
+
+
+def _why_unreadable(root: Path) -> str:
+    try:
+        with os.scandir(root):
+            return "it could be read a moment ago"
+    except OSError as e:
+        return (e.strerror or str(e)).lower()
 
 
 def folder_readable(root: Path) -> bool:
@@ -410,8 +418,9 @@ class Indexer:
             # taken as such every file was deleted from the index (a `mv repo repo.old` for a few seconds
             # cost a full re-index; a hostile newcomer, session 28). Nothing is written; the next run redoes it.
             raise WorkspaceGone(self.root)
-        if result.skipped.get(".", "").startswith("unreadable folder"):
-            raise WorkspaceUnreadable(self.root)
+        why = result.skipped.get(".", "")
+        if why.startswith("unreadable folder"):
+            raise WorkspaceUnreadable(self.root, why.partition(": ")[2].lower())
         return result, stored
 
     def _admit_buffers(self, buffers: dict[str, str]) -> tuple[dict[str, bytes], dict[str, str]]:

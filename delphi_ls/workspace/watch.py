@@ -141,6 +141,7 @@ class Watcher:
         # by ``drains``: a writer that never pauses starts the next one at once, and is not waited for again).
         self.draining = False
         self.drains = 0
+        self.continuous = False  # the last burst did not pause within MAX_BATCH_S
         self._ino: _Inotify | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -227,22 +228,27 @@ class Watcher:
             # Drain what arrives together: one report for a burst (a checkout, a formatter over a tree),
             # but never held back longer than MAX_BATCH_S by a writer that never pauses (a log file).
             self.draining = True
-            first = time.monotonic()
-            while time.monotonic() - first < MAX_BATCH_S:
-                try:
-                    data = os.read(fd, 1 << 16)
-                except BlockingIOError:
-                    if self._stop.wait(BATCH_S) or not select.select([fd], [], [], 0)[0]:
-                        break
-                    continue
-                changed = self._parse(data, changed)
-            if self._stop.is_set():
-                return
-            if self.replaced:
-                raise WatchUnavailable("the workspace folder itself was removed, moved or replaced")
-            if changed is None:
-                self._sync()
             try:
+                first = time.monotonic()
+                paused = False
+                while time.monotonic() - first < MAX_BATCH_S:
+                    try:
+                        data = os.read(fd, 1 << 16)
+                    except BlockingIOError:
+                        if self._stop.wait(BATCH_S) or not select.select([fd], [], [], 0)[0]:
+                            paused = True
+                            break
+                        continue
+                    changed = self._parse(data, changed)
+                # A burst cut off at MAX_BATCH_S is a writer that never pauses (a log file, ignored or not): not
+                # waited for by questions, which it would hold a second each (a review, session 30).
+                self.continuous = not paused
+                if self._stop.is_set():
+                    return
+                if self.replaced:
+                    raise WatchUnavailable("the workspace folder itself was removed, moved or replaced")
+                if changed is None:
+                    self._sync()
                 if changed is None or changed:
                     self.on_change(changed)
             finally:
