@@ -98,7 +98,7 @@ def _file_identity(path: Path) -> tuple[int, int] | None:
     be entered, EIO) raises: that is no evidence the file was replaced (a review, session 30)."""
     try:
         st = os.stat(path)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # not there, or its folder is no longer a folder
         return None
     return st.st_dev, st.st_ino
 

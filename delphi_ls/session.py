@@ -52,6 +52,7 @@ FLUSH_WAIT_S = 2.0
 # How long an index opened again under a server (removed, replaced, damaged) waits for questions in flight on the
 # old engine, and a question waits for the new one.
 REOPEN_WAIT_S = 30.0
+RETRY_OPEN_S = 10.0  # how often a folder whose index could not be opened again is tried again
 FLUSH_MAX_FILES = 50
 MAX_FILE_PROBLEMS = 500
 STALENESS_EVERY_S = 10.0
@@ -137,6 +138,7 @@ class Session:
         self._full_failed: dict[Path, bool] = {}  # root -> its last full pass failed (until one succeeds)
         self._reopen_due: set[Path] = set()  # roots whose index a question or poll found removed (_replaced)
         self._reopening: dict[Path, threading.Event] = {}  # roots being closed and opened again (_reopen)
+        self._retry_open: dict[Path, float] = {}  # roots whose reopen failed -> when to try again (_retry_lost)
         self._watch_lock = threading.Lock()
         self._watch_interval = 5.0
         self._engines_lock = threading.Lock()
@@ -256,7 +258,10 @@ class Session:
                 with self._engines_lock:
                     self.engines.pop(root, None)
                     self.open_failures[root] = str(e)
-                self.events.message("error", f"Delphi cannot open {root}: {e}")
+                    # Tried again (a full disk at that moment, a folder briefly in the way): it stayed closed until a
+                    # restart (session 30).
+                    self._retry_open[root] = time.monotonic() + RETRY_OPEN_S
+                self.events.message("error", f"Delphi cannot open {root}: {e}; trying again every {RETRY_OPEN_S:g} s")
                 return None
             with self._engines_lock:
                 self.engines[root] = new
@@ -267,6 +272,22 @@ class Session:
             with self._engines_lock:
                 self._reopening.pop(root, None)
             done.set()
+
+    def _retry_lost(self) -> None:
+        """Folders whose index could not be opened again after it was removed or damaged: tried again when due (from
+        the watch loop and status polls)."""
+        now = time.monotonic()
+        for root, due in list(self._retry_open.items()):
+            if now < due or self._stopping:
+                continue
+            with self._engines_lock:
+                self._retry_open.pop(root, None)
+                self.open_failures.pop(root, None)
+            if self.add_folder(root) is None:
+                with self._engines_lock:
+                    self._retry_open[root] = time.monotonic() + RETRY_OPEN_S
+            else:
+                self.events.message("info", f"Delphi: {root} is open again; indexing it")
 
     def _warm(self, eng: Engine, done: threading.Event | None = None) -> None:
         try:
@@ -635,6 +656,7 @@ class Session:
         last_full: dict[Path, float] = {}
 
         def tick() -> None:
+            self._retry_lost()
             with self._cv:
                 busy = bool(self.pending) or self._busy
             if events:
@@ -923,6 +945,7 @@ class Session:
     def status(self) -> dict[str, Any]:
         """Per folder: indexing progress, readiness, staleness (scanned at most every 10 s) and problems;
         no model re-probe, no Chroma check (those are `health()`'s)."""
+        self._retry_lost()
         out = []
         for root, eng in list(self.engines.items()):
             if eng.index_replaced():  # said, and opened again by the indexing thread (_reopen)

@@ -775,3 +775,36 @@ def test_a_writer_that_never_pauses_does_not_hold_questions(tmp_path: Path):
     finally:
         stop.set()
         s.shutdown()
+
+
+def test_an_index_that_cannot_be_opened_again_is_tried_again(tmp_path: Path, monkeypatch):
+    """The index folder removed, and something in its place at the moment of the reopen (here a file where the
+    folder was): the folder stayed closed until a restart. It is tried again (a review, session 30)."""
+    import shutil
+
+    from delphi_ls import session as session_mod
+
+    monkeypatch.setattr(session_mod, "RETRY_OPEN_S", 0.5)
+    ws = build_workspace(tmp_path / "ws")
+    index = tmp_path / "index"
+    s = Session(None, {"indexDir": str(index), "vectors": False})
+    try:
+        s.start([ws])
+        s.watch(interval=0.3)
+        assert s.wait_idle(120)
+        files = s.status()["workspaces"][0]["counts"]["files"]
+        shutil.rmtree(index)
+        index.write_text("in the way")
+        deadline = time.monotonic() + 30
+        while ws.resolve() not in s.open_failures:
+            s.status()
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        index.unlink()
+        while not (s.status()["workspaces"] and s.status()["workspaces"][0]["counts"]["files"] == files
+                   and s.status()["workspaces"][0]["state"] == "ready"):
+            assert time.monotonic() < deadline, (s.open_failures, s.status())
+            time.sleep(0.2)
+        assert not s.open_failures
+    finally:
+        s.shutdown()
