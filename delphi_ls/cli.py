@@ -679,11 +679,11 @@ def _not_a_folder(path: str | None, example: str = '`delphi context . "question"
     if path and Path(path).is_file():
         return f"{path} is a file, not a folder: the first argument is the workspace folder (e.g. {example})"
     if path and os.path.isdir(path):
-        try:
-            with os.scandir(path):
-                pass
-        except PermissionError:
-            return f"the workspace folder {path} cannot be read (permission denied)"
+        from .workspace.roots import unreadable_reason
+
+        why = unreadable_reason(Path(path))
+        if why:
+            return f"the workspace folder {path} cannot be read ({why})"
     return None
 
 

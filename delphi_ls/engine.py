@@ -34,10 +34,9 @@ from .indexing.pipeline import (
     Indexer,
     IndexReport,
     Progress,
-    WorkspaceGone,
-    WorkspaceUnreadable,
     embed_text,
     folder_readable,
+    unwalkable,
 )
 from .languages import MANIFEST_KINDS
 from .models.cross_encoder import SHIPPED_CROSS_ENCODER, CrossEncoder
@@ -103,7 +102,7 @@ def _file_identity(path: Path) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
-def manifest_damaged(path: Path) -> bool:
+def manifest_fails_check(path: Path) -> bool:
     """Whether SQLite's own check finds the manifest at ``path`` damaged (a read-only connection beside any open)."""
     try:
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
@@ -944,11 +943,10 @@ class Engine:
         workspace and the embedding cache.
         """
         self._open_or_raise()
-        if not self.root.is_dir():
+        not_here = unwalkable(self.root)
+        if not_here is not None:
             # Before anything, a rebuild's emptying of the manifest included; the walk checks again (pipeline).
-            raise WorkspaceGone(self.root)
-        if not folder_readable(self.root):
-            raise WorkspaceUnreadable(self.root)
+            raise not_here
         if self.lexical.unavailable:
             # No fallback to the other store, and no traceback: the error says what to install or set.
             return IndexReport(errors=[f"lexical store {self.lexical.name} is unavailable: {self.lexical.error}; "

@@ -6,7 +6,6 @@ so the engine sits above it (tests/test_layers.py).
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Collection
 from pathlib import Path
@@ -17,7 +16,7 @@ import numpy as np
 from .core import Need, State, state_of
 from .indexing import workers
 from .indexing.languages import grammar_status
-from .indexing.pipeline import WorkspaceGone, WorkspaceUnreadable, embed_text, folder_readable
+from .indexing.pipeline import WorkspaceUnreadable, embed_text, unwalkable
 from .models.embedders import Embedder, ModelIdentity
 from .retrieval.branches.registry import registered
 from .settings import Settings
@@ -166,13 +165,12 @@ def report(engine: EngineState, check_staleness: bool = True, buffered: Collecti
             problems.append({"severity": "error", "code": key, "message": msg})
     for key, msg in engine.warnings.items():
         problems.append({"severity": "warning", "code": key, "message": msg})
-    gone = not os.path.isdir(engine.root)
-    unreadable = not gone and not folder_readable(engine.root)
-    if gone or unreadable:
-        code, why = ("workspace_gone", WorkspaceGone) if gone else ("workspace_unreadable", WorkspaceUnreadable)
+    not_here = unwalkable(engine.root)
+    gone = not_here is not None
+    if not_here is not None:
+        code = "workspace_unreadable" if isinstance(not_here, WorkspaceUnreadable) else "workspace_gone"
         problems.append({"severity": "error", "code": code,
-                         "message": str(why(engine.root)) + "; answers come from that index meanwhile"})
-        gone = True
+                         "message": str(not_here) + "; answers come from that index meanwhile"})
     holder = engine.writer_holder()
     if not vec_ok and engine.settings.vectors and not vec_status.startswith("not ready: no vectors yet"):
         problems.append({"severity": "error", "code": "vector_branch", "message": "vector branch " + vec_status})

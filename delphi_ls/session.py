@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .api import ContextAnswer, ContextRequest, RelatedRequest, RequestError, SymbolsRequest, uri_to_path
-from .engine import Engine, IndexReport, manifest_damaged, move_manifest_aside
+from .engine import Engine, IndexReport, manifest_fails_check, move_manifest_aside
 from .indexing.pipeline import WorkspaceGone, folder_readable
 from .settings import Settings, SettingsError
 from .stores.meta import is_corruption
@@ -187,15 +187,7 @@ class Session:
             try:
                 self.engines[root] = Engine(root, Settings.load(root, self.options))
             except Exception as e:
-                # Any failure to open one folder is said and leaves the others served: an unforeseen one (a
-                # settings file's UnicodeDecodeError, session 29) escaped `initialized`, and the language server
-                # then refused every request as "not initialized".
-                if not isinstance(e, SettingsError | FileNotFoundError | OSError | RequestError | WorkspaceRefused):
-                    log.exception("opening %s failed", root)
-                self.events.message("error", f"Delphi cannot open {root}: {e}")
-                # Said again by each request that finds no folder open ("no workspace folder is open" read as if
-                # none had been given: a newcomer's read-only index folder, session 27).
-                self.open_failures[root] = str(e)
+                self._open_failed(root, e)
                 return None
             self.open_failures.pop(root, None)
         with self._engines_lock:
@@ -210,13 +202,32 @@ class Session:
             threading.Thread(target=self._warm, args=(eng, done), name="delphi-warm", daemon=True).start()
         return eng
 
+    def _open_failed(self, root: Path, e: Exception, retry: bool = False) -> None:
+        """Any failure to open one folder is said and leaves the others served: an unforeseen one (a settings file's
+        UnicodeDecodeError, session 29) escaped `initialized`, and the language server then refused every request
+        as "not initialized". Said again by each request that finds no folder open ("no workspace folder is open"
+        read as if none had been given: a newcomer's read-only index folder, session 27). ``retry``: a folder
+        that was open (its index removed or damaged, then a full disk at the reopen) is tried again (_retry_lost).
+        Called with ``_engines_lock`` held."""
+        if not isinstance(e, SettingsError | FileNotFoundError | OSError | RequestError | WorkspaceRefused):
+            log.exception("opening %s failed", root)
+        self.open_failures[root] = str(e)
+        if retry:
+            self._retry_open[root] = time.monotonic() + RETRY_OPEN_S
+        self.events.message("error", f"Delphi cannot open {root}: {e}"
+                                     + (f"; trying again every {RETRY_OPEN_S:g} s" if retry else ""))
+
+    def _present(self, root: Path) -> bool:
+        """Not gone and readable: a folder that is neither takes an index inside it along, and the walk says so."""
+        return root not in self._gone and folder_readable(root)
+
     def _replaced(self, eng: Engine) -> None:
-        """A question or a status poll found the folder's index removed, replaced or damaged: the indexing thread
-        opens it again (_reopen). Scheduled once: a poll every 0.2 s re-arming the debounce kept the run from
-        ever starting (a review, session 30)."""
+        """A question or a status poll that finds the folder's index removed, replaced or damaged has the indexing
+        thread open it again (_reopen). Scheduled once: a poll every 0.2 s re-arming the debounce kept the run
+        from ever starting (a review, session 30)."""
         root = eng.root
-        if root in self._reopen_due or root in self._gone or not folder_readable(root):
-            return  # a folder gone or unreadable takes the index with it when it lies inside: the walk says so
+        if root in self._reopen_due or not eng.index_replaced() or not self._present(root):
+            return
         self._reopen_due.add(root)
         self._schedule(root, None)
 
@@ -228,10 +239,10 @@ class Session:
         for it (``_reopening``). A damage that check does not confirm (another store's, a passing error) is a
         problem in status, not a reopen, so it cannot loop. Called from the indexing thread."""
         self._reopen_due.discard(root)
-        if root in self._gone or not folder_readable(root):
+        if not self._present(root):
             return eng  # the walk below says gone or unreadable; the index is looked at again when it is back
         replaced = eng.manifest_moved()
-        damaged = eng.manifest_damaged and manifest_damaged(eng.index_dir / "meta.sqlite")
+        damaged = eng.manifest_damaged and manifest_fails_check(eng.index_dir / "meta.sqlite")
         if not replaced and not damaged:
             eng.manifest_damaged = False
             eng.problems["store_error"] = ("a store reported damage while in use, which SQLite's check of the manifest "
@@ -257,11 +268,7 @@ class Session:
             except Exception as e:
                 with self._engines_lock:
                     self.engines.pop(root, None)
-                    self.open_failures[root] = str(e)
-                    # Tried again (a full disk at that moment, a folder briefly in the way): it stayed closed until a
-                    # restart (session 30).
-                    self._retry_open[root] = time.monotonic() + RETRY_OPEN_S
-                self.events.message("error", f"Delphi cannot open {root}: {e}; trying again every {RETRY_OPEN_S:g} s")
+                    self._open_failed(root, e, retry=True)
                 return None
             with self._engines_lock:
                 self.engines[root] = new
@@ -867,8 +874,7 @@ class Session:
 
     def context(self, req: ContextRequest) -> ContextAnswer:
         eng = self.engine_for(req.workspace, req.anchors)
-        if eng.index_replaced():  # the indexing thread opens it again (_reopen)
-            self._replaced(eng)
+        self._replaced(eng)  # found removed, replaced or damaged: the indexing thread opens it again (_reopen)
         reopening = self._reopening.get(eng.root)
         if reopening is not None:  # asked while it is closed and opened again: the new one answers
             reopening.wait(REOPEN_WAIT_S)
@@ -948,8 +954,7 @@ class Session:
         self._retry_lost()
         out = []
         for root, eng in list(self.engines.items()):
-            if eng.index_replaced():  # said, and opened again by the indexing thread (_reopen)
-                self._replaced(eng)
+            self._replaced(eng)  # said, and opened again by the indexing thread (_reopen)
             # Staleness scans the folder: polled every 0.2 s by an agent, it is redone at most every 10 s
             # (and after each run); between scans the last one stands.
             when, last = self._staleness.get(root, (-1e9, None))

@@ -182,8 +182,8 @@ class Settings:
                                    f"({TRUSTED_SOURCES}); ignored")
         user_path = user_config if user_config is not None else user_config_path(env)
         own: list[str] = []
-        user = _user_file_settings(user_path, own)
-        if user_config is None and env.get("DELPHI_CONFIG") and not own and not _is_file(user_path):
+        user, there = _user_file_settings(user_path, own)
+        if user_config is None and env.get("DELPHI_CONFIG") and there is False:
             # A typo in the variable's path read no settings without a word (noticed session 29).
             own.append(f"DELPHI_CONFIG names {_shown(user_path)}, which is not a file; no user settings read")
         raw.update(user)
@@ -427,23 +427,16 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
-def _is_file(path: Path) -> bool:
-    try:
-        return path.is_file()
-    except OSError:
-        return False
-
-
-def _user_file_settings(path: Path, warnings: list[str] | None = None) -> dict[str, Any]:
+def _user_file_settings(path: Path, warnings: list[str]) -> tuple[dict[str, Any], bool | None]:
+    """The user's own file's settings, and whether it is there (None: its folder cannot be entered)."""
     try:
         there = path.is_file()
     except PermissionError:
         # A home folder this user cannot enter (`docker run -u 1000` on an image whose HOME is /root, `sudo -u`
         # keeping HOME) was a traceback from every command, `--index-dir` given or not (a newcomer, session 30).
-        if warnings is not None:
-            warnings.append(f"{_shown(path.parent)} cannot be entered (permission denied); no user settings read")
-        return {}
-    return _read_toml(path) if there else {}
+        warnings.append(f"{_shown(path.parent)} cannot be entered (permission denied); no user settings read")
+        return {}, None
+    return (_read_toml(path) if there else {}), there
 
 
 def _misspelt_env(env: Any, known: list[str]) -> list[str]:

@@ -602,6 +602,19 @@ def test_a_failed_index_run_is_in_status_until_a_run_succeeds(tmp_path: Path, mo
         s.shutdown()
 
 
+def _told_session(tmp_path: Path) -> tuple[Path, Path, Session, list[str]]:
+    """The shipyard workspace, its index folder, and a session whose messages to the user are kept in a list."""
+    ws = build_workspace(tmp_path / "ws")
+    index = tmp_path / "index"
+    said: list[str] = []
+
+    class Told(SessionEvents):
+        def message(self, severity: str, text: str) -> None:
+            said.append(text)
+
+    return ws, index, Session(Told(), {"indexDir": str(index), "vectors": False}), said
+
+
 @pytest.mark.parametrize("how", ["folder removed", "manifest replaced", "manifest found corrupt in use"])
 def test_an_index_removed_under_a_running_server_is_opened_again(tmp_path: Path, how: str, monkeypatch):
     """`rm -rf` of the index folder under `delphi mcp`: it went on reading and writing the deleted manifest, said
@@ -613,15 +626,7 @@ def test_an_index_removed_under_a_running_server_is_opened_again(tmp_path: Path,
 
     from delphi_ls.engine import Engine
 
-    ws = build_workspace(tmp_path / "ws")
-    index = tmp_path / "index"
-    said: list[str] = []
-
-    class Told(SessionEvents):
-        def message(self, severity: str, text: str) -> None:
-            said.append(text)
-
-    s = Session(Told(), {"indexDir": str(index), "vectors": False})
+    ws, index, s, said = _told_session(tmp_path)
     try:
         s.start([ws])
         s.watch(interval=0.5)
@@ -712,15 +717,7 @@ def test_a_removed_index_is_reopened_while_an_agent_polls_and_a_damage_not_confi
 
     from delphi_ls.engine import Engine
 
-    ws = build_workspace(tmp_path / "ws")
-    index = tmp_path / "index"
-    said: list[str] = []
-
-    class Told(SessionEvents):
-        def message(self, severity: str, text: str) -> None:
-            said.append(text)
-
-    s = Session(Told(), {"indexDir": str(index), "vectors": False})
+    ws, index, s, said = _told_session(tmp_path)
     try:
         s.start([ws])
         assert s.wait_idle(120)

@@ -25,6 +25,7 @@ from ..stores.lexical import LexicalStore
 from ..stores.meta import ChunkRow, FileWrite, MetaStore
 from ..stores.vectors import VectorStore
 from ..workspace.kinds import file_kind
+from ..workspace.roots import unreadable_reason
 from ..workspace.scan import SKIP_RULES, FileEntry, ScanResult, scan, skip_reason
 from .embed_ahead import EmbedAhead
 from .graph import FileGraph
@@ -122,26 +123,23 @@ class WorkspaceUnreadable(WorkspaceGone):
     Treated as gone: nothing is written, and it is caught up when it can be read again."""
 
     def __init__(self, root: Path, why: str = "") -> None:
-        FileNotFoundError.__init__(self, f"the workspace folder {root} cannot be read ({why or _why_unreadable(root)}); "
-                                         "the index is kept as it was and brought up to date when it can be read")
+        why = why or unreadable_reason(root) or "it could be read a moment ago"
+        FileNotFoundError.__init__(self, f"the workspace folder {root} cannot be read ({why}); the index is kept "
+                                         "as it was and brought up to date when it can be read")
         self.root = root
-
-
-def _why_unreadable(root: Path) -> str:
-    try:
-        with os.scandir(root):
-            return "it could be read a moment ago"
-    except OSError as e:
-        return (e.strerror or str(e)).lower()
 
 
 def folder_readable(root: Path) -> bool:
     """Whether ``root`` is a folder this process can list (what a walk needs)."""
-    try:
-        with os.scandir(root):
-            return True
-    except OSError:
-        return False
+    return unreadable_reason(root) is None
+
+
+def unwalkable(root: Path) -> WorkspaceGone | None:
+    """What keeps the workspace folder from being walked: gone (moved, removed, unmounted) or unreadable."""
+    if not os.path.isdir(root):
+        return WorkspaceGone(root)
+    why = unreadable_reason(root)
+    return WorkspaceUnreadable(root, why) if why else None
 
 
 def _folder_identity(root: Path) -> tuple[int, int] | None:

@@ -15,6 +15,15 @@ import os
 from pathlib import Path
 
 
+def unreadable_reason(folder: Path) -> str | None:
+    """Why ``folder`` cannot be listed (the system's words, lower case), or None when it can: what a walk needs."""
+    try:
+        with os.scandir(folder):
+            return None
+    except OSError as e:
+        return (e.strerror or str(e)).lower()
+
+
 def _marked(folder: Path) -> bool:
     return (folder / ".git").exists() or (folder / "delphi.toml").is_file()
 
