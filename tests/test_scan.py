@@ -252,3 +252,24 @@ def test_an_unanswered_question_about_the_excludes_file_is_asked_again_soon(tmp_
     monkeypatch.setattr(git_mod, "_slow", {})
     assert excludes.user_excludes_file(root) == home / "mine"  # then asked again
     assert excludes.user_excludes_file(root) == home / "mine"
+
+
+def test_a_repository_s_own_config_does_not_choose_an_ignore_file_outside_it(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch):
+    """A file that reaches outside the workspace comes from the user's configuration only: a repository shipped with
+    its `.git` (or a `.git` file naming a git folder elsewhere) would else pick any file on the machine to read."""
+    from tests.conftest import git
+
+    home = tmp_path / "home"
+    home.mkdir()
+    _user_home(monkeypatch, home)
+    elsewhere = tmp_path / "elsewhere.txt"
+    elsewhere.write_text("*.py\n")
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q")
+    git(root, "config", "core.excludesFile", str(elsewhere))
+    (root / "a.py").write_text("x = 1\n")
+    assert [f.path for f in scan(root, 10_000).files] == ["a.py"]
+    (home / ".gitconfig").write_text(f"[core]\n\texcludesFile = {elsewhere}\n")  # the user's own choice: applied
+    assert [f.path for f in scan(root, 10_000).files] == []

@@ -2,13 +2,14 @@
 
 A developer who lists ``.env.local`` or ``*.pem`` there once sees git ignore those files everywhere; Delphi
 read only the repository's rules and indexed them (noticed in session 28, left; fixed session 30). The file
-is where ``git config core.excludesFile`` says (the user's, the system's or the repository's config, includes
-and all), else git's default ``$XDG_CONFIG_HOME/git/ignore`` (``~/.config/git/ignore``).
+is where the user's own git config says (``git config --global``, else ``--system``, includes and conditional
+includes followed), else git's default ``$XDG_CONFIG_HOME/git/ignore`` (``~/.config/git/ignore``). Never where
+a repository's own config says: a file that reaches outside the workspace comes from the user's configuration
+only (a repository shipped with its ``.git``, or a ``.git`` file naming a git folder elsewhere, would choose it).
 
 Asking git costs a process start (3-5 ms). A walk of the folder (each full pass) asks it again; an editor
-buffer's check, which runs on every edit, keeps the last answer until one of the usual config files changes (a
-``stat`` each: the user's, the system's, the folder's own ``.git/config``; a file they include, or an enclosing
-repository's config, is seen at the next walk). An answer git did not give (slow, broken config) is kept a
+buffer's check, which runs on every edit, keeps the last answer until one of the user's or the system's config
+files changes (a ``stat`` each; a file they include is seen at the next walk). An answer git did not give (slow, broken config) is kept a
 minute only, so a passing failure does not put git's default file in place of the user's for long.
 """
 
@@ -34,19 +35,18 @@ def _default(env: Mapping[str, str]) -> Path | None:
     return Path(home) / ".config" / "git" / "ignore" if home else None
 
 
-def _config_files(root: Path, env: Mapping[str, str]) -> list[str]:
+def _config_files(env: Mapping[str, str]) -> list[str]:
     home = env.get("HOME") or ""
     xdg = env.get("XDG_CONFIG_HOME") or (os.path.join(home, ".config") if home else "")
     files = [env.get("GIT_CONFIG_GLOBAL") or "", os.path.join(home, ".gitconfig") if home else "",
-             os.path.join(xdg, "git", "config") if xdg else "", env.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig",
-             str(root / ".git" / "config")]
+             os.path.join(xdg, "git", "config") if xdg else "", env.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig"]
     return [f for f in files if f]
 
 
-def _signature(root: Path, env: Mapping[str, str]) -> tuple[object, ...]:
+def _signature(env: Mapping[str, str]) -> tuple[object, ...]:
     sig: list[object] = [env.get(k) for k in ("HOME", "XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM",
                                               "GIT_CONFIG_NOSYSTEM", "PATH")]
-    for f in _config_files(root, env):
+    for f in _config_files(env):
         try:
             st = os.stat(f)
             sig.append((st.st_mtime_ns, st.st_size, st.st_ino))
@@ -57,11 +57,16 @@ def _signature(root: Path, env: Mapping[str, str]) -> tuple[object, ...]:
 
 def _ask_git(root: Path) -> tuple[bool, Path | None]:
     """(git answered, the file it names). Not answered: git missing, slow, or its config unreadable."""
-    res = ask_git(root, "config", "--path", "--get", "core.excludesFile")
-    if res is None:
-        return False, None
-    if res.returncode == 1:  # the key is not set: git's default file applies
-        return True, None
+    # Run in the workspace so that the user's conditional includes (`includeIf "gitdir:..."`) apply to it; the
+    # scopes keep the repository's own config out (module note).
+    for scope in ("--global", "--system"):
+        res = ask_git(root, "config", scope, "--includes", "--path", "--get", "core.excludesFile")
+        if res is None:
+            return False, None
+        if res.returncode != 1:  # 1: not set in this scope
+            break
+    else:
+        return True, None  # set nowhere: git's default file applies
     if res.returncode != 0:
         return False, None
     value = os.fsdecode(res.stdout.strip())
@@ -76,7 +81,7 @@ def user_excludes_file(root: Path, fresh: bool = False) -> Path | None:
     there is none (no home folder). ``fresh``: ask git whatever was kept (a walk does; module note)."""
     env = os.environ
     key = str(root)
-    sig = _signature(root, env)
+    sig = _signature(env)
     hit = _cache.get(key)
     if not fresh and hit is not None and hit[0] == sig and time.monotonic() < hit[2]:
         return hit[1]
