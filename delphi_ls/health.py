@@ -16,7 +16,7 @@ import numpy as np
 from .core import Need, State, state_of
 from .indexing import workers
 from .indexing.languages import grammar_status
-from .indexing.pipeline import WorkspaceUnreadable, embed_text, unwalkable
+from .indexing.pipeline import PARSER_VERSION, WorkspaceUnreadable, embed_text, unwalkable
 from .models.embedders import Embedder, ModelIdentity
 from .retrieval.branches.registry import registered
 from .settings import Settings
@@ -119,7 +119,8 @@ def grams_status(engine: EngineState) -> str | None:
     n = f"over {GRAMS_COUNTED:,}" if behind > GRAMS_COUNTED else str(behind)
     if engine.indexing is not None or engine.writer_holder() is not None:
         return f"partial: {n} chunks written by the run under way are not in the trigram index yet"
-    return (f"partial: {n} chunks are not in the trigram index (a run stopped before adding them); "
+    return (f"partial: {n} chunks are not in the trigram index (a run stopped before adding them, or an upgrade "
+            "of Delphi dropped an index of an older format to build it again); "
             "literals in them are not found until the next `delphi index`, which adds them first")
 
 
@@ -225,6 +226,18 @@ def report(engine: EngineState, check_staleness: bool = True, buffered: Collecti
         problems.append({"severity": "info", "code": "tracked_but_ignored",
                          "message": f"{len(tracked_ignored)} files git tracks are matched by ignore rules and not "
                                     f"indexed ({some}); Delphi follows the ignore rules, as ripgrep does"})
+    parser = engine.meta.get_state("parser_version", 1)
+    if lexical_ready and parser != PARSER_VERSION:
+        problems.append({"severity": "warning", "code": "older_parser", "message": (
+            f"this index was made by another version of Delphi (chunker version {parser}, this one is "
+            f"{PARSER_VERSION}): the next full run parses every file again (a running Delphi server does it "
+            "itself; otherwise `delphi index`); until then answers show text as that version cut it"
+            + (", secrets in it not redacted" if isinstance(parser, int) and parser < 4 else ""))})
+    elif lexical_ready and check_staleness and (others := engine.meta.parsed_by_other(PARSER_VERSION)):
+        some = ", ".join(sorted(others)[:3]) + (", ..." if len(others) > 3 else "")
+        problems.append({"severity": "warning", "code": "older_parser", "message": (
+            f"{len(others)} files were written by another version of Delphi (an older editor or daemon still "
+            f"running?): {some}; the next full run parses them again (`delphi index`)")})
     grams = grams_status(engine)
     if grams and engine.indexing is None and engine.writer_holder() is None:
         problems.append({"severity": "warning", "code": "trigram_behind", "message": "trigram branch " + grams})

@@ -247,6 +247,35 @@ def test_exact_rows_replaced_answer_as_a_reload_ties_included():
     assert len(ex._blocks) <= 17
 
 
+
+def test_exact_rows_replaced_for_any_paths_answer_as_a_reload_and_older_copies_stay_right():
+    """Session 31: replaced() finds a path's chunks by a map it carries to its copies (it looked at every
+    chunk). Random saves of any files (new ones, emptied ones), each against a matrix loaded afresh; and a
+    copy made earlier, replaced again, still answers for its own rows (the map is not shared)."""
+    from delphi_ls.stores.exact import ExactVectors
+
+    rng = np.random.default_rng(11)
+    vec = lambda: rng.normal(size=8).astype(np.float32).tobytes()  # noqa: E731
+    current = [(f"c{i:02d}", f"f{i % 7}.py", vec()) for i in range(35)]
+    ex = ExactVectors.from_rows(current, 8)
+    q = rng.normal(size=8).astype(np.float32)
+    kept: tuple[ExactVectors, list] | None = None
+    for round_ in range(40):
+        paths = {f"f{j}.py" for j in rng.choice(10, size=int(rng.integers(1, 4)), replace=False)}
+        new = [(f"n{round_}_{j}", sorted(paths)[j % len(paths)], vec()) for j in range(int(rng.integers(0, 5)))]
+        current = [r for r in current if r[1] not in paths] + new
+        ex = ex.replaced(paths, new, 8)
+        reloaded = ExactVectors.from_rows(current, 8)
+        assert len(ex) == len(reloaded) and sorted(ex.ids) == sorted(r[0] for r in current)
+        for k in (1, 5, 100):
+            assert [r[:2] for r in ex.query(q, k)] == [r[:2] for r in reloaded.query(q, k)]
+        if round_ == 10:
+            kept = (ex, list(current))
+    old, rows = kept  # type: ignore[misc]
+    again = old.replaced({"f1.py"}, [("z", "f1.py", vec())], 8)
+    want = ExactVectors.from_rows([r for r in rows if r[1] != "f1.py"] + [("z", "f1.py", again.get_vector("z").tobytes())], 8)
+    assert [r[:2] for r in again.query(q, 100)] == [r[:2] for r in want.query(q, 100)]
+
 def test_reindex_benchmark_runs_on_a_small_workspace(workspace: Path, tmp_path: Path):
     import json
 

@@ -356,7 +356,7 @@ def test_a_large_run_with_a_vector_pass_adds_its_trigrams_after_it(tmp_path: Pat
     monkeypatch.setattr(pipeline, "GRAMS_LATER_MIN_FILES", 50)  # N_FILES = 120: a "large" run here
     ws = _workspace(tmp_path / "ws")
     seen: dict[str, object] = {}
-    real = pipeline.Indexer.index_vectors
+    real = pipeline.Indexer.start_grams  # called just before the vector pass (session 31: the build beside it)
 
     def at_vectors(self, *a, **k):
         eng_ = seen["eng"]
@@ -366,7 +366,7 @@ def test_a_large_run_with_a_vector_pass_adds_its_trigrams_after_it(tmp_path: Pat
         seen["bm25"] = [r["path"] for r in eng_.context("check_7 quota tenant", limit=3)["results"]]
         return real(self, *a, **k)
 
-    monkeypatch.setattr(pipeline.Indexer, "index_vectors", at_vectors)
+    monkeypatch.setattr(pipeline.Indexer, "start_grams", at_vectors)
     eng = Engine(ws, index_dir=str(tmp_path / "idx"), index_workers=0)
     seen["eng"] = eng
     rep = eng.index()
@@ -492,3 +492,72 @@ def test_the_count_every_question_reads_is_bounded(tmp_path: Path):
     finally:
         health.GRAMS_COUNTED = old
     meta.close()
+
+
+def test_the_trigram_build_runs_beside_the_vector_pass_on_its_own_connection_and_stops_between_batches(
+        tmp_path: Path, monkeypatch):
+    """Session 31 (issue 18): the trigram index of a large run is built on a thread with its own connection
+    while the vector pass runs (it ran after that pass, on one core, the other idle). Held back here until
+    the vector pass is over: that pass writes every vector meanwhile (the two connections take turns at the
+    write lock, nothing waits for the whole build), the run's end waits for the build, and every literal is
+    found. Stopped (an editor closing): the build ends between batches, the watermark stays, and the next run
+    adds the rest first."""
+    import threading
+
+    from delphi_ls.indexing import pipeline
+    from delphi_ls.stores import meta as meta_mod
+
+    monkeypatch.setattr(pipeline, "GRAMS_LATER_MIN_FILES", 50)
+    monkeypatch.setattr(pipeline, "GRAMS_APART_BATCH", 7)  # many transactions
+    gate = threading.Event()
+    threads: set[str] = set()
+    real_build = meta_mod._build_grams
+
+    def gated(db, lock, batch, finish, stop=None):
+        if stop is not None:  # the build beside the vector pass
+            threads.add(threading.current_thread().name)
+            gate.wait(30)
+        return real_build(db, lock, batch, finish, stop)
+
+    monkeypatch.setattr(meta_mod, "_build_grams", gated)
+    real_vectors = pipeline.Indexer.index_vectors
+    seen: dict[str, object] = {}
+
+    def vectors(self, *a, **k):
+        out = real_vectors(self, *a, **k)
+        seen["embedded"] = self.meta.counts()["vectors"]
+        seen["behind"] = self.meta.grams_behind()
+        if seen.get("stop"):
+            seen["eng"]._stop.set()
+        gate.set()
+        return out
+
+    monkeypatch.setattr(pipeline.Indexer, "index_vectors", vectors)
+    ws = _workspace(tmp_path / "ws")
+    eng = Engine(ws, index_dir=str(tmp_path / "idx"), index_workers=0)
+    seen["eng"] = eng
+    rep = eng.index()
+    chunks = eng.counts()["chunks"]
+    assert not rep.errors and seen["embedded"] == chunks  # the vector pass finished with the build held back
+    assert seen["behind"] == chunks and threads == {"delphi-grams"}
+    assert eng.meta.grams_behind() == 0 and eng.meta.get_state("grams_upto") is None  # the run waited for it
+    assert all(len(v) == 1 and v[0][1].endswith(f"/mod{i}.py") for i, v in _found(eng.meta).items())
+    eng.close()
+    _intact(tmp_path / "idx" / "meta.sqlite")
+
+    # Stopped while the build waits: it adds nothing, the watermark stays, health says partial; the next
+    # run (nothing changed on disk) adds them all.
+    gate.clear()
+    seen.clear()
+    seen["stop"] = True
+    eng = Engine(ws, index_dir=str(tmp_path / "stopped"), index_workers=0)
+    seen["eng"] = eng
+    eng.index()
+    assert eng.meta.grams_behind() == eng.counts()["chunks"] > 0
+    assert str(eng.health(check_staleness=False, full=False)["branches"]["trigram"]).startswith("partial:")
+    seen.clear()
+    eng.index()
+    assert eng.meta.grams_behind() == 0
+    assert all(len(v) == 1 for v in _found(eng.meta).values())
+    eng.close()
+    _intact(tmp_path / "stopped" / "meta.sqlite")

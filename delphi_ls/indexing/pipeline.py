@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import stat
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -52,12 +53,17 @@ BATCH_FILES = 1000  # files per lexical commit once the first small batches are 
 #    (core/text.py); words with letters beyond ASCII are whole tokens (core/tokens.py).
 PARSER_VERSION = 6
 FIRST_BATCH_FILES = 25
-# A large run whose vector pass follows adds its chunks to the trigram index after that pass, not after each
-# batch: the bulk build is about 14 s of CPU on spring-boot (session 17's profile), spent while the embedding
-# processes wanted both cores. Until then the trigram branch says it is partial (health.grams_status) and
-# finds literals in what it holds; BM25, symbols and paths are complete at "lexical ready" as before.
+# A large run whose vector pass follows adds its chunks to the trigram index during that pass, on a thread
+# of its own (start_grams), not after each batch: the bulk build is about 14 s of CPU on spring-boot (session
+# 17's profile), spent while the embedding processes wanted both cores. After the vector pass (until session
+# 31) it ran on one core with the other idle: 3.3 s on spring-boot, 50 s at 100k files. Until it is done the
+# trigram branch says it is partial (health.grams_status) and finds literals in what it holds; BM25, symbols
+# and paths are complete at "lexical ready" as before.
 GRAMS_AFTER_VECTORS = True
 GRAMS_LATER_MIN_FILES = 1000
+# Chunks a transaction of the trigram build beside the vector pass adds: that pass's writes wait for one
+# (about 0.9 s on spring-boot), and so does a stop (an editor closing).
+GRAMS_APART_BATCH = 10000
 EMBED_BATCH = 256
 # Files whose manifest rows one transaction writes: one commit a file wrote the same index pages to the WAL
 # again each time (py-spy on spring-boot: 6.9 -> 4.0 s of this process's CPU); a group bounds how long a
@@ -182,6 +188,7 @@ class Indexer:
         # Set by index_lexical when a large run leaves this run's chunks out of the trigram index until its
         # vector pass is done (the engine then calls ``finish_grams``): see GRAMS_AFTER_VECTORS.
         self.grams_owed = False
+        self._grams_thread: threading.Thread | None = None
 
     # ------------------------------------------------------------------ lexical
     def index_lexical(self, progress: Progress | None = None, only: list[str] | None = None,
@@ -246,6 +253,9 @@ class Indexer:
         for_bytes = {} if reparse or not rules_same else self.meta.skipped_for_bytes(
             None if only is None else [p for p in current if named(p)])
         seen: dict[str, tuple[int, int]] = {}
+        # Files another Delphi wrote (an older editor or daemon still running after an upgrade): parsed again by
+        # a full run, whatever their stat says (stores/meta.py, ``parsed``).
+        others = set() if reparse or only is not None else self.meta.parsed_by_other(PARSER_VERSION)
         todo = []
         for path, entry in current.items():
             # The same rule as for deletions: a named folder (created, or renamed into place) stands for
@@ -253,7 +263,8 @@ class Indexer:
             if not named(path):
                 continue
             old = stored.get(path)
-            if old and old[1] == entry.size and old[2] == entry.mtime_ns and path not in buffers and not reparse:
+            if old and old[1] == entry.size and old[2] == entry.mtime_ns and path not in buffers and not reparse \
+                    and path not in others:
                 rep.files_unchanged += 1
                 continue
             known = for_bytes.get(path)
@@ -268,8 +279,8 @@ class Indexer:
         size = FIRST_BATCH_FILES
         # What each file needs (the manifest's hash, None when it must be redone whatever its bytes; an
         # editor buffer's bytes), prepared in this order in-process or by worker processes (workers.py).
-        items = [(e.path, None if reparse or e.path not in stored else stored[e.path][0], buffers.get(e.path))
-                 for e in todo]
+        items = [(e.path, None if reparse or e.path not in stored or e.path in others else stored[e.path][0],
+                  buffers.get(e.path)) for e in todo]
         if len(todo) > 1:
             # The trigram index takes this run's chunks in bulk after each batch (build_grams), not row by
             # row in each file's transaction: 15 of the 17 s of spring-boot's manifest writes (issue 18).
@@ -320,7 +331,7 @@ class Indexer:
                         reuse = self._reusable_vectors(entry.path, p.rows) if entry.path in stored else set()
                         writes.append(FileWrite(entry.path, p.digest, entry.size, entry.mtime_ns,
                                                 file_kind(entry.path), p.language, p.rows, p.symbols, p.replaced,
-                                                reuse, p.imports or [], p.redacted))
+                                                reuse, p.imports or [], p.redacted, PARSER_VERSION))
                     self.meta.replace_files(writes)
                     for w in writes:
                         rep.files_indexed += 1
@@ -509,8 +520,31 @@ class Indexer:
             writer.cancel()
             raise
 
+    def start_grams(self, stop: threading.Event) -> None:
+        """Begin adding the chunks index_lexical left out of the trigram index (``grams_owed``) on a thread of
+        their own, beside the vector pass (MetaStore.build_grams_apart); ``finish_grams`` waits for it."""
+        if not self.grams_owed or self._grams_thread is not None:
+            return
+
+        def build() -> None:
+            try:
+                self.meta.build_grams_apart(stop, GRAMS_APART_BATCH)
+            except Exception as e:  # finish_grams adds what is left on this run's own connection
+                log.warning("adding this run's chunks to the trigram index beside the vector pass: %s", e)
+
+        self._grams_thread = threading.Thread(target=build, name="delphi-grams", daemon=True)
+        self._grams_thread.start()
+
+    def stop_grams(self) -> None:
+        """Wait for start_grams's thread after its stop event was set (it ends after the batch in hand)."""
+        if self._grams_thread is not None:
+            self._grams_thread.join()
+            self._grams_thread = None
+
     def finish_grams(self) -> None:
-        """The trigram index takes the chunks index_lexical left out of it (``grams_owed``)."""
+        """The trigram index takes the chunks index_lexical left out of it (``grams_owed``): the thread
+        start_grams began is waited for, and what it did not add (stopped, failed) is added here."""
+        self.stop_grams()
         if self.grams_owed:
             self.meta.build_grams()
             self.grams_owed = False
@@ -584,13 +618,6 @@ class Indexer:
         else:
             self.vectors.delete_ids(ids)  # type: ignore[union-attr]
 
-    def _add_vectors(self, rows: list[ChunkRow], mat: np.ndarray) -> None:
-        # Owed before the manifest marks the chunks embedded: a kill in between leaves them unembedded.
-        if self.defer_chroma:
-            self.meta.defer_chroma([r.id for r in rows], "add")
-        else:
-            self.vectors.upsert([r.id for r in rows], mat, [r.path for r in rows], [r.kind for r in rows])  # type: ignore[union-attr]
-
     def flush_chroma(self, store: VectorStore) -> int:
         """Make the Chroma writes that updates of named paths left (from the embedding cache: nothing is
         embedded). Returns the writes made."""
@@ -642,17 +669,19 @@ class Indexer:
             for r in rows:
                 if r.content_hash not in cached:
                     need.setdefault(r.content_hash, r)
+            fresh: list[tuple[str, np.ndarray]] = []
             if need:
                 if self._ahead is not None:
                     self._ahead.cancel_for(need)  # embedded here: not again there, if not started
                 vecs = self.embedder.embed([embed_text(r) for r in need.values()])
                 fresh = list(zip(need.keys(), vecs, strict=True))
-                self.meta.cache_vectors(ident.weights_sha256, fresh)
                 cached.update(fresh)
             rep.vectors_from_cache += len(rows) - len(need)
-            mat = np.stack([cached[r.content_hash] for r in rows])
-            self._add_vectors(rows, mat)
-            self.meta.mark_embedded([r.id for r in rows])
+            ids = [r.id for r in rows]
+            if not self.defer_chroma:  # Chroma written first: a kill before the commit leaves them unembedded
+                mat = np.stack([cached[r.content_hash] for r in rows])
+                self.vectors.upsert(ids, mat, [r.path for r in rows], [r.kind for r in rows])  # type: ignore[union-attr]
+            self.meta.store_embedded(ident.weights_sha256, fresh, ids, owe_chroma=self.defer_chroma)
             rep.chunks_embedded += len(rows)
             done += len(rows)
             if progress:

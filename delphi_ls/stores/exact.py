@@ -47,6 +47,19 @@ class ExactVectors:
         self._rowix = rowix  # each chunk's row in the blocks stacked
         self._blocks = blocks
         self._alive = alive  # None: every chunk is alive
+        # Each chunk's path as a number (``_code_of``: path -> number, shared by the copies replaced() makes;
+        # it only grows, and a number never changes), made by the first replaced(): a save compared every
+        # chunk's path in Python (40-50 ms a save at 100,000 files, session 31).
+        self._codes: np.ndarray | None = None
+        self._code_of: dict[str, int] | None = None
+
+    def _path_codes(self) -> tuple[np.ndarray, dict[str, int]]:
+        if self._codes is None or self._code_of is None:
+            code_of: dict[str, int] = {}
+            self._codes = np.fromiter((code_of.setdefault(p, len(code_of)) for p in self._paths), dtype=np.int64,
+                                      count=len(self._paths))
+            self._code_of = code_of
+        return self._codes, self._code_of
 
     @classmethod
     def load(cls, meta: MetaStore, model: str, dim: int) -> ExactVectors:
@@ -93,14 +106,18 @@ class ExactVectors:
         (0.33-0.41 s of CPU on spring-boot's 36,567). Order does not matter: the search breaks ties by
         chunk id. This object is not modified (a query may be reading it)."""
         alive = np.ones(len(self._ids), dtype=bool) if self._alive is None else self._alive.copy()
-        for i, p in enumerate(self._paths):
-            if p in paths:
-                alive[i] = False
+        codes, code_of = self._path_codes()
+        gone = [code_of[p] for p in paths if p in code_of]
+        if gone:
+            alive &= ~np.isin(codes, gone)
         fresh = ExactVectors.from_rows(rows, dim)
         base = sum(len(b) for b in self._blocks)
         out = ExactVectors(self._ids + fresh._ids, self._paths + fresh._paths,
                            np.concatenate([self._rowix, fresh._rowix + base]), [*self._blocks, fresh._blocks[0]],
                            np.concatenate([alive, np.ones(len(fresh._ids), bool)]))
+        out._codes = np.concatenate([codes, np.array([code_of.setdefault(p, len(code_of)) for p in fresh._paths],
+                                                     dtype=np.int64)])
+        out._code_of = code_of
         dead = len(out._ids) - int(out._alive.sum())  # type: ignore[union-attr]
         if len(out._blocks) > 16 or dead > len(out._ids) // 8:
             out = out.compacted()
@@ -113,8 +130,11 @@ class ExactVectors:
         """One block of the rows the live chunks use."""
         keep = np.flatnonzero(self._alive) if self._alive is not None else np.arange(len(self._ids))
         used, rowix = np.unique(self._rowix[keep], return_inverse=True)
-        return ExactVectors([self._ids[i] for i in keep], [self._paths[i] for i in keep],
-                            rowix.astype(np.int64), [self._stacked()[used]])
+        out = ExactVectors([self._ids[i] for i in keep], [self._paths[i] for i in keep],
+                           rowix.astype(np.int64), [self._stacked()[used]])
+        if self._codes is not None:
+            out._codes, out._code_of = self._codes[keep], self._code_of
+        return out
 
     def parts(self) -> tuple[list[str], list[str], np.ndarray, list[np.ndarray]]:
         """The live chunks' ids, paths and rows, and the blocks they index (rows of dead chunks stay in them)."""

@@ -58,6 +58,18 @@ CREATE TRIGGER IF NOT EXISTS files_content_au AFTER UPDATE OF hash, kind, langua
   INSERT OR REPLACE INTO state VALUES ('content_version', '"' || lower(hex(randomblob(16))) || '"');
 END;
 GRAMS_TRIGGERS
+-- The parser version (indexing.pipeline.PARSER_VERSION) that wrote each file's chunks, symbols and imports.
+-- Any insert into files removes the file's row and only this code adds it back after its own, so a file that
+-- another Delphi wrote (an editor or daemon of an older version still running after an upgrade) has none,
+-- and the next full run parses it again: its old chunks were served as current, a secret the old chunker did
+-- not redact included (a newcomer, session 31). The state's parser_version covers an index as a whole.
+CREATE TABLE IF NOT EXISTS parsed (path TEXT PRIMARY KEY, version INTEGER);
+CREATE TRIGGER IF NOT EXISTS files_parsed_ai AFTER INSERT ON files BEGIN
+  DELETE FROM parsed WHERE path = new.path;
+END;
+CREATE TRIGGER IF NOT EXISTS files_parsed_ad AFTER DELETE ON files BEGIN
+  DELETE FROM parsed WHERE path = old.path;
+END;
 CREATE TABLE IF NOT EXISTS symbols (
   name TEXT, kind TEXT, path TEXT, line INTEGER, end_line INTEGER, container TEXT
 );
@@ -136,6 +148,7 @@ class FileWrite:
     reuse_embedded: set[str]
     imports: list[str] = field(default_factory=list)
     redacted: str = ""  # the secrets replaced in its text, in words (workspace/secrets.py); kept as the file's note
+    parser: int = 0  # the PARSER_VERSION that made ``chunks`` (0: unknown, parsed again by the next full run)
 
 
 _CHUNK_COLS = "id,path,ord,start_line,end_line,symbols,kind,content_hash,text"
@@ -174,7 +187,7 @@ _CORRUPT_CODES = {11, 26}
 
 _SCHEMA_NAMES = set(re.findall(r"IF NOT EXISTS (\w+)", SCHEMA))
 # Added to older manifests when they are opened for writing; a read-only one answers without them (slower).
-_SCHEMA_OPTIONAL = {"symbols_name_nocase", "changes", "commit_messages"}  # older read-only: no churn, no messages
+_SCHEMA_OPTIONAL = {"symbols_name_nocase", "changes", "commit_messages", "parsed", "files_parsed_ai", "files_parsed_ad"}  # older read-only: no churn, no messages
 
 
 def _locked(e: sqlite3.OperationalError) -> bool:
@@ -234,6 +247,41 @@ def _phrase(text: str) -> str:
     return '"' + text.replace('"', '""') + '"'
 
 
+def _build_grams(db: sqlite3.Connection, lock: threading.RLock, batch: int, finish: bool,
+                 stop: threading.Event | None = None) -> int:
+    """MetaStore.build_grams on ``db`` (each transaction under ``lock``)."""
+    added = 0
+    while not (stop is not None and stop.is_set()):
+        with lock:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                row = db.execute("SELECT CAST(value AS INTEGER) FROM state WHERE key='grams_upto'").fetchone()
+                if row is None:
+                    db.execute("COMMIT")
+                    return added
+                upto = row[0]
+                top = db.execute("SELECT rowid FROM chunks WHERE rowid > ? ORDER BY rowid LIMIT 1 OFFSET ?",
+                                 (upto, batch - 1)).fetchone()
+                hi = top[0] if top is not None else None
+                cur = db.execute("INSERT INTO chunk_grams(rowid, text) SELECT rowid, text FROM chunks "
+                                 "WHERE rowid > ? AND rowid <= ?", (upto, hi if hi is not None else 1 << 62))
+                added += cur.rowcount
+                if hi is None and finish:
+                    db.execute("DELETE FROM state WHERE key='grams_upto'")
+                elif hi is None:
+                    db.execute("UPDATE state SET value=(SELECT CAST(COALESCE(MAX(rowid), ?) AS TEXT) "
+                               "FROM chunks) WHERE key='grams_upto'", (upto,))
+                else:
+                    db.execute("UPDATE state SET value=? WHERE key='grams_upto'", (str(hi),))
+                db.execute("COMMIT")
+            except BaseException:
+                _rollback(db)
+                raise
+        if hi is None:
+            return added
+    return added
+
+
 class MetaStore:
     def _set_wal(self) -> None:
         """Switch to WAL. SQLite does not call the busy handler for this switch: two processes opening a
@@ -273,11 +321,18 @@ class MetaStore:
             if not _SCHEMA_NAMES <= have:
                 try:
                     self.db.executescript(SCHEMA)  # new or older file; a complete one is not written by opening it
+                    if "parsed" not in have and "files" in have:
+                        # An index from before the table: its files are taken as made by the parser its state
+                        # names (a full run parses every file again when that is not this one's).
+                        self.db.execute("INSERT OR IGNORE INTO parsed SELECT path, COALESCE((SELECT CAST(value AS "
+                                        "INTEGER) FROM state WHERE key='parser_version'), 1) FROM files")
                 except sqlite3.OperationalError as e:
                     if _SCHEMA_NAMES - have - _SCHEMA_OPTIONAL or not (_locked(e) or "readonly" in str(e)):
                         raise
                     log.warning("%s: index %s not added (%s); symbol lookups scan the table until a writer opens it",
                                 self.path, ", ".join(sorted(_SCHEMA_NAMES - have)), e)
+            self._parsed_kept = "parsed" in {r[0] for r in self.db.execute(
+                "SELECT name FROM sqlite_master WHERE name='parsed'")}
             self._upgrade_grams_triggers()
             self._upgrade_grams_table()
         except BaseException:
@@ -453,6 +508,15 @@ class MetaStore:
         with self._lock:
             return self.db.execute("SELECT path, kind, n_chunks FROM files ORDER BY path").fetchall()
 
+    def parsed_by_other(self, version: int) -> set[str]:
+        """Files whose chunks a parser other than ``version`` wrote (or an unknown one: another Delphi)."""
+        if not self._parsed_kept:
+            return set()
+        with self._lock:
+            return {r[0] for r in self.db.execute(
+                "SELECT f.path FROM files f LEFT JOIN parsed p ON p.path = f.path WHERE p.version IS NOT ?",
+                (version,))}
+
     def file_info(self, path: str) -> tuple[str, str, int] | None:
         with self._lock:
             return self.db.execute("SELECT kind, language, size FROM files WHERE path=?", (path,)).fetchone()
@@ -498,6 +562,8 @@ class MetaStore:
             "INSERT OR REPLACE INTO files VALUES (?,?,?,?,?,?,?,?,?)",
             (path, w.hash, w.size, w.mtime_ns, w.kind, w.language, len(w.chunks), int(w.replaced), w.redacted or None),
         )
+        if self._parsed_kept:  # after the insert: its trigger removed the file's row
+            self.db.execute("INSERT OR REPLACE INTO parsed VALUES (?, ?)", (path, w.parser))
         delta["files"] += 0 if listed else 1
         delta["chunks"] += len(w.chunks) - old_chunks
         delta["vectors"] += sum(1 for c in w.chunks if c.id in w.reuse_embedded) - old_embedded
@@ -684,9 +750,20 @@ class MetaStore:
                                    (limit,)).fetchall()
         return [_chunk(r) for r in rows]
 
-    def mark_embedded(self, ids: list[str]) -> None:
+    def store_embedded(self, model: str, fresh: list[tuple[str, np.ndarray]], ids: list[str],
+                       owe_chroma: bool) -> None:
+        """One vector-pass batch in one transaction: ``fresh`` vectors into the embedding cache, Chroma owed
+        an 'add' of ``ids`` (``owe_chroma``: the exact search answers, Chroma is written later), and ``ids``
+        marked embedded. Three transactions a batch before (session 31): a commit rewrites the pages it
+        touched to the write-ahead log, and a cold index's 2-3 s of COMMIT were more than half in these;
+        one also means a kill never leaves a chunk marked embedded without its owed 'add'."""
         with self._lock, self._counted() as tally:
             with transaction(self.db):
+                if fresh:
+                    self.db.executemany("INSERT OR REPLACE INTO embed_cache VALUES (?,?,?)",
+                                        [(model, h, v.astype(np.float32).tobytes()) for h, v in fresh])
+                if owe_chroma:
+                    self.db.executemany("INSERT OR REPLACE INTO chroma_pending VALUES (?, 'add')", [(i,) for i in ids])
                 marked = self.db.executemany("UPDATE chunks SET embedded=1 WHERE id=? AND embedded=0",
                                              [(i,) for i in ids]).rowcount
             if tally is not None:
@@ -839,35 +916,22 @@ class MetaStore:
         moving the watermark with it (a kill leaves an index that is complete up to it; the next call goes
         on from there). ``finish``: the last one removes it, so chunks are added row by row again; else it
         stays, at the last chunk, and the run's next chunks wait for the next call. Returns chunks added."""
-        added = 0
-        while True:
-            with self._lock:
-                self.db.execute("BEGIN IMMEDIATE")
-                try:
-                    row = self.db.execute("SELECT CAST(value AS INTEGER) FROM state WHERE key='grams_upto'").fetchone()
-                    if row is None:
-                        self.db.execute("COMMIT")
-                        return added
-                    upto = row[0]
-                    top = self.db.execute("SELECT rowid FROM chunks WHERE rowid > ? ORDER BY rowid LIMIT 1 OFFSET ?",
-                                          (upto, batch - 1)).fetchone()
-                    hi = top[0] if top is not None else None
-                    cur = self.db.execute("INSERT INTO chunk_grams(rowid, text) SELECT rowid, text FROM chunks "
-                                          "WHERE rowid > ? AND rowid <= ?", (upto, hi if hi is not None else 1 << 62))
-                    added += cur.rowcount
-                    if hi is None and finish:
-                        self.db.execute("DELETE FROM state WHERE key='grams_upto'")
-                    elif hi is None:
-                        self.db.execute("UPDATE state SET value=(SELECT CAST(COALESCE(MAX(rowid), ?) AS TEXT) "
-                                        "FROM chunks) WHERE key='grams_upto'", (upto,))
-                    else:
-                        self.db.execute("UPDATE state SET value=? WHERE key='grams_upto'", (str(hi),))
-                    self.db.execute("COMMIT")
-                except BaseException:
-                    _rollback(self.db)
-                    raise
-            if hi is None:
-                return added
+        return _build_grams(self.db, self._lock, batch, finish)
+
+    def build_grams_apart(self, stop: threading.Event, batch: int = GRAMS_BATCH) -> int:
+        """:meth:`build_grams` (``finish``) on a connection of its own, for a thread beside this one's
+        writes: FTS5 builds in C with the GIL released, so a run's trigram index is made while its vector
+        pass runs instead of after it, on one core with the other idle (issue 18: the last 3.3 s of
+        spring-boot's cold index, 50 s at 100k files). The two connections' write transactions take
+        turns (SQLite's write lock, waited for up to 30 s). ``stop``: checked between batches; the
+        watermark stays where it is, and the next build goes on from there."""
+        db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=30)
+        try:
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA secure_delete=ON")  # a per-connection setting, as in __init__
+            return _build_grams(db, threading.RLock(), batch, True, stop)
+        finally:
+            db.close()
 
     def grams_behind(self, cap: int | None = None) -> int:
         """Chunks the trigram index does not hold yet (0 when it holds every one): a run is adding them,
