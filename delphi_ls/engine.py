@@ -321,6 +321,12 @@ class Engine:
             self.rebuilt_from_format = fmt
         self.meta.ensure_state("format", INDEX_FORMAT)
         self.meta.ensure_state("root", str(self.root))
+        if "snapshot" in self.problems:  # kept: health in a later process names it too (the README's promise)
+            self.meta.set_state("snapshot_refused", {"file": str(self.settings.snapshot),
+                                                     "why": self.problems["snapshot"]})
+        elif self.settings.snapshot is not None and (refused := self.meta.get_state("snapshot_refused")) and \
+                refused.get("file") == str(self.settings.snapshot):
+            self.warnings["snapshot"] = refused["why"] + " (when this index was made)"
         self._meta_identity = _file_identity(self.index_dir / "meta.sqlite")
         self.manifest_damaged = False  # a read or write under a running server found the manifest corrupt
         self.meta.ensure_identity()
@@ -1029,6 +1035,7 @@ class Engine:
                     if (to_embed or self._vectors is not None) and (indexer.defer_chroma or self.vectors is not None):
                         if not indexer.defer_chroma:
                             indexer.vectors = self.vectors
+                        indexer.start_grams(self._stop)  # beside the vector pass, on a core it leaves idle
                         indexer.index_vectors(track, rep, should_stop=self._stop.is_set)
                         self._probe = None
                 if not self._stop.is_set() and (full or len(self.lexical.segment_sizes()) > MAX_SEGMENTS):
@@ -1052,6 +1059,8 @@ class Engine:
                         indexer.finish_grams()
                     except Exception:
                         log.exception("adding this run's chunks to the trigram index failed; the next run adds them")
+                elif indexer is not None:
+                    indexer.stop_grams()  # its thread ends after the batch in hand (stop is set)
                 self.indexing = None
                 if indexer is not None:
                     indexer.close_ahead()  # a run that skipped its vector pass (or failed in it) ends the process

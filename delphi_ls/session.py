@@ -13,7 +13,7 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +112,11 @@ class Session:
         self.engines: dict[Path, Engine] = {}
         self.open_failures: dict[Path, str] = {}  # folders given that could not be opened, and why
         self.buffers: dict[Path, str] = {}  # absolute path -> unsaved text
+        # A folder the editor named through a symbolic link (macOS's /tmp and /var, a linked checkout): its
+        # real path -> the path as named. Engines are keyed by the real path; the editor sends and expects
+        # paths under the named one (every buffer, save and anchor there was "outside the workspace": a
+        # newcomer, session 31).
+        self._named: dict[Path, Path] = {}
         # root -> {workspace path: why} of open buffers the last run could not index (problems_of says so)
         self.buffers_dropped: dict[Path, dict[str, str]] = {}
         self.pending: dict[Path, set[str] | None] = {}  # root -> paths to redo (None: everything)
@@ -180,8 +185,12 @@ class Session:
             self._worker.start()
 
     def add_folder(self, folder: Path | str) -> Engine | None:
-        root = uri_to_path(str(folder)).resolve()
+        given = uri_to_path(str(folder))
+        root = given.resolve()
         with self._engines_lock:
+            named = Path(_normpath(given)) if given.is_absolute() else root
+            if named != root:
+                self._named[root] = named
             if root in self.engines:
                 return self.engines[root]
             try:
@@ -314,6 +323,7 @@ class Session:
         with self._engines_lock:
             eng = self.engines.pop(root, None)
             self.open_failures.pop(root, None)
+            self._named.pop(root, None)
         with self._watch_lock:
             watcher = self._watchers.pop(root, None)
             self.watch_state.pop(root, None)
@@ -364,22 +374,38 @@ class Session:
     # ------------------------------------------------------------------ routing
     def locate(self, path_or_uri: str | Path) -> tuple[Engine, str] | None:
         """The engine whose folder holds this path (the innermost one), and the path relative to it."""
+        found = self.locate_all(path_or_uri)
+        return found[0] if found else None
+
+    def locate_all(self, path_or_uri: str | Path) -> list[tuple[Engine, str]]:
+        """Every engine whose folder holds this path, the innermost first, each with the path relative to it
+        (folders nested in one another both index the inner one's files). A folder is matched by its real
+        path and by the path the editor named it by."""
         raw = str(path_or_uri)
         if not raw:
-            return None
+            return []
         path = uri_to_path(raw)
         if not path.is_absolute():
-            return None
+            return []
         path = Path(_normpath(path))
-        for root, eng in sorted(self.engines.items(), key=lambda kv: -len(str(kv[0]))):
+        engines = dict(self.engines)
+        prefixes = [(root, eng) for root, eng in engines.items()]
+        prefixes += [(named, engines[root]) for root, named in list(self._named.items()) if root in engines]
+        out: list[tuple[Engine, str]] = []
+        for prefix, eng in sorted(prefixes, key=lambda kv: -len(str(kv[0]))):
             try:
-                rel = path.relative_to(root).as_posix()
+                rel = path.relative_to(prefix).as_posix()
             except ValueError:
                 continue
-            if not utf8_name(rel):
-                return None  # a name that is not UTF-8 (`%FF` in a URI): never indexed (the scan skips it too)
-            return (eng, rel) if rel != "." else None
-        return None
+            if not utf8_name(rel) or rel == ".":
+                return []  # a name that is not UTF-8 (`%FF` in a URI): never indexed (the scan skips it too)
+            if all(e is not eng for e, _r in out):
+                out.append((eng, rel))
+        return out
+
+    def shown_root(self, eng: Engine) -> Path:
+        """The folder as the editor named it (its real path unless named through a link): answers' URIs."""
+        return self._named.get(eng.root, eng.root)
 
     def engine_for(self, workspace: str | None, paths: list[str] | tuple[str, ...] = ()) -> Engine:
         """The engine a request is about: its ``workspace``, else the folder of its first absolute path,
@@ -401,27 +427,23 @@ class Session:
         return next(iter(self.engines.values()))
 
     # ------------------------------------------------------------------ changes
+    # An edit goes to every folder that holds the file: a folder nested in another is indexed by both, and the
+    # outer one's answers kept the old text for good (a newcomer, session 31).
     def buffer_changed(self, path_or_uri: str | Path, text: str) -> None:
-        found = self.locate(path_or_uri)
-        if found is None:
-            return
-        eng, rel = found
-        self.buffers[eng.root / rel] = text
-        self._schedule(eng.root, {rel})
+        for eng, rel in self.locate_all(path_or_uri):
+            self.buffers[eng.root / rel] = text
+            self._schedule(eng.root, {rel})
 
     def buffer_closed(self, path_or_uri: str | Path) -> None:
-        found = self.locate(path_or_uri)
-        if found is None:
-            return
-        eng, rel = found
-        self.buffers.pop(eng.root / rel, None)
-        self._schedule(eng.root, {rel})
+        for eng, rel in self.locate_all(path_or_uri):
+            self.buffers.pop(eng.root / rel, None)
+            self._schedule(eng.root, {rel})
 
     def file_changed(self, path_or_uri: str | Path, saved: bool = False) -> None:
-        found = self.locate(path_or_uri)
-        if found is None:
-            return
-        eng, rel = found
+        for eng, rel in self.locate_all(path_or_uri):
+            self._file_changed(eng, rel, saved)
+
+    def _file_changed(self, eng: Engine, rel: str, saved: bool) -> None:
         if saved:
             # The disk now holds what the buffer held; the disk is the truth again.
             self.buffers.pop(eng.root / rel, None)
@@ -610,9 +632,9 @@ class Session:
     def _buffers_of(self, eng: Engine) -> dict[str, str]:
         out = {}
         for path, text in list(self.buffers.items()):
-            found = self.locate(path)
-            if found and found[0] is eng:
-                out[found[1]] = text
+            rel = next((r for e, r in self.locate_all(path) if e is eng), None)  # a nested folder's file too
+            if rel is not None:
+                out[rel] = text
         return out
 
     def _index(self, eng: Engine, paths: set[str] | None) -> IndexReport:
@@ -882,6 +904,8 @@ class Session:
         self._await_events(eng.root)
         self._await_first(eng)
         self._flush_edits(eng)
+        if eng.root in self._named and req.anchors:  # paths under the folder as the editor named it
+            req = replace(req, anchors=[self._rel(eng, a) for a in req.anchors])
         with self._ask_cv:
             self._asking += 1
         try:
@@ -893,6 +917,8 @@ class Session:
             with self._ask_cv:
                 self._asking -= 1
                 self._ask_cv.notify_all()
+        if eng.root in self._named:
+            self._with_uris(eng, ans.get("results", []))  # type: ignore[arg-type]
         if "indexing" not in ans and (pending := self.indexing_of(eng)) is not None:
             # Asked before the first run began ("queued": the empty answer is "not yet", not "nothing"), or
             # on an index from an earlier run before the catch-up found what changed since.
@@ -934,7 +960,8 @@ class Session:
             if wait:
                 self._await_first(eng)
                 self._flush_edits(eng)
-            out.extend(eng.symbols(req.query, limit=req.limit))
+            out.extend(self._with_uris(eng, eng.symbols(req.query, limit=req.limit)) if eng.root in self._named
+                       else eng.symbols(req.query, limit=req.limit))
         return out[: req.limit]
 
     def health(self) -> dict[str, Any]:
@@ -984,13 +1011,14 @@ class Session:
         return {"workspaces": out, "settingsErrors": self.option_errors, "pid": os.getpid()}
 
     def _rel(self, eng: Engine, path: str) -> str:
-        found = self.locate(path)
-        return found[1] if found and found[0] is eng else path
+        """``path`` relative to ``eng``'s folder when it lies there (by its real path or the one the editor
+        named it by), else as given (the engine says what is wrong with it)."""
+        return next((rel for e, rel in self.locate_all(path) if e is eng), path)
 
-    @staticmethod
-    def _with_uris(eng: Engine, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _with_uris(self, eng: Engine, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        root = self.shown_root(eng)
         for r in rows:
-            r.setdefault("uri", (eng.root / r["path"]).as_uri())
+            r["uri"] = (root / r["path"]).as_uri()
         return rows
 
     # ------------------------------------------------------------------ editor views of one file
@@ -1000,7 +1028,7 @@ class Session:
             return []
         eng, rel = found
         return [{"name": s.name, "kind": s.kind, "path": s.path, "line": s.line, "endLine": s.end_line,
-                 "container": s.container, "uri": (eng.root / rel).as_uri()} for s in eng.definitions(rel)]
+                 "container": s.container, "uri": (self.shown_root(eng) / rel).as_uri()} for s in eng.definitions(rel)]
 
     def related_tests_by_symbol(self, path_or_uri: str) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
         """For a source file: each definition with its related tests (definitions without any are left out)."""
@@ -1045,7 +1073,12 @@ class Session:
 
     # ------------------------------------------------------------------ problems
     def publish_problems(self, eng: Engine) -> None:
-        self.events.problems(eng.root, self.problems_of(eng))
+        shown = self.shown_root(eng)
+        problems = self.problems_of(eng)
+        if shown != eng.root:
+            problems = [replace(pr, path=shown / pr.path.relative_to(eng.root))
+                        if pr.path is not None and pr.path.is_relative_to(eng.root) else pr for pr in problems]
+        self.events.problems(shown, problems)
 
     def problems_of(self, eng: Engine) -> list[Problem]:
         h = eng.health(check_staleness=False, full=False)

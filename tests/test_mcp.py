@@ -329,6 +329,44 @@ def test_a_second_daemon_refuses_and_leaves_the_first_alone(ws: Path, tmp_path: 
         proc.wait(timeout=30)
 
 
+
+def test_a_daemon_of_another_build_or_with_an_untrusted_file_is_said_not_used_silently(ws: Path, tmp_path: Path):
+    """After an upgrade the daemon still running is older code: `delphi mcp` forwarded to it without a word (it
+    broke the output limit this version keeps), and an older daemon's daemon.json readable by others was
+    ignored without one, `delphi serve` then starting a second daemon over its files (a newcomer, session 31)."""
+    index = tmp_path / "index"
+    proc, url, token = _start_daemon(ws, index)
+    info = index / "daemon.json"
+    try:
+        def mcp_said() -> str:
+            return subprocess.run([*CLI, "mcp", str(ws), "--index-dir", str(index), "--no-vectors"], input="",
+                                  capture_output=True, text=True, timeout=60).stderr
+
+        def serve() -> subprocess.CompletedProcess:
+            return subprocess.run([*CLI, "serve", str(ws), "--index-dir", str(index), "--no-vectors"],
+                                  capture_output=True, text=True, timeout=60)
+
+        assert "forwarding to the daemon" in mcp_said()  # the same build: shared, as before
+        data = json.loads(info.read_text())
+        data["build"] = "0.0.9+0123456789ab"
+        info.unlink()
+        fd = os.open(info, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(data))
+        said = mcp_said()
+        assert "runs another build of Delphi (0.0.9+0123456789ab" in said and "forwarding" not in said, said
+        second = serve()
+        assert second.returncode == 1 and "another build of Delphi" in second.stderr, second.stderr
+        info.chmod(0o644)  # as an older Delphi wrote it under umask 022
+        said = mcp_said()
+        assert f"names process {proc.pid}, which is running" in said and "not trusted" in said, said
+        second = serve()
+        assert second.returncode == 1 and "not trusted" in second.stderr, second.stderr
+        assert (index / "daemon.token").read_text().strip() == token and url in info.read_text()  # left alone
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
 def test_two_daemons_started_together_one_serves(ws: Path, tmp_path: Path):
     """Both saw no daemon.json and both served, the later one's discovery files over the earlier's (a security
     audit, session 26): now the first to hold daemon.lock serves and the other refuses."""

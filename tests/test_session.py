@@ -805,3 +805,68 @@ def test_an_index_that_cannot_be_opened_again_is_tried_again(tmp_path: Path, mon
         assert not s.open_failures
     finally:
         s.shutdown()
+
+
+def test_a_folder_named_through_a_link_takes_the_editors_paths_and_answers_with_them(tmp_path: Path):
+    """The editor names the folder by a symbolic link (macOS's /tmp, a linked checkout): every buffer, save and
+    anchor under that path was "outside the workspace" and dropped, and answers named the real path (a
+    newcomer, session 31). Paths under either name reach the folder; answers use the editor's name."""
+    real = build_workspace(tmp_path / "real")
+    link = tmp_path / "link"
+    link.symlink_to(real, target_is_directory=True)
+    events = Recorder()
+    s = Session(events, {"indexDir": str(tmp_path / "index"), "vectors": False})
+    s.start([link.as_uri()])
+    try:
+        assert s.wait_idle(120)
+        target = link / "shipyard" / "retry.py"
+        assert s.locate(target.as_uri())[1] == "shipyard/retry.py"
+        s.buffer_changed(target.as_uri(), target.read_text() + "\ndef wombat_lighthouse_keeper():\n    return 3\n")
+        ans = s.context(ContextRequest(query="wombat_lighthouse_keeper"))
+        assert ans["results"][0]["path"] == "shipyard/retry.py"
+        assert ans["results"][0]["uri"] == target.as_uri()  # the editor's path, not a second buffer's
+        with_anchor = s.context(ContextRequest(query="retry", anchors=[target.as_uri()]))
+        assert with_anchor["results"]
+        syms = s.symbols(SymbolsRequest(query="wombat_lighthouse_keeper"))
+        assert syms and syms[0]["uri"] == target.as_uri()
+        assert s.document_symbols(target.as_uri()) and s.document_symbols(target.as_uri())[0]["uri"] == target.as_uri()
+        s.buffer_closed(target.as_uri())
+        # A save through the link is indexed from disk.
+        target.write_text(target.read_text() + "\ndef kestrel_tidewater_gauge():\n    return 4\n")
+        s.file_changed(target.as_uri(), saved=True)
+        assert s.context(ContextRequest(query="kestrel_tidewater_gauge"))["results"][0]["path"] == "shipyard/retry.py"
+        assert events.problem_lists[-1][0] == link  # the health document under the editor's path
+        assert s.locate("/etc/passwd") is None and s.locate((tmp_path / "elsewhere.py").as_uri()) is None
+    finally:
+        s.shutdown()
+
+
+def test_an_edit_in_a_folder_nested_in_another_reaches_both(tmp_path: Path, monkeypatch):
+    """Two open folders, one inside the other: both index the inner one's files, but every edit went to the
+    inner folder only, so the outer one answered with the old text for good (a newcomer, session 31)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # an index folder each, as users have
+    outer = build_workspace(tmp_path / "outer")
+    inner = outer / "shipyard"
+    events = Recorder()
+    s = Session(events, {"vectors": False})
+    s.start([outer, inner])
+    try:
+        assert s.wait_idle(120)
+        target = inner / "retry.py"
+        assert [rel for _e, rel in s.locate_all(target)] == ["retry.py", "shipyard/retry.py"]
+        s.buffer_changed(target.as_uri(), target.read_text() + "\ndef platypus_quarry_signal():\n    return 5\n")
+        for ws, rel in ((outer, "shipyard/retry.py"), (inner, "retry.py")):
+            ans = s.context(ContextRequest(query="platypus_quarry_signal", workspace=ws.as_uri()))
+            assert ans["results"] and ans["results"][0]["path"] == rel, (ws, ans["results"][:2])
+        s.buffer_closed(target.as_uri())
+        new = inner / "koala_pouch.py"
+        new.write_text("def koala_pouch_counter():\n    return 6\n")
+        s.file_changed(new.as_uri())
+        assert s.wait_idle(60)
+        for ws, rel in ((outer, "shipyard/koala_pouch.py"), (inner, "koala_pouch.py")):
+            ans = s.context(ContextRequest(query="koala_pouch_counter", workspace=ws.as_uri()))
+            assert ans["results"] and ans["results"][0]["path"] == rel
+        related = s.related_tests(RelatedRequest(path=str(target), workspace=outer.as_uri()))
+        assert isinstance(related, list)  # the outer folder's own path for it, not "not a file here"
+    finally:
+        s.shutdown()

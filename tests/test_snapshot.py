@@ -449,6 +449,10 @@ def test_the_snapshot_setting_starts_a_new_index_and_a_refused_one_is_named(buil
         assert "chunk size" in eng.problems["snapshot"] and eng.counts()["files"] == 0
         assert any("not loaded, indexing the workspace instead" in p["message"] for p in eng.health()["problems"])
         assert eng.index().files_indexed > 10  # built from the workspace
+    # A later process (`delphi health` after the editor's start refused it) names it too (a newcomer, session 31).
+    with Engine(other, index_dir=tmp_path / "iy", snapshot=str(snap), chunk_chars=800) as eng:
+        said = [p for p in eng.health()["problems"] if p["code"] == "snapshot"]
+        assert said and "chunk size" in said[0]["message"] and said[0]["severity"] == "warning", said
 
 
 def test_a_repository_file_may_not_set_the_snapshot(tmp_path: Path) -> None:

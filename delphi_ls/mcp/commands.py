@@ -153,7 +153,7 @@ def index_dir_of(root: Path, overrides: dict[str, Any]) -> Path:
 def run_mcp(path: str | None, overrides: dict[str, Any], connect: bool = True, refusal: str | None = None) -> int:
     """``refusal``: the command line was wrong (`delphi mcp FILE`, an unknown option): served all the same,
     every call saying so, as for a folder that cannot be opened."""
-    from .daemon import find_daemon
+    from .daemon import build_id, daemon_build, find_daemon, untrusted_live
     from .server import build_server, local_call, serve_stdio
 
     reason = refusal
@@ -177,6 +177,15 @@ def run_mcp(path: str | None, overrides: dict[str, Any], connect: bool = True, r
         opening, to_open = Opening.refused(root, reason), False
     else:
         found = find_daemon(index_dir) if connect else None
+        if found is not None and daemon_build(index_dir) != build_id():
+            theirs = daemon_build(index_dir) or "an older one"
+            print(f"delphi mcp: the daemon at {found[0]} runs another build of Delphi ({theirs}; this is {build_id()}), "
+                  "started before an upgrade?; answering here instead (restart `delphi serve` to share one again)",
+                  file=sys.stderr, flush=True)
+            found = None
+        elif found is None and connect and (why := untrusted_live(index_dir)) is not None:
+            print(f"delphi mcp: {why}; answering here instead (stop that daemon, or remove the file)",
+                  file=sys.stderr, flush=True)
         if found is not None:
             url, token = found
             print(f"delphi mcp: forwarding to the daemon at {url}", file=sys.stderr, flush=True)
@@ -302,7 +311,15 @@ async def _proxy(url: str, token: str, root: Path, index_dir: Path, fallback: Op
 
 
 def run_serve(path: str, overrides: dict[str, Any], host: str = "127.0.0.1", port: int = 0) -> int:
-    from .daemon import LOOPBACK, DaemonRunning, find_daemon, start_in_thread
+    from .daemon import (
+        LOOPBACK,
+        DaemonRunning,
+        build_id,
+        daemon_build,
+        find_daemon,
+        start_in_thread,
+        untrusted_live,
+    )
 
     root = Path(path).expanduser().resolve()
     if not root.is_dir():
@@ -310,9 +327,16 @@ def run_serve(path: str, overrides: dict[str, Any], host: str = "127.0.0.1", por
     if host not in LOOPBACK:
         print(f"delphi serve: warning: listening on {host}, beyond this machine; every call still needs the "
               "token", file=sys.stderr, flush=True)
-    running = find_daemon(index_dir_of(root, overrides))
+    index_dir = index_dir_of(root, overrides)
+    running = find_daemon(index_dir)
     if running is not None:  # checked before opening anything: a second daemon would only compete
-        print(f"delphi serve: a daemon already serves {root} at {running[0]}; `delphi mcp {root}` forwards to it",
+        other = daemon_build(index_dir) != build_id()
+        print(f"delphi serve: a daemon already serves {root} at {running[0]}; " + (
+            f"it runs another build of Delphi ({daemon_build(index_dir) or 'an older one'}): stop it, then start "
+            "this one" if other else f"`delphi mcp {root}` forwards to it"), file=sys.stderr, flush=True)
+        return 1
+    if (why := untrusted_live(index_dir)) is not None:
+        print(f"delphi serve: {why}; stop that daemon (or remove the file if it is not one), then start again",
               file=sys.stderr, flush=True)
         return 1
     session = _session(overrides, root)

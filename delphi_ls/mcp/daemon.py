@@ -153,6 +153,58 @@ def _ours(f: Path, url: str, token: str) -> bool:
     return info.get("url") == url and info.get("pid") == os.getpid()
 
 
+_build: str | None = None
+
+
+def build_id() -> str:
+    """This Delphi's version and a digest of its sources: a daemon started before an upgrade (or from another
+    checkout) runs other code, and `delphi mcp` of this one must not send its agent there without a word (an older
+    daemon answered over the output limit this version keeps; a newcomer, session 31)."""
+    global _build
+    if _build is None:
+        import hashlib
+
+        from .. import __version__
+
+        pkg = Path(__file__).resolve().parent.parent
+        h = hashlib.sha1()
+        for f in sorted(pkg.rglob("*.py")):
+            try:
+                h.update(f.relative_to(pkg).as_posix().encode())
+                h.update(f.read_bytes())
+            except OSError:
+                pass
+        _build = f"{__version__}+{h.hexdigest()[:12]}"
+    return _build
+
+
+def daemon_build(index_dir: Path) -> str | None:
+    """The build a trusted daemon.json names (None: a daemon from before builds were written)."""
+    try:
+        build = json.loads((index_dir / DAEMON_FILE).read_text()).get("build")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return build if isinstance(build, str) else None
+
+
+def untrusted_live(index_dir: Path) -> str | None:
+    """In words, a daemon.json of this user that is not trusted (readable or writable by others: what Delphi
+    wrote before session 30 under a umask of 022) and names a running process of this user; None otherwise. It
+    was ignored without a word: `delphi mcp` opened the index beside that daemon, and `delphi serve` started
+    a second one over its files (a newcomer, session 31)."""
+    f = index_dir / DAEMON_FILE
+    try:
+        st = f.lstat()
+        if st.st_uid != os.getuid() or not stat.S_ISREG(st.st_mode) or not st.st_mode & 0o077:
+            return None  # another user's file names no daemon of ours; a private one is find_daemon's
+        pid = int(json.loads(f.read_text())["pid"])
+        os.kill(pid, 0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return (f"{f} names process {pid}, which is running, but the file is readable or writable by others "
+            f"(mode {st.st_mode & 0o777:o}: written by an older Delphi?), so it is not trusted")
+
+
 class DaemonRunning(RuntimeError):
     """Another live daemon already serves this index."""
 
@@ -176,7 +228,7 @@ def write_discovery(index_dir: Path, url: str, token: str, root: Path) -> list[P
     info = index_dir / DAEMON_FILE
     for path, text in ((index_dir / TOKEN_FILE, token),
                        (info, json.dumps({"url": url, "pid": os.getpid(), "workspace": str(root),
-                                          "started": time.time()}))):
+                                          "started": time.time(), "build": build_id()}))):
         path.unlink(missing_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
