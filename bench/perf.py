@@ -311,10 +311,11 @@ def run(folder: Path, embedder: str, keep: bool = False, quick: bool = False,
         t_first = time.perf_counter() - t0
         if wanted is not None and indexer.defer_chroma and wanted():
             indexer.defer_chroma = False  # the lexical pass took the index past the bound: Chroma answers
-        start_grams = getattr(indexer, "start_grams", None)  # as Engine.index does (session 31; older code: none)
-        if start_grams is not None:
-            start_grams(eng._stop)
-        indexer.index_vectors(progress, rep)
+        import inspect
+
+        # The trigram index built beside the vector pass, as Engine.index has it (session 31; older code: after it).
+        beside = "grams_stop" in inspect.signature(indexer.index_vectors).parameters
+        indexer.index_vectors(progress, rep, **({"grams_stop": eng._stop} if beside else {}))
         # The vector pass done: semantic search is complete here. What follows (the trigram index of a large
         # run, session 25, and the merges) is the rest of the cold index, counted in vectors_complete_s as before.
         t_vec = time.perf_counter() - t0

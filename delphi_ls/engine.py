@@ -324,8 +324,8 @@ class Engine:
         if "snapshot" in self.problems:  # kept: health in a later process names it too (the README's promise)
             self.meta.set_state("snapshot_refused", {"file": str(self.settings.snapshot),
                                                      "why": self.problems["snapshot"]})
-        elif self.settings.snapshot is not None and (refused := self.meta.get_state("snapshot_refused")) and \
-                refused.get("file") == str(self.settings.snapshot):
+        elif self.settings.snapshot is not None and isinstance(refused := self.meta.get_state("snapshot_refused"), dict) \
+                and refused.get("file") == str(self.settings.snapshot) and isinstance(refused.get("why"), str):
             self.warnings["snapshot"] = refused["why"] + " (when this index was made)"
         self._meta_identity = _file_identity(self.index_dir / "meta.sqlite")
         self.manifest_damaged = False  # a read or write under a running server found the manifest corrupt
@@ -483,13 +483,15 @@ class Engine:
         return n_vectors > exact_bound(dim)
 
     def _exact_vectors(self, n_vectors: int) -> ExactVectors | None:
-        """The exact search's matrix, loaded once per index state: reloaded when another process
-        committed (SQLite's data_version), this one indexed (generation; invalidate() drops it) or
-        the number of embedded chunks moved (vectors added while a run is under way)."""
+        """The exact search's matrix, loaded once per index state: reloaded when a process wrote files
+        (the manifest's content version), this one indexed (generation; invalidate() drops it) or the number
+        of embedded chunks moved (vectors added while a run is under way). Not on any commit (SQLite's
+        data_version): the trigram build beside the vector pass commits every batch, and each question
+        meanwhile read the whole matrix again (a review, session 31)."""
         if self.embedder is None:
             return None
         ident = self.embedder.identity
-        key = (self.meta.data_version(), self._generation, n_vectors, ident.weights_sha256)
+        key = (self.meta.content_version(), self._generation, n_vectors, ident.weights_sha256)
         with self._lock:
             if self._exact is None or self._exact_key != key:
                 self._exact = self._saved_or_loaded_exact(n_vectors)
@@ -1035,8 +1037,7 @@ class Engine:
                     if (to_embed or self._vectors is not None) and (indexer.defer_chroma or self.vectors is not None):
                         if not indexer.defer_chroma:
                             indexer.vectors = self.vectors
-                        indexer.start_grams(self._stop)  # beside the vector pass, on a core it leaves idle
-                        indexer.index_vectors(track, rep, should_stop=self._stop.is_set)
+                        indexer.index_vectors(track, rep, should_stop=self._stop.is_set, grams_stop=self._stop)
                         self._probe = None
                 if not self._stop.is_set() and (full or len(self.lexical.segment_sizes()) > MAX_SEGMENTS):
                     # Merges, once per run, after what queries wait for. About 0.8 ms of CPU per document
@@ -1168,7 +1169,7 @@ class Engine:
                     return
                 if self._exact_slow:  # a big matrix: saved again at the next idle moment (save_view)
                     self._exact_unsaved = (saved_key, self._exact)
-                self._exact_key = (self.meta.data_version(), self._generation, self.meta.counts()["vectors"],
+                self._exact_key = (self.meta.content_version(), self._generation, self.meta.counts()["vectors"],
                                    ident.weights_sha256)
 
     def _graph_with(self, view: IndexView, paths: list[str]) -> tuple[dict[str, str], FileGraph] | None:

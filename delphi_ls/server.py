@@ -45,7 +45,9 @@ class LspEvents(SessionEvents):
         self.ls = ls
         self.progress_supported = False
         self.lens_refresh = False  # the client re-asks for code lenses when told (workspace/codeLens/refresh)
-        self.published: set[str] = set()
+        # Per folder: the URIs its last report gave diagnostics, cleared when a later report of that folder
+        # leaves them out. By folder, not by URI prefix: a folder inside another cleared the inner one's (review).
+        self.published: dict[str, set[str]] = {}
 
     def message(self, severity: str, text: str) -> None:
         kind = {"error": lsp.MessageType.Error, "warning": lsp.MessageType.Warning}.get(severity, lsp.MessageType.Info)
@@ -78,13 +80,12 @@ class LspEvents(SessionEvents):
             uri = (p.path or root / HEALTH_DOCUMENT).as_uri()
             by_uri.setdefault(uri, []).append(lsp.Diagnostic(range=top, severity=sev[p.severity], source="delphi",
                                                              code=p.code or None, message=p.message))
-        prefix = root.as_uri() + "/"
-        stale = {u for u in self.published if u.startswith(prefix)} - set(by_uri)
+        stale = self.published.get(root.as_uri(), set()) - set(by_uri)
         for uri in stale:
             self.ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
         for uri, diags in by_uri.items():
             self.ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=diags))
-        self.published = (self.published - stale) | {u for u, d in by_uri.items() if d}
+        self.published[root.as_uri()] = {u for u, d in by_uri.items() if d}
 
     def indexed(self, root: Path) -> None:
         if self.lens_refresh:

@@ -388,18 +388,20 @@ class Session:
         if not path.is_absolute():
             return []
         path = Path(_normpath(path))
-        engines = dict(self.engines)
-        prefixes = [(root, eng) for root, eng in engines.items()]
-        prefixes += [(named, engines[root]) for root, named in list(self._named.items()) if root in engines]
+        # The path under each folder's real path: as given, and through each name a folder was given by (so a
+        # folder named by its real path inside one named through a link gets it too).
+        seen = [path]
+        for root, named in list(self._named.items()):
+            if path.is_relative_to(named):
+                seen.append(root / path.relative_to(named))
         out: list[tuple[Engine, str]] = []
-        for prefix, eng in sorted(prefixes, key=lambda kv: -len(str(kv[0]))):
-            try:
-                rel = path.relative_to(prefix).as_posix()
-            except ValueError:
+        for root, eng in sorted(self.engines.items(), key=lambda kv: -len(str(kv[0]))):
+            rel = next((p.relative_to(root).as_posix() for p in seen if p.is_relative_to(root)), None)
+            if rel is None:
                 continue
-            if not utf8_name(rel) or rel == ".":
+            if not utf8_name(rel):
                 return []  # a name that is not UTF-8 (`%FF` in a URI): never indexed (the scan skips it too)
-            if all(e is not eng for e, _r in out):
+            if rel != ".":  # a folder's own root is no file of it
                 out.append((eng, rel))
         return out
 

@@ -64,17 +64,24 @@ def test_an_index_from_before_the_per_file_record_is_not_parsed_again(tmp_path: 
         eng.index()
         n = eng.counts()["files"]
     db = sqlite3.connect(str(idx / "meta.sqlite"), isolation_level=None)
-    db.executescript("DROP TRIGGER files_parsed_ai; DROP TRIGGER files_parsed_ad; DROP TABLE parsed;")
+    db.executescript("DROP TRIGGER files_parsed_ai; DROP TRIGGER files_parsed_ad; DROP TABLE parsed;"
+                     "DELETE FROM state WHERE key='parsed_seeded';")
     db.close()
     with Engine(ws, index_dir=str(idx), vectors=False) as eng:
         assert eng.meta.db.execute("SELECT COUNT(*) FROM parsed").fetchone()[0] == n
         assert eng.index().files_indexed == 0
     db = sqlite3.connect(str(idx / "meta.sqlite"), isolation_level=None)
     db.executescript("DROP TRIGGER files_parsed_ai; DROP TRIGGER files_parsed_ad; DROP TABLE parsed;"
-                     "UPDATE state SET value='5' WHERE key='parser_version';")
+                     "DELETE FROM state WHERE key='parsed_seeded'; UPDATE state SET value='5' WHERE key='parser_version';")
     db.close()
     with Engine(ws, index_dir=str(idx), vectors=False) as eng:
         said = [p for p in eng.health()["problems"] if p["code"] == "older_parser"]
         assert said and "chunker version 5" in said[0]["message"]
         assert eng.index().files_indexed == n
         assert not eng.meta.parsed_by_other(PARSER_VERSION)
+    # A seed that did not happen (the table made, the seed's transaction refused): done at the next open.
+    db = sqlite3.connect(str(idx / "meta.sqlite"), isolation_level=None)
+    db.executescript("DELETE FROM parsed; DELETE FROM state WHERE key='parsed_seeded';")
+    db.close()
+    with Engine(ws, index_dir=str(idx), vectors=False) as eng:
+        assert not eng.meta.parsed_by_other(PARSER_VERSION) and eng.index().files_indexed == 0

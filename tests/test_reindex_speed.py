@@ -251,7 +251,8 @@ def test_exact_rows_replaced_answer_as_a_reload_ties_included():
 def test_exact_rows_replaced_for_any_paths_answer_as_a_reload_and_older_copies_stay_right():
     """Session 31: replaced() finds a path's chunks by a map it carries to its copies (it looked at every
     chunk). Random saves of any files (new ones, emptied ones), each against a matrix loaded afresh; and a
-    copy made earlier, replaced again, still answers for its own rows (the map is not shared)."""
+    copy made earlier, replaced again, still answers for its own rows (the map is shared by the copies: it only
+    grows, and each copy's own codes say which of its chunks hold a path)."""
     from delphi_ls.stores.exact import ExactVectors
 
     rng = np.random.default_rng(11)

@@ -807,15 +807,16 @@ def test_an_index_that_cannot_be_opened_again_is_tried_again(tmp_path: Path, mon
         s.shutdown()
 
 
-def test_a_folder_named_through_a_link_takes_the_editors_paths_and_answers_with_them(tmp_path: Path):
+def test_a_folder_named_through_a_link_takes_the_editors_paths_and_answers_with_them(tmp_path: Path, monkeypatch):
     """The editor names the folder by a symbolic link (macOS's /tmp, a linked checkout): every buffer, save and
     anchor under that path was "outside the workspace" and dropped, and answers named the real path (a
     newcomer, session 31). Paths under either name reach the folder; answers use the editor's name."""
     real = build_workspace(tmp_path / "real")
     link = tmp_path / "link"
     link.symlink_to(real, target_is_directory=True)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # an index folder per folder, as users have
     events = Recorder()
-    s = Session(events, {"indexDir": str(tmp_path / "index"), "vectors": False})
+    s = Session(events, {"vectors": False})
     s.start([link.as_uri()])
     try:
         assert s.wait_idle(120)
@@ -837,6 +838,9 @@ def test_a_folder_named_through_a_link_takes_the_editors_paths_and_answers_with_
         assert s.context(ContextRequest(query="kestrel_tidewater_gauge"))["results"][0]["path"] == "shipyard/retry.py"
         assert events.problem_lists[-1][0] == link  # the health document under the editor's path
         assert s.locate("/etc/passwd") is None and s.locate((tmp_path / "elsewhere.py").as_uri()) is None
+        # A folder inside it opened by its real path: a path sent through the link reaches both (a review).
+        s.add_folder(real / "shipyard")
+        assert [rel for _e, rel in s.locate_all(target.as_uri())] == ["retry.py", "shipyard/retry.py"]
     finally:
         s.shutdown()
 
@@ -866,7 +870,31 @@ def test_an_edit_in_a_folder_nested_in_another_reaches_both(tmp_path: Path, monk
         for ws, rel in ((outer, "shipyard/koala_pouch.py"), (inner, "koala_pouch.py")):
             ans = s.context(ContextRequest(query="koala_pouch_counter", workspace=ws.as_uri()))
             assert ans["results"] and ans["results"][0]["path"] == rel
+        # A path in the inner folder, asked of the outer one: its path there (the inner one holds no tests).
         related = s.related_tests(RelatedRequest(path=str(target), workspace=outer.as_uri()))
-        assert isinstance(related, list)  # the outer folder's own path for it, not "not a file here"
+        assert "tests/test_retry.py" in [r["path"] for r in related], related
     finally:
         s.shutdown()
+
+
+def test_an_outer_folders_diagnostics_do_not_clear_an_inner_ones(tmp_path: Path):
+    """Diagnostics were cleared by URI prefix: a report of a folder cleared those a folder inside it had
+    published (a review, session 31). Each folder clears only what its own last report published."""
+    from delphi_ls.server import LspEvents
+    from delphi_ls.session import Problem
+
+    sent: list[tuple[str, int]] = []
+
+    class Client:
+        def text_document_publish_diagnostics(self, params) -> None:
+            sent.append((params.uri, len(params.diagnostics)))
+
+    events = LspEvents(Client())  # type: ignore[arg-type]
+    outer, inner = tmp_path / "outer", tmp_path / "outer" / "inner"
+    skipped = inner / "blob.dat"
+    events.problems(inner, [Problem("info", "not indexed: binary", "skipped", skipped)])
+    events.problems(outer, [])
+    events.problems(outer, [])
+    assert (skipped.as_uri(), 0) not in sent  # the outer folder never published it: never cleared by it
+    events.problems(inner, [])
+    assert sent[-2:] == [(skipped.as_uri(), 0), ((inner / "delphi.toml").as_uri(), 0)]  # the inner one clears its own

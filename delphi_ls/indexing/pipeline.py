@@ -62,8 +62,8 @@ FIRST_BATCH_FILES = 25
 GRAMS_AFTER_VECTORS = True
 GRAMS_LATER_MIN_FILES = 1000
 # Chunks a transaction of the trigram build beside the vector pass adds: that pass's writes wait for one
-# (about 0.9 s on spring-boot), and so does a stop (an editor closing).
-GRAMS_APART_BATCH = 10000
+# at most (about 0.2 s; stores/meta.WriteTurns), and so does a stop (an editor closing).
+GRAMS_APART_BATCH = 2000
 EMBED_BATCH = 256
 # Files whose manifest rows one transaction writes: one commit a file wrote the same index pages to the WAL
 # again each time (py-spy on spring-boot: 6.9 -> 4.0 s of this process's CPU); a group bounds how long a
@@ -536,7 +536,7 @@ class Indexer:
         self._grams_thread.start()
 
     def stop_grams(self) -> None:
-        """Wait for start_grams's thread after its stop event was set (it ends after the batch in hand)."""
+        """Wait for start_grams's thread to end: done, or stopped after the batch in hand when its event is set."""
         if self._grams_thread is not None:
             self._grams_thread.join()
             self._grams_thread = None
@@ -637,7 +637,9 @@ class Indexer:
         return len(dels) + len(adds)
 
     def index_vectors(self, progress: Progress | None = None, rep: IndexReport | None = None,
-                      should_stop: Callable[[], bool] | None = None) -> IndexReport:
+                      should_stop: Callable[[], bool] | None = None,
+                      grams_stop: threading.Event | None = None) -> IndexReport:
+        """``grams_stop``: the trigram index this run owes is built beside this pass (start_grams), stopped by it."""
         rep = rep or IndexReport()
         if self.vectors is None or self.embedder is None:
             return rep
@@ -650,6 +652,10 @@ class Indexer:
             self.meta.reset_embedded()
             rep.reembedded_all = True
         self.meta.set_state("embedder", ident.as_dict())
+        if grams_stop is not None:
+            # After this pass's own writes above: the build's transactions follow each other closely, and a
+            # write outside WriteTurns waits in SQLite's busy handler (a review, session 31).
+            self.start_grams(grams_stop)
         if self._ahead is not None:
             self._ahead.stop()  # nothing more is sent: what they hold goes on beside this pass
         total = self.meta.counts()["chunks"] - self.meta.counts()["vectors"]
@@ -679,6 +685,9 @@ class Indexer:
             rep.vectors_from_cache += len(rows) - len(need)
             ids = [r.id for r in rows]
             if not self.defer_chroma:  # Chroma written first: a kill before the commit leaves them unembedded
+                if fresh:  # cached before, so that a Chroma that fails does not lose what was embedded
+                    self.meta.cache_vectors(ident.weights_sha256, fresh)
+                    fresh = []
                 mat = np.stack([cached[r.content_hash] for r in rows])
                 self.vectors.upsert(ids, mat, [r.path for r in rows], [r.kind for r in rows])  # type: ignore[union-attr]
             self.meta.store_embedded(ident.weights_sha256, fresh, ids, owe_chroma=self.defer_chroma)

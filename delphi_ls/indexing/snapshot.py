@@ -138,7 +138,7 @@ def _prune(meta: Path) -> None:
         db.execute("DELETE FROM embed_cache WHERE model IS NOT ? "
                    "OR content_hash NOT IN (SELECT content_hash FROM chunks)", (model,))
         # The builder's machine: its absolute root, and which files it skipped (names of secret files).
-        db.execute("DELETE FROM state WHERE key IN ('root', 'recovered', 'recovered_rebuilt')")
+        db.execute("DELETE FROM state WHERE key IN ('root', 'recovered', 'recovered_rebuilt', 'snapshot_refused')")
         db.execute("DELETE FROM skipped")
         # An index from before the table has none (the snapshot's schema is the builder's own).
         if db.execute("SELECT 1 FROM sqlite_master WHERE name='skipped_seen'").fetchone():
@@ -488,7 +488,7 @@ def _adopt(meta: Path, root: Path, file: Path, header: dict[str, Any], refill: b
             db.execute("DELETE FROM skipped_seen")
         if refill:  # the engine refills Chroma from the embedding cache at its next full index
             db.execute("INSERT OR REPLACE INTO state VALUES ('vectors_refill', 'true')")
-        db.execute("DELETE FROM state WHERE key IN ('recovered', 'recovered_rebuilt')")
+        db.execute("DELETE FROM state WHERE key IN ('recovered', 'recovered_rebuilt', 'snapshot_refused')")
         db.execute("INSERT OR REPLACE INTO state VALUES ('root', ?)", (json.dumps(str(root)),))
         db.execute("INSERT OR REPLACE INTO state VALUES ('snapshot', ?)", (json.dumps({
             "file": file.name, "created": header.get("created"), "head": header["workspace"].get("head"),

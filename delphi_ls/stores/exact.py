@@ -104,7 +104,7 @@ class ExactVectors:
         """A copy with the chunks of ``paths`` replaced by ``rows`` (what :meth:`MetaStore.embedded_vectors`
         gives for those paths now), for an update of a few files instead of reading every vector again
         (0.33-0.41 s of CPU on spring-boot's 36,567). Order does not matter: the search breaks ties by
-        chunk id. This object is not modified (a query may be reading it)."""
+        chunk id. What queries read of this object is not modified (they may be reading it; its path codes are made on first use)."""
         alive = np.ones(len(self._ids), dtype=bool) if self._alive is None else self._alive.copy()
         codes, code_of = self._path_codes()
         gone = [code_of[p] for p in paths if p in code_of]

@@ -187,7 +187,8 @@ _CORRUPT_CODES = {11, 26}
 
 _SCHEMA_NAMES = set(re.findall(r"IF NOT EXISTS (\w+)", SCHEMA))
 # Added to older manifests when they are opened for writing; a read-only one answers without them (slower).
-_SCHEMA_OPTIONAL = {"symbols_name_nocase", "changes", "commit_messages", "parsed", "files_parsed_ai", "files_parsed_ad"}  # older read-only: no churn, no messages
+# Older read-only manifests: no churn, no messages, no record of which parser wrote each file.
+_SCHEMA_OPTIONAL = {"symbols_name_nocase", "changes", "commit_messages", "parsed", "files_parsed_ai", "files_parsed_ad"}
 
 
 def _locked(e: sqlite3.OperationalError) -> bool:
@@ -247,7 +248,43 @@ def _phrase(text: str) -> str:
     return '"' + text.replace('"', '""') + '"'
 
 
-def _build_grams(db: sqlite3.Connection, lock: threading.RLock, batch: int, finish: bool,
+class WriteTurns:
+    """Turns at SQLite's write lock between this process's connections: a writer of the main connection goes
+    ahead of the trigram build beside the vector pass (``first``), which takes the next turn only when no
+    such writer waits (``after``, as a ``with`` block). SQLite alone made the main connection wait in its busy
+    handler's sleeps (up to 100 ms a try) behind build transactions of seconds: at 100k files the vector pass
+    took 46 s longer beside the build (session 31)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cv = threading.Condition()
+        self._waiting = 0
+
+    @contextmanager
+    def first(self) -> Iterator[None]:
+        with self._cv:
+            self._waiting += 1
+        self._lock.acquire()
+        with self._cv:
+            self._waiting -= 1
+        try:
+            yield
+        finally:
+            self._lock.release()
+            with self._cv:
+                self._cv.notify_all()
+
+    def __enter__(self) -> None:  # ``after``: the build's turn
+        with self._cv:
+            while self._waiting:
+                self._cv.wait(0.05)
+        self._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
+def _build_grams(db: sqlite3.Connection, lock: threading.RLock | WriteTurns, batch: int, finish: bool,
                  stop: threading.Event | None = None) -> int:
     """MetaStore.build_grams on ``db`` (each transaction under ``lock``)."""
     added = 0
@@ -279,7 +316,20 @@ def _build_grams(db: sqlite3.Connection, lock: threading.RLock, batch: int, fini
                 raise
         if hi is None:
             return added
+        if stop is not None and batches_done(added, batch) % GRAMS_PAUSE_EVERY == 0:
+            # A writer outside WriteTurns (set_state, another process) waits in SQLite's busy handler, which
+            # sleeps up to 100 ms between tries: the build's next BEGIN came within microseconds, and such a
+            # writer waited for the whole build, or failed "database is locked" after 30 s (a review).
+            stop.wait(GRAMS_PAUSE_S)
     return added
+
+
+GRAMS_PAUSE_EVERY = 4  # batches of the build beside the vector pass between pauses (about 0.8 s at 100k files)
+GRAMS_PAUSE_S = 0.12  # longer than SQLite's longest busy-handler sleep (100 ms)
+
+
+def batches_done(added: int, batch: int) -> int:
+    return added // max(batch, 1)
 
 
 class MetaStore:
@@ -300,6 +350,7 @@ class MetaStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._lock = threading.RLock()
+        self.turns = WriteTurns()  # the vector pass's writes and the trigram build beside it (build_grams_apart)
         self._counts: tuple[tuple[int, int], dict[str, int]] | None = None  # (state key, counts)
         # Moved by every write of this connection that changes what counts() counts without adjusting it
         # (the writes of files, chunks, symbols and the embedded flag are all in this class: each either
@@ -321,23 +372,37 @@ class MetaStore:
             if not _SCHEMA_NAMES <= have:
                 try:
                     self.db.executescript(SCHEMA)  # new or older file; a complete one is not written by opening it
-                    if "parsed" not in have and "files" in have:
-                        # An index from before the table: its files are taken as made by the parser its state
-                        # names (a full run parses every file again when that is not this one's).
-                        self.db.execute("INSERT OR IGNORE INTO parsed SELECT path, COALESCE((SELECT CAST(value AS "
-                                        "INTEGER) FROM state WHERE key='parser_version'), 1) FROM files")
                 except sqlite3.OperationalError as e:
                     if _SCHEMA_NAMES - have - _SCHEMA_OPTIONAL or not (_locked(e) or "readonly" in str(e)):
                         raise
-                    log.warning("%s: index %s not added (%s); symbol lookups scan the table until a writer opens it",
+                    log.warning("%s: index %s not added (%s); a writer that opens it adds them (until then symbol "
+                                "lookups scan the table, and files another Delphi wrote are not told apart)",
                                 self.path, ", ".join(sorted(_SCHEMA_NAMES - have)), e)
             self._parsed_kept = "parsed" in {r[0] for r in self.db.execute(
                 "SELECT name FROM sqlite_master WHERE name='parsed'")}
+            if self._parsed_kept:
+                self._seed_parsed()
             self._upgrade_grams_triggers()
             self._upgrade_grams_table()
         except BaseException:
             self.db.close()
             raise
+
+    def _seed_parsed(self) -> None:
+        """An index from before the ``parsed`` table: its files are taken as made by the parser its state names
+        (a full run parses every file again when that is not this one's). Once, in one transaction with the
+        state key saying it is done: a seed that failed midway (a lock held for 30 s, a full disk) made every
+        file count as another Delphi's (a review, session 31)."""
+        def needed() -> bool:
+            return self.db.execute("SELECT 1 FROM state WHERE key='parsed_seeded'").fetchone() is None
+
+        def seed() -> None:
+            self.db.execute("INSERT OR IGNORE INTO parsed SELECT path, COALESCE((SELECT CAST(value AS INTEGER) "
+                            "FROM state WHERE key='parser_version'), 1) FROM files")
+            self.db.execute("INSERT OR REPLACE INTO state VALUES ('parsed_seeded', 'true')")
+
+        if needed():
+            self._upgrade(needed, seed, "files written before this version are not recorded as parsed by it")
 
     def _upgrade(self, needed: Callable[[], bool], change: Callable[[], None], refused: str) -> bool:
         """``change`` in one write transaction when ``needed`` still holds inside it (another process may have
@@ -757,7 +822,7 @@ class MetaStore:
         marked embedded. Three transactions a batch before (session 31): a commit rewrites the pages it
         touched to the write-ahead log, and a cold index's 2-3 s of COMMIT were more than half in these;
         one also means a kill never leaves a chunk marked embedded without its owed 'add'."""
-        with self._lock, self._counted() as tally:
+        with self._lock, self._counted() as tally, self.turns.first():
             with transaction(self.db):
                 if fresh:
                     self.db.executemany("INSERT OR REPLACE INTO embed_cache VALUES (?,?,?)",
@@ -929,7 +994,7 @@ class MetaStore:
         try:
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute("PRAGMA secure_delete=ON")  # a per-connection setting, as in __init__
-            return _build_grams(db, threading.RLock(), batch, True, stop)
+            return _build_grams(db, self.turns, batch, True, stop)
         finally:
             db.close()
 
@@ -1107,7 +1172,7 @@ class MetaStore:
         return {h for (h,) in self._cache_rows("content_hash", model, hashes)}
 
     def cache_vectors(self, model: str, items: Iterator[tuple[str, np.ndarray]] | list[tuple[str, np.ndarray]]) -> None:
-        with self._lock:
+        with self._lock, self.turns.first():
             with transaction(self.db):
                 self.db.executemany("INSERT OR REPLACE INTO embed_cache VALUES (?,?,?)",
                                     [(model, h, v.astype(np.float32).tobytes()) for h, v in items])
