@@ -65,6 +65,9 @@ GRAMS_LATER_MIN_FILES = 1000
 # at most (about 0.2 s; stores/meta.WriteTurns), and so does a stop (an editor closing).
 GRAMS_APART_BATCH = 2000
 EMBED_BATCH = 256
+# Chunks a step of the vector pass reads, embeds (in calls of ``embed_batch``) and marks in one transaction: a
+# step of 256 wrote 1,700 transactions at 100k files, each waiting its turn beside the trigram build (session 31).
+VECTOR_PASS_ROWS = 2048
 # Files whose manifest rows one transaction writes: one commit a file wrote the same index pages to the WAL
 # again each time (py-spy on spring-boot: 6.9 -> 4.0 s of this process's CPU); a group bounds how long a
 # query in this process waits for the lock (64 files: ~25 ms on spring-boot, 4.6 s over 181 groups).
@@ -666,7 +669,8 @@ class Indexer:
             # With embedding processes still at work, from the other end: they take their tasks in the order
             # written, so a pass in that order reached each task as they did and embedded it again (spring-boot:
             # 43-45k embeddings for 35k distinct chunks, session 13). From the end, the two meet once.
-            rows = self.meta.unembedded(self.settings.embed_batch, newest_first=self._ahead is not None)
+            rows = self.meta.unembedded(max(VECTOR_PASS_ROWS, self.settings.embed_batch),
+                                        newest_first=self._ahead is not None)
             if not rows:
                 break
             hashes = sorted({r.content_hash for r in rows})
@@ -679,7 +683,9 @@ class Indexer:
             if need:
                 if self._ahead is not None:
                     self._ahead.cancel_for(need)  # embedded here: not again there, if not started
-                vecs = self.embedder.embed([embed_text(r) for r in need.values()])
+                texts = [embed_text(r) for r in need.values()]
+                step = max(1, self.settings.embed_batch)  # the model's calls stay this size (padding, memory)
+                vecs = [v for i in range(0, len(texts), step) for v in self.embedder.embed(texts[i: i + step])]
                 fresh = list(zip(need.keys(), vecs, strict=True))
                 cached.update(fresh)
             rep.vectors_from_cache += len(rows) - len(need)
