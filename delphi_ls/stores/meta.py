@@ -821,8 +821,10 @@ class MetaStore:
         an 'add' of ``ids`` (``owe_chroma``: the exact search answers, Chroma is written later), and ``ids``
         marked embedded. Three transactions a batch before (session 31): a commit rewrites the pages it
         touched to the write-ahead log, and a cold index's 2-3 s of COMMIT were more than half in these;
-        one also means a kill never leaves a chunk marked embedded without its owed 'add'."""
-        with self._lock, self._counted() as tally, self.turns.first():
+        one also means a kill never leaves a chunk marked embedded without its owed 'add'. The turn is taken
+        before the counts are keyed: the build beside this pass cannot commit in between, so the adjusted counts
+        stay current and a question's counts() is not counted anew after each such write."""
+        with self._lock, self.turns.first(), self._counted() as tally:
             with transaction(self.db):
                 if fresh:
                     self.db.executemany("INSERT OR REPLACE INTO embed_cache VALUES (?,?,?)",
