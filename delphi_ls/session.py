@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .api import ContextAnswer, ContextRequest, RelatedRequest, RequestError, SymbolsRequest, uri_to_path
-from .engine import Engine, IndexReport, manifest_fails_check, move_manifest_aside
+from .engine import Engine, EngineClosed, IndexReport, manifest_fails_check, move_manifest_aside
 from .indexing.pipeline import WorkspaceGone, folder_readable
 from .settings import Settings, SettingsError
 from .stores.meta import is_corruption
@@ -988,7 +988,12 @@ class Session:
             # (and after each run); between scans the last one stands.
             when, last = self._staleness.get(root, (-1e9, None))
             due = time.monotonic() - when >= STALENESS_EVERY_S
-            h = self._health_of(eng, check_staleness=due, full=False, buffered=self._buffers_of(eng))
+            try:
+                h = self._health_of(eng, check_staleness=due, full=False, buffered=self._buffers_of(eng))
+            except EngineClosed:
+                if root in self._reopening or self.engines.get(root) is not eng:
+                    continue  # closed by its reopen (_reopen) during this poll: the next poll sees the new one
+                raise
             if due:
                 self._staleness[root] = (time.monotonic(), h.get("staleness"))
             else:
