@@ -962,8 +962,8 @@ class Session:
             if wait:
                 self._await_first(eng)
                 self._flush_edits(eng)
-            out.extend(self._with_uris(eng, eng.symbols(req.query, limit=req.limit)) if eng.root in self._named
-                       else eng.symbols(req.query, limit=req.limit))
+            rows = eng.symbols(req.query, limit=req.limit)
+            out.extend(self._with_uris(eng, rows) if eng.root in self._named else rows)
         return out[: req.limit]
 
     def health(self) -> dict[str, Any]:

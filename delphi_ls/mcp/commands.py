@@ -177,8 +177,8 @@ def run_mcp(path: str | None, overrides: dict[str, Any], connect: bool = True, r
         opening, to_open = Opening.refused(root, reason), False
     else:
         found = find_daemon(index_dir) if connect else None
-        if found is not None and daemon_build(index_dir) != build_id():
-            theirs = daemon_build(index_dir) or "an older one"
+        if found is not None and (theirs := daemon_build(index_dir)) != build_id():
+            theirs = theirs or "an older one"
             print(f"delphi mcp: the daemon at {found[0]} runs another build of Delphi ({theirs}; this is {build_id()}), "
                   "started before an upgrade?; answering here instead (restart `delphi serve` to share one again)",
                   file=sys.stderr, flush=True)
@@ -330,10 +330,10 @@ def run_serve(path: str, overrides: dict[str, Any], host: str = "127.0.0.1", por
     index_dir = index_dir_of(root, overrides)
     running = find_daemon(index_dir)
     if running is not None:  # checked before opening anything: a second daemon would only compete
-        other = daemon_build(index_dir) != build_id()
+        theirs = daemon_build(index_dir)
         print(f"delphi serve: a daemon already serves {root} at {running[0]}; " + (
-            f"it runs another build of Delphi ({daemon_build(index_dir) or 'an older one'}): stop it, then start "
-            "this one" if other else f"`delphi mcp {root}` forwards to it"), file=sys.stderr, flush=True)
+            f"it runs another build of Delphi ({theirs or 'an older one'}): stop it, then start this one"
+            if theirs != build_id() else f"`delphi mcp {root}` forwards to it"), file=sys.stderr, flush=True)
         return 1
     if (why := untrusted_live(index_dir)) is not None:
         print(f"delphi serve: {why}; stop that daemon (or remove the file if it is not one), then start again",

@@ -197,20 +197,15 @@ def untrusted_live(index_dir: Path) -> str | None:
         st = f.lstat()
         if st.st_uid != os.getuid() or not stat.S_ISREG(st.st_mode) or not st.st_mode & 0o077:
             return None  # another user's file names no daemon of ours; a private one is find_daemon's
-        info = json.loads(f.read_text())
-        pid, url = int(info["pid"]), str(info["url"])
+        pid = int(json.loads(f.read_text())["pid"])
         if pid <= 0:  # kill(0) and kill(-1) "succeed": no process named
             return None
         os.kill(pid, 0)
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    from urllib.parse import urlparse
-
-    u = urlparse(url)
-    try:  # something listens there: not a file left by a daemon long gone whose pid was reused
-        with socket.create_connection((u.hostname or "127.0.0.1", u.port or 80), timeout=1):
-            pass
-    except (OSError, ValueError):
+    # A daemon holds daemon.lock while it serves: not a file left by one long gone whose pid was reused. Its
+    # address is not connected to: others can write this file.
+    if not daemon_starting(index_dir):
         return None
     return (f"{f} names process {pid}, which is running, but the file is readable or writable by others "
             f"(mode {st.st_mode & 0o777:o}: written by an older Delphi?), so it is not trusted")

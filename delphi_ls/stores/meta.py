@@ -316,7 +316,7 @@ def _build_grams(db: sqlite3.Connection, lock: threading.RLock | WriteTurns, bat
                 raise
         if hi is None:
             return added
-        if stop is not None and batches_done(added, batch) % GRAMS_PAUSE_EVERY == 0:
+        if stop is not None and (added // batch) % GRAMS_PAUSE_EVERY == 0:
             # A writer outside WriteTurns (set_state, another process) waits in SQLite's busy handler, which
             # sleeps up to 100 ms between tries: the build's next BEGIN came within microseconds, and such a
             # writer waited for the whole build, or failed "database is locked" after 30 s (a review).
@@ -327,9 +327,6 @@ def _build_grams(db: sqlite3.Connection, lock: threading.RLock | WriteTurns, bat
 GRAMS_PAUSE_EVERY = 4  # batches of the build beside the vector pass between pauses (about 0.8 s at 100k files)
 GRAMS_PAUSE_S = 0.12  # longer than SQLite's longest busy-handler sleep (100 ms)
 
-
-def batches_done(added: int, batch: int) -> int:
-    return added // max(batch, 1)
 
 
 class MetaStore:
@@ -351,6 +348,7 @@ class MetaStore:
         self.path = path
         self._lock = threading.RLock()
         self.turns = WriteTurns()  # the vector pass's writes and the trigram build beside it (build_grams_apart)
+        self._parsed_other: tuple[tuple[Any, int], set[str]] | None = None  # parsed_by_other's last answer, keyed
         self._counts: tuple[tuple[int, int], dict[str, int]] | None = None  # (state key, counts)
         # Moved by every write of this connection that changes what counts() counts without adjusting it
         # (the writes of files, chunks, symbols and the embedded flag are all in this class: each either
@@ -577,10 +575,18 @@ class MetaStore:
         """Files whose chunks a parser other than ``version`` wrote (or an unknown one: another Delphi)."""
         if not self._parsed_kept:
             return set()
+        # Asked by every full run, a run that changes nothing included (an agent's poll every 2 s, each `delphi
+        # context`): the join is made again only when a file's row was written since (the content version moves
+        # with any insert into files, whichever Delphi makes it).
+        key = (self.content_version(), version)
+        if self._parsed_other is not None and self._parsed_other[0] == key:
+            return set(self._parsed_other[1])
         with self._lock:
-            return {r[0] for r in self.db.execute(
+            found = {r[0] for r in self.db.execute(
                 "SELECT f.path FROM files f LEFT JOIN parsed p ON p.path = f.path WHERE p.version IS NOT ?",
                 (version,))}
+        self._parsed_other = (key, found)
+        return set(found)
 
     def file_info(self, path: str) -> tuple[str, str, int] | None:
         with self._lock:
