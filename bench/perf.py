@@ -238,6 +238,14 @@ class PhaseTimer:
         self._wrap(meta.MetaStore, "build_grams", "sqlite trigram (bulk)")
         for name in ("unembedded", "cached_vectors", "cache_vectors", "mark_embedded"):
             self._wrap(meta.MetaStore, name, "sqlite vectors")
+        # The file documents (filedoc branch) and the file graph their importers come from (session 32).
+        from delphi_ls.indexing import graph
+        from delphi_ls.stores import filedocs
+
+        self._wrap(filedocs.FileDocs, "put", "filedocs put")
+        self._wrap(filedocs.FileDocs, "set_importers", "filedocs importers")
+        self._wrap(filedocs.FileDocs, "finish_fts", "filedocs search index (bulk)")
+        self._wrap(graph.FileGraph, "build", "file graph")
         self._wrap(vectors.VectorStore, "upsert", "chroma add")
         self._wrap(vectors.VectorStore, "__init__", "chroma open")
         if eng.embedder is not None:

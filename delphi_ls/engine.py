@@ -1063,6 +1063,10 @@ class Engine:
                 elif indexer is not None:
                     indexer.stop_grams()  # its thread ends after the batch in hand (stop is set)
                 self.indexing = None
+                try:
+                    self.meta.bulk_writes(False)  # a large run's spaced checkpoints end with it (stores/meta.py)
+                except Exception:
+                    log.exception("the checkpoint after a large run failed; the next commits make it")
                 if indexer is not None:
                     indexer.close_ahead()  # a run that skipped its vector pass (or failed in it) ends the process
                 try:
@@ -1543,7 +1547,7 @@ class Engine:
                            partial=not indexed or (indexing is not None and indexing["phase"] == "lexical"),
                            cochange_status=self.cochange_status,
                            lexical_behind=self.problems.get("lexical_store") if self.lexical_switched_from else None,
-                           grams_behind=health_mod.grams_status(self))
+                           grams_behind=health_mod.grams_status(self), docs_behind=health_mod.docs_status(self))
         return self.retriever.retrieve(q, state, anchors, draft)
 
     def candidates(self, query: str, anchors: list[str] | None = None, depth: int = 50,

@@ -20,6 +20,7 @@ from .indexing.pipeline import PARSER_VERSION, WorkspaceUnreadable, embed_text, 
 from .models.embedders import Embedder, ModelIdentity
 from .retrieval.branches.registry import registered
 from .settings import Settings
+from .stores.filedocs import FTS_OWED, FTS_OWED_STATUS
 from .stores.meta import MetaStore
 from .stores.vectors import VectorStore
 from .stores.writer_lock import Holder
@@ -124,14 +125,23 @@ def grams_status(engine: EngineState) -> str | None:
             "literals in them are not found until the next `delphi index`, which adds them first")
 
 
+def docs_status(engine: EngineState) -> str | None:
+    """The file documents' branch while their search index waits for the end of a large run (or for the next
+    run, after one stopped); None when it is built."""
+    return FTS_OWED_STATUS if engine.meta.get_state(FTS_OWED) else None
+
+
 def branch_readiness(engine: EngineState, lexical_ready: bool, vec_status: str,
                      grams: str | None = None) -> dict[str, str]:
     """Every registered branch's readiness, from what it needs (then the rerankers')."""
     lex_damage = engine.problems.get("lexical_store")
+    docs = docs_status(engine)
     out: dict[str, str] = {}
     for spec in registered():
         if Need.TRIGRAMS in spec.needs and grams and lexical_ready:
             out[spec.name] = grams
+        elif Need.FILEDOCS in spec.needs and docs and lexical_ready:
+            out[spec.name] = docs
         elif Need.VECTORS in spec.needs:
             out[spec.name] = vec_status
         elif Need.HISTORY in spec.needs:
@@ -241,6 +251,10 @@ def report(engine: EngineState, check_staleness: bool = True, buffered: Collecti
     grams = grams_status(engine)
     if grams and engine.indexing is None and engine.writer_holder() is None:
         problems.append({"severity": "warning", "code": "trigram_behind", "message": "trigram branch " + grams})
+    if docs_status(engine) and engine.indexing is None and engine.writer_holder() is None:
+        problems.append({"severity": "warning", "code": "filedocs_behind", "message": (
+            "filedoc branch off until the next run: a run stopped before building the file documents' search "
+            "index (`delphi index` builds it)")})
     indexed_at = engine.meta.get_state("indexed_at")
     branches = branch_readiness(engine, lexical_ready, vec_status, grams)
     return {

@@ -897,6 +897,12 @@ class Session:
                 self._ran.wait(left)
 
     def context(self, req: ContextRequest) -> ContextAnswer:
+        return self.context_in(req)[0]
+
+    def context_in(self, req: ContextRequest) -> tuple[ContextAnswer, Path]:
+        """The answer and the folder that gave it, as the editor named it (the MCP tool names it when several
+        are open: it asked ``engine_for`` again after answering, which a folder added or reopened meanwhile
+        could change, and named the link's target for a folder opened through a link)."""
         eng = self.engine_for(req.workspace, req.anchors)
         self._replaced(eng)  # found removed, replaced or damaged: the indexing thread opens it again (_reopen)
         reopening = self._reopening.get(eng.root)
@@ -925,7 +931,7 @@ class Session:
             # Asked before the first run began ("queued": the empty answer is "not yet", not "nothing"), or
             # on an index from an earlier run before the catch-up found what changed since.
             ans["indexing"] = pending  # type: ignore[typeddict-item]
-        return ans
+        return ans, self.shown_root(eng)
 
     def _questions_answered(self, timeout: float) -> None:
         """Wait until no question is being answered, at most ``timeout`` seconds."""

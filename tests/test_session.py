@@ -841,6 +841,12 @@ def test_a_folder_named_through_a_link_takes_the_editors_paths_and_answers_with_
         # A folder inside it opened by its real path: a path sent through the link reaches both (a review).
         s.add_folder(real / "shipyard")
         assert [rel for _e, rel in s.locate_all(target.as_uri())] == ["retry.py", "shipyard/retry.py"]
+        # Two folders open: the MCP tool names the folder it searched, by the editor's name (it named the link's
+        # target, from a second routing of the request after the answer).
+        from delphi_ls.mcp.tools import run_tool
+
+        out = run_tool(s, "context", {"query": "kestrel_tidewater_gauge", "workspace": link.as_uri()})
+        assert out.structured["workspace"] == str(link) and f"in {link} (one of the open folders" in out.text
     finally:
         s.shutdown()
 

@@ -436,6 +436,19 @@ def test_index_with_snapshot_starts_a_new_index_from_it_and_ignores_it_after(bui
     assert "indexed 1 files (" in again.stdout  # the existing index was kept and brought up to date
 
 
+def test_index_with_a_refused_snapshot_on_a_new_workspace_says_no_index_was_made(built, tmp_path: Path) -> None:
+    # It said "the existing index is unchanged" where there was none (a newcomer, session 31).
+    ws, snap, _answers = built
+    other = checkout(ws, tmp_path / "b" / "repo")
+    cmd = [str(Path(sys.executable).parent / "delphi"), "index", str(other), "--index-dir", str(tmp_path / "ix"),
+           "--quiet", "--snapshot", str(snap), "--embedder", "minilm-l6-int8"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    assert "snapshot refused, no index was made: embedding model" in proc.stderr, proc.stderr
+    assert "existing index" not in proc.stderr
+    assert not (tmp_path / "ix" / "meta.sqlite").exists()
+
+
 def test_the_snapshot_setting_starts_a_new_index_and_a_refused_one_is_named(built, tmp_path: Path) -> None:
     ws, snap, answers = built
     other = checkout(ws, tmp_path / "b" / "repo")

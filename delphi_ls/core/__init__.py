@@ -45,6 +45,7 @@ class Need(StrEnum):
     VECTORS = "vectors"  # embeddings from the model that answers queries
     HISTORY = "history"  # co-change computed from git history
     TRIGRAMS = "trigrams"  # the manifest's trigram index: partial while chunks wait above its watermark
+    FILEDOCS = "filedocs"  # the file documents' FTS5 index: built at the end of a large run's lexical pass
 
 
 class State(StrEnum):

@@ -64,6 +64,10 @@ GRAMS_LATER_MIN_FILES = 1000
 # Chunks a transaction of the trigram build beside the vector pass adds: that pass's writes wait for one
 # at most (about 0.2 s; stores/meta.WriteTurns), and so does a stop (an editor closing).
 GRAMS_APART_BATCH = 2000
+# A run of at least this many files, and a third or more of the workspace, writes its file documents without
+# their FTS5 triggers and builds that index once at its end (stores/filedocs.FileDocs.defer_fts). Below, the
+# triggers' per-document cost is less than reading every document again.
+DOCS_BULK_MIN_FILES = 1000
 EMBED_BATCH = 256
 # Chunks a step of the vector pass reads, embeds (in calls of ``embed_batch``) and marks in one transaction: a
 # step of 256 wrote 1,700 transactions at 100k files, each waiting its turn beside the trigram build (session 31).
@@ -290,6 +294,10 @@ class Indexer:
             # One file (a save) gains nothing by it: its chunks go in with its row, as before.
             self.meta.defer_grams()
         grams_later = GRAMS_AFTER_VECTORS and self.embed_ahead and len(todo) >= GRAMS_LATER_MIN_FILES
+        if len(todo) >= GRAMS_LATER_MIN_FILES:
+            self.meta.bulk_writes(True)  # until the run's end (Engine.index: bulk_writes(False))
+        if self.filedocs is not None and len(todo) >= DOCS_BULK_MIN_FILES and 3 * len(todo) >= len(current):
+            self.filedocs.defer_fts()  # built once from the rows at the end (stores/filedocs.py)
         self.grams_owed = False
         pool = self._pool(len(todo))
         stream = pool.stream(items) if pool is not None else prepare_in_process(self.root, self._options(), items)
@@ -393,6 +401,9 @@ class Indexer:
             else:
                 files = {p: k for p, k, _n in self.meta.files()}
                 self.filedocs.set_importers(FileGraph.build(files, self.meta.all_imports()).imported_by)
+        if self.filedocs is not None and not rep.errors:
+            # Deferred by this run, or by one stopped before its end; a stopped run leaves it to the next.
+            self.filedocs.finish_fts()
         if only is None and not rep.errors:
             self.meta.set_skipped(skipped, seen)
             self.meta.ensure_state("skip_rules", SKIP_RULES)

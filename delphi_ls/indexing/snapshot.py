@@ -203,8 +203,10 @@ def create(root: Path, index_dir: Path, writer: WriterLock, settings: Settings, 
             writer.release()
         _prune(stage / "meta.sqlite")
         facts = _manifest_facts(stage / "meta.sqlite")
-        if not facts["state"].get("lexical_ready") or facts["state"].get("grams_upto") is not None:
-            # (grams_upto: the trigram index lacks chunks a stopped run wrote; a loaded copy would lack them too)
+        if not facts["state"].get("lexical_ready") or facts["state"].get("grams_upto") is not None \
+                or facts["state"].get("filedocs_fts_owed"):
+            # (grams_upto: the trigram index lacks chunks a stopped run wrote; a loaded copy would lack them too;
+            # filedocs_fts_owed: so does the file documents' search index, stores/filedocs.FTS_OWED)
             raise SnapshotError("the index is not complete (its last run stopped early); run `delphi index` first")
         members: dict[str, dict[str, Any]] = {}
         for p in sorted(stage.rglob("*")):
@@ -352,7 +354,22 @@ def load(file: Path, root: Path, index_dir: Path, settings: Settings, index_form
 
     Raises :class:`SnapshotError` (the existing index untouched) when the snapshot was built with
     something else than this machine would build with, or is corrupt, truncated or hostile."""
-    file = Path(file)
+    had_index = (Path(index_dir) / "meta.sqlite").exists()
+    try:
+        return _load(Path(file), root, Path(index_dir), settings, index_format, serving, only_if_new)
+    except SnapshotError as e:
+        if had_index or KEPT not in str(e):
+            raise
+        # `delphi index --snapshot` on a workspace with no index: there was no index to keep (a newcomer,
+        # session 31, read "the existing index is unchanged" and looked for one).
+        raise SnapshotError(str(e).replace(KEPT, "no index was made")) from None
+
+
+KEPT = "the existing index is unchanged"
+
+
+def _load(file: Path, root: Path, index_dir: Path, settings: Settings, index_format: int,
+          serving: dict[str, Any] | None, only_if_new: bool) -> dict[str, Any] | None:
     if not file.is_file():
         raise SnapshotError(f"no snapshot file at {file}")
     header = read_header(file)

@@ -266,10 +266,10 @@ def _context(session: Session, args: dict[str, Any]) -> ToolOutput:
         budget = MAX_BUDGET_TOKENS
     args = {k: v for k, v in args.items() if k != "budget_tokens"}
     req = ContextRequest.from_wire(args, limit=DEFAULT_LIMIT, budget_tokens=budget)
-    ans = session.context(req)
+    ans, root = session.context_in(req)
     # Serving several folders, the answer says which it searched: its paths are relative to that folder, and an
     # agent that left `workspace` out could not tell (session 27's note).
-    folder = str(session.engine_for(req.workspace, req.anchors).root) if len(session.engines) > 1 else None
+    folder = str(root) if len(session.engines) > 1 else None
     return render_context(ans, req, notes, folder)
 
 

@@ -63,6 +63,8 @@ class IndexState:
     lexical_behind: str | None = None
     # What the trigram index lacks (health's words: chunks above its watermark), None when it holds every chunk.
     grams_behind: str | None = None
+    # The file documents' search index while a large run builds it at its end (stores/filedocs.FTS_OWED_STATUS).
+    docs_behind: str | None = None
 
 
 @dataclass
@@ -177,6 +179,9 @@ class Retriever:
                 continue
             if Need.LEXICAL in spec.needs and s.lexical_behind:
                 r.ready[b.name] = "error: " + s.lexical_behind
+                continue
+            if Need.FILEDOCS in spec.needs and s.docs_behind:
+                r.ready[b.name] = s.docs_behind  # an index of part of the files would rank those alone
                 continue
             if r.weights.get(b.name, 0) <= 0:
                 r.ready[b.name] = "ready (not used for this query shape)"

@@ -109,7 +109,8 @@ register(BranchSpec("cochange", CochangeBranch, _w(0.3, 0.3, 0.2, 0.5), needs=fr
 # ranker delphi-ltr-3 was trained with its columns (windows mined at this weight): against delphi-ltr-2 without
 # it, MRR +0.020 on dev_mined and +0.013 on dev_langs (intent2code +0.006 / +0.037; dev_langs code2test -0.011,
 # ns). `branch_weights = {filedoc = 0}` turns it off; indexing keeps its documents only while it is on.
-register(BranchSpec("filedoc", FileDocBranch, _w(0.6, 0.6, 0.6, 0.6), needs=frozenset({Need.INDEX, Need.LEXICAL})))
+register(BranchSpec("filedoc", FileDocBranch, _w(0.6, 0.6, 0.6, 0.6),
+                    needs=frozenset({Need.INDEX, Need.LEXICAL, Need.FILEDOCS})))
 # Files that past commits described like the question changed (issue 19; bench/RESULTS.md, "Session 20").
 # Weight 1.5 chosen on dev_mined with history (intent2code MRR +0.018, R@5 +0.025; dev_langs held out: +0.011,
 # +0.006; neither interval above 0). Off for test questions: on dev_langs code2test it lost R@20 (-0.021 at
