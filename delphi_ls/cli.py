@@ -821,6 +821,7 @@ def _machine_error(e: BaseException) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    program = argv is None  # the `delphi` program itself, not a call from Python (tests call main(argv))
     argv = sys.argv[1:] if argv is None else argv
     _usable_streams()
     if argv[:1] == ["mcp"] and not _stdin_open():
@@ -848,6 +849,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         code = int(args.fn(args) or 0)
         sys.stdout.flush()  # inside the try: a closed pipe shows up here, not as a traceback at exit
+        if program and argv[:1] != ["mcp"]:
+            # The work is done and said. Python puts the default handlers back when it exits, and a SIGTERM or
+            # Ctrl-C in those last moments (workers joined, atexit) killed the process with no word and no exit
+            # code of ours (fresh-clone CI, session 32: -15 for a SIGTERM just after `delphi index` printed).
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, signal.SIG_IGN)
         return code
     except BrokenPipeError:
         # `delphi health | head -1`: the reader has what it wanted. Send the rest nowhere, quietly.
