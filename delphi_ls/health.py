@@ -20,7 +20,7 @@ from .indexing.pipeline import PARSER_VERSION, WorkspaceUnreadable, embed_text, 
 from .models.embedders import Embedder, ModelIdentity
 from .retrieval.branches.registry import registered
 from .settings import Settings
-from .stores.filedocs import FTS_OWED, FTS_OWED_STATUS
+from .stores.filedocs import FTS_OWED_STATUS, FileDocs
 from .stores.meta import MetaStore
 from .stores.vectors import VectorStore
 from .stores.writer_lock import Holder
@@ -128,14 +128,13 @@ def grams_status(engine: EngineState) -> str | None:
 def docs_status(engine: EngineState) -> str | None:
     """The file documents' branch while their search index waits for the end of a large run (or for the next
     run, after one stopped); None when it is built."""
-    return FTS_OWED_STATUS if engine.meta.get_state(FTS_OWED) else None
+    return FTS_OWED_STATUS if FileDocs(engine.meta).fts_owed() else None
 
 
 def branch_readiness(engine: EngineState, lexical_ready: bool, vec_status: str,
-                     grams: str | None = None) -> dict[str, str]:
+                     grams: str | None = None, docs: str | None = None) -> dict[str, str]:
     """Every registered branch's readiness, from what it needs (then the rerankers')."""
     lex_damage = engine.problems.get("lexical_store")
-    docs = docs_status(engine)
     out: dict[str, str] = {}
     for spec in registered():
         if Need.TRIGRAMS in spec.needs and grams and lexical_ready:
@@ -251,12 +250,13 @@ def report(engine: EngineState, check_staleness: bool = True, buffered: Collecti
     grams = grams_status(engine)
     if grams and engine.indexing is None and engine.writer_holder() is None:
         problems.append({"severity": "warning", "code": "trigram_behind", "message": "trigram branch " + grams})
-    if docs_status(engine) and engine.indexing is None and engine.writer_holder() is None:
+    docs = docs_status(engine)
+    if docs and engine.indexing is None and engine.writer_holder() is None:
         problems.append({"severity": "warning", "code": "filedocs_behind", "message": (
             "filedoc branch off until the next run: a run stopped before building the file documents' search "
             "index (`delphi index` builds it)")})
     indexed_at = engine.meta.get_state("indexed_at")
-    branches = branch_readiness(engine, lexical_ready, vec_status, grams)
+    branches = branch_readiness(engine, lexical_ready, vec_status, grams, docs)
     return {
         "ok": not any(p["severity"] == "error" for p in problems),
         "root": str(engine.root),

@@ -63,6 +63,7 @@ END;
 # The three triggers above that keep the FTS5 index in step with the rows, each statement alone (executescript
 # would commit the caller's transaction), and the state key set while a large run writes rows without them.
 TRIGGER_SQL = re.findall(r"CREATE TRIGGER IF NOT EXISTS file_docs_a[idu] .*?END;", SCHEMA, re.S)
+TRIGGERS = [sql.split()[5] for sql in TRIGGER_SQL]  # their names
 FTS_OWED = "filedocs_fts_owed"
 FTS_OWED_STATUS = ("partial: the file documents' search index is built at the end of the run's lexical pass "
                    "(a run stopped before: the next run builds it)")
@@ -210,7 +211,7 @@ class FileDocs:
         the same transaction as the triggers go: a run killed meanwhile leaves the next one the build."""
         with self.meta._lock:
             with transaction(self.meta.db, "IMMEDIATE"):
-                for name in ("file_docs_ai", "file_docs_ad", "file_docs_au"):
+                for name in TRIGGERS:
                     self.meta.db.execute(f"DROP TRIGGER IF EXISTS {name}")
                 self.meta.db.execute("INSERT OR REPLACE INTO state VALUES (?, 'true')", (FTS_OWED,))
 
