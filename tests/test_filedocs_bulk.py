@@ -136,3 +136,71 @@ def test_a_large_run_spaces_its_checkpoints_and_checkpoints_at_its_end(ws: Path,
         (ws / "shipyard" / "retry.py").write_text("def moored():\n    return 1\n")
         eng.index(only=["shipyard/retry.py"])  # a save: SQLite's default
         assert seen == [meta_mod.WAL_CHECKPOINT_DEFAULT]
+
+
+# The symbol-name index: a large run writes its symbols without it and builds it at the lexical pass's end.
+NAMES = ["RetryPolicy", "compute_backoff", "ledger", "Harbour", "load_config", "brulee", "nothing_by_this_name"]
+
+
+def _name_index(eng: Engine) -> bool:
+    return eng.meta.db.execute("SELECT 1 FROM sqlite_master WHERE name='symbols_name_nocase'").fetchone() is not None
+
+
+def _lookups(eng: Engine) -> tuple[list, str]:
+    plan = " ".join(r[-1] for r in eng.meta.db.execute(
+        "EXPLAIN QUERY PLAN SELECT name FROM symbols WHERE name COLLATE NOCASE IN (?, ?)", ("a", "b")))
+    return [(r.name, r.path, r.line) for r in eng.meta.symbols_named(NAMES)], plan
+
+
+def test_a_large_run_builds_the_symbol_name_index_at_its_end(ws: Path, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(pipeline, "DOCS_BULK_MIN_FILES", 10**9)
+    with Engine(ws, index_dir=tmp_path / "a", vectors=False) as eng:
+        eng.index()
+        want = _lookups(eng)
+    monkeypatch.setattr(pipeline, "DOCS_BULK_MIN_FILES", 1)
+    during = []
+    real = FileDocs.put
+    monkeypatch.setattr(FileDocs, "put", lambda self, docs: (during.append(_name_index_of(self)), real(self, docs))[1])
+    with Engine(ws, index_dir=tmp_path / "b", vectors=False) as eng:
+        eng.index()
+        assert during and not any(during)  # the run's symbols went in without it
+        assert _name_index(eng)
+        got = _lookups(eng)
+    assert got == want and got[0]  # the same definitions found, through the index
+    assert "symbols_name_nocase" in got[1]
+
+
+def _name_index_of(fd: FileDocs) -> bool:
+    return fd.meta.db.execute("SELECT 1 FROM sqlite_master WHERE name='symbols_name_nocase'").fetchone() is not None
+
+
+def test_a_large_run_that_fails_midway_builds_the_name_index_all_the_same(ws: Path, tmp_path: Path,
+                                                                           monkeypatch) -> None:
+    monkeypatch.setattr(pipeline, "DOCS_BULK_MIN_FILES", 1)
+    real = FileDocs.put
+    calls = []
+
+    def put(self, docs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError("disk full")
+        return real(self, docs)
+
+    monkeypatch.setattr(FileDocs, "put", put)
+    monkeypatch.setattr(pipeline, "FIRST_BATCH_FILES", 2)  # several batches in the small fixture
+    with Engine(ws, index_dir=tmp_path / "idx", vectors=False) as eng:
+        with pytest.raises(OSError, match="disk full"):
+            eng.index()
+        assert _name_index(eng)
+
+
+def test_a_run_killed_before_the_build_leaves_it_to_the_next_writer_that_opens(ws: Path, tmp_path: Path) -> None:
+    with Engine(ws, index_dir=tmp_path / "idx", vectors=False) as eng:
+        eng.index()
+        want = _lookups(eng)
+        eng.meta.defer_name_index()  # what a run killed midway leaves
+        assert not _name_index(eng)
+        assert _lookups(eng)[0] == want[0]  # meanwhile the table is scanned: the same answers
+    with Engine(ws, index_dir=tmp_path / "idx", vectors=False) as eng:
+        assert _name_index(eng)
+        assert _lookups(eng) == want

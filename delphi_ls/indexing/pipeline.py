@@ -65,8 +65,9 @@ GRAMS_LATER_MIN_FILES = 1000
 # at most (about 0.2 s; stores/meta.WriteTurns), and so does a stop (an editor closing).
 GRAMS_APART_BATCH = 2000
 # A run of at least this many files, and a third or more of the workspace, writes its file documents without
-# their FTS5 triggers and builds that index once at its end (stores/filedocs.FileDocs.defer_fts). Below, the
-# triggers' per-document cost is less than reading every document again.
+# their FTS5 triggers and builds that index once at its end (stores/filedocs.FileDocs.defer_fts), and its
+# symbols without the name index (stores/meta.MetaStore.defer_name_index). Below, the per-row upkeep costs less
+# than reading every row again.
 DOCS_BULK_MIN_FILES = 1000
 EMBED_BATCH = 256
 # Chunks a step of the vector pass reads, embeds (in calls of ``embed_batch``) and marks in one transaction: a
@@ -296,8 +297,11 @@ class Indexer:
         grams_later = GRAMS_AFTER_VECTORS and self.embed_ahead and len(todo) >= GRAMS_LATER_MIN_FILES
         if len(todo) >= GRAMS_LATER_MIN_FILES:
             self.meta.bulk_writes(True)  # until the run's end (Engine.index: bulk_writes(False))
-        if self.filedocs is not None and len(todo) >= DOCS_BULK_MIN_FILES and 3 * len(todo) >= len(current):
+        bulk = len(todo) >= DOCS_BULK_MIN_FILES and 3 * len(todo) >= len(current)
+        if self.filedocs is not None and bulk:
             self.filedocs.defer_fts()  # built once from the rows at the end (stores/filedocs.py)
+        if bulk:
+            self.meta.defer_name_index()  # built once at the end of this loop (stores/meta.py)
         self.grams_owed = False
         pool = self._pool(len(todo))
         stream = pool.stream(items) if pool is not None else prepare_in_process(self.root, self._options(), items)
@@ -363,6 +367,8 @@ class Indexer:
                 pool.close()
             if stopped:  # stopped or failed: no vector pass follows this run
                 self.close_ahead()
+            if bulk:  # stopped or failed too: lookups by name must not scan the table from now on
+                self.meta.finish_name_index()
         # Whatever a stopped batch wrote, or a killed run left above the watermark: added now, before the
         # run says the lexical index is ready; then chunks are added row by row again (a no-op when the
         # trigram index holds every chunk and no run deferred it). A run whose vector pass follows adds
