@@ -44,9 +44,9 @@ class Patient(embed_ahead.EmbedAhead):
     """As if the lexical pass had lasted until the processes were done (a real one on a workspace this small
     ends before they have loaded the model, and the vector pass, which never waits, embeds everything)."""
 
-    def stop(self) -> None:
+    def end_lexical(self, window: int) -> None:
         wait([fut for fut, _held in self._pending], timeout=120)
-        super().stop()
+        super().end_lexical(window)
 
 
 def test_vectors_embedded_beside_equal_the_in_process_ones(ws: Path, tmp_path: Path, monkeypatch):
@@ -65,6 +65,34 @@ def test_vectors_embedded_beside_equal_the_in_process_ones(ws: Path, tmp_path: P
     # Every distinct chunk was embedded once, beside the lexical pass or (none left here) in the vector pass.
     assert reports[2].vectors_ahead == len(two[0])
     assert reports[1].chunks_embedded == reports[2].chunks_embedded == len(one[1])
+
+
+def test_the_vector_pass_feeds_the_processes_what_the_lexical_window_left(ws: Path, tmp_path: Path, monkeypatch):
+    """At 100k files the lexical pass's window filled while the processes were starved, and they sat idle beside
+    the vector pass (session 33). Now that pass hands them the oldest chunks it has not reached while it takes
+    the newest: here the lexical window holds one task, and the processes still embed most chunks."""
+    class Lockstep(Patient):
+        def collect(self):  # type: ignore[no-untyped-def]
+            # As if this process embedded slowly: what was sent is back before each step of the vector pass.
+            wait([fut for fut, _held in self._pending], timeout=120)
+            return super().collect()
+
+    made = Calls(Lockstep)
+    monkeypatch.setattr(pipeline, "EmbedAhead", made)
+    monkeypatch.setattr(embed_ahead, "TASK_CHUNKS", 16)
+    monkeypatch.setattr(embed_ahead, "WINDOW_CHUNKS", 16)
+    monkeypatch.setattr(pipeline, "VECTOR_PASS_ROWS", 16)
+    with Engine(ws, index_dir=str(tmp_path / "idx"), index_workers=2, embed_batch=16) as eng:
+        rep = eng.index()
+        counts = eng.meta.counts()
+    assert made.n == 1 and not rep.notes and not rep.errors
+    assert counts["vectors"] == counts["chunks"] > 100
+    # The lexical window holds 16; the rest the processes embedded were fed by the vector pass (about half
+    # of the chunks: it takes the newest 16 a step while they take the oldest 2 x 4 x 16).
+    assert rep.vectors_ahead > counts["chunks"] // 3, (rep.vectors_ahead, counts)
+    with Engine(ws, index_dir=str(tmp_path / "ref"), index_workers=1) as eng:
+        eng.index()
+    assert _vectors(tmp_path / "idx") == _vectors(tmp_path / "ref")
 
 
 def test_other_weights_are_refused_and_the_run_still_completes(ws: Path, tmp_path: Path, monkeypatch):

@@ -17,6 +17,12 @@ a consistent index (the next run embeds what is not marked embedded, from the ca
 spring-boot, 2 cores, ``bench.perf --quick`` (session 10): vectors complete 33.3-33.7 s -> 26.0-27.1 s,
 lexical ready 20.6-20.8 s -> 21.2-21.9 s, 1.55 -> 1.93 cores used.
 
+The vector pass feeds them too (session 33): at idle priority they are starved while the lexical pass keeps
+both cores busy, so on a large workspace its window (WINDOW_CHUNKS) fills and later batches are left to the
+vector pass. They used to get nothing more after the lexical pass, drain their window within seconds and sit
+idle while this process embedded the rest alone; now that pass hands them the oldest chunks it has not
+reached (``end_lexical``'s smaller window) while it takes the newest.
+
 Each process loads the same embedder by the same setting and proves it is the same model: its weights'
 sha256 must equal this process's, or nothing it returns is used (the run's report says why, in ``notes``).
 """
@@ -96,10 +102,10 @@ class EmbedAhead:
     as it stays busy, and the vector pass holds the writer's lock).
 
     As many as the run's parse workers: they share the idle CPU during the lexical pass. When it ends they
-    go on with their tasks in the order sent while the vector pass embeds from the newest chunk back; it
-    takes their results as they come, and before it embeds chunks they still hold it cancels those tasks
-    if not started (the last sent, which they would reach last): the two meet once, the last vectors are
-    made on every core, and nothing waits for an idle-priority process. (In the order written, the vector
+    go on with their tasks in the order sent, fed the oldest chunks not embedded, while the vector pass embeds
+    from the newest chunk back; it takes their results as they come, and before it embeds chunks they still
+    hold it cancels those tasks if not started (the last sent, which they would reach last): the two meet
+    once, the last vectors are made on every core, and nothing waits for an idle-priority process. (In the order written, the vector
     pass reached each task as they did and embedded it again: 40-45k embeddings for spring-boot's 35k
     distinct chunks in some runs, session 13.)"""
 
@@ -107,6 +113,8 @@ class EmbedAhead:
                  processes: int = 1, nice: int = NICE) -> None:
         self.sha = weights_sha256
         self.embed_text = embed_text
+        self.processes = processes
+        self.window = WINDOW_CHUNKS  # chunks in flight at most (end_lexical)
         self._pool = WorkerPool(max_workers=processes, mp_context=_WorkerContext(), initializer=_init,
                                          initargs=(os.getpid(), spec, nice))
         self._pending: deque[tuple[Future[tuple[str, np.ndarray]], list[str]]] = deque()
@@ -116,9 +124,20 @@ class EmbedAhead:
         self.embedded = 0  # vectors taken back and usable
         self.error: str | None = None  # why results stopped being used, in words
 
+    @property
+    def in_flight(self) -> int:
+        """Chunks sent and not taken back yet."""
+        return len(self._flying)
+
+    def end_lexical(self, window: int) -> None:
+        """The lexical pass has sent its last batch: from now on the vector pass feeds the processes the
+        oldest chunks it has not reached, at most ``window`` in flight (what they hold goes on meanwhile)."""
+        self.window = window
+
     def submit(self, rows: list[ChunkRow], cached: Callable[[list[str]], set[str]]) -> None:
         """Send the chunks of ``rows`` whose vector is neither cached (``cached``: the hashes of those
-        given that the embedding cache holds) nor in flight."""
+        given that the embedding cache holds) nor in flight, unless that would put more than ``window``
+        chunks in flight (the vector pass embeds those)."""
         if self.error is not None or self._stopped:
             return
         fresh: dict[str, ChunkRow] = {}
@@ -129,7 +148,7 @@ class EmbedAhead:
             return
         have = cached(list(fresh))
         todo = [r for h, r in fresh.items() if h not in have]
-        if len(self._flying) + len(todo) > WINDOW_CHUNKS:
+        if len(self._flying) + len(todo) > self.window:
             return  # the window is full: the vector pass embeds these
         for i in range(0, len(todo), TASK_CHUNKS):
             part = todo[i: i + TASK_CHUNKS]
@@ -168,7 +187,7 @@ class EmbedAhead:
         return out
 
     def stop(self) -> None:
-        """Send nothing more (the vector pass has begun): what is in hand goes on at idle priority."""
+        """Send nothing more (the results are not used, or the run ends)."""
         self._stopped = True
 
     def cancel_for(self, hashes: Iterable[str]) -> None:

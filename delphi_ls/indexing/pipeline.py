@@ -28,6 +28,7 @@ from ..stores.vectors import VectorStore
 from ..workspace.kinds import file_kind
 from ..workspace.roots import unreadable_reason
 from ..workspace.scan import SKIP_RULES, FileEntry, ScanResult, scan, skip_reason
+from . import embed_ahead
 from .embed_ahead import EmbedAhead
 from .graph import FileGraph
 from .named import WalkNeeded, scan_named
@@ -70,6 +71,11 @@ GRAMS_APART_BATCH = 2000
 # than reading every row again.
 DOCS_BULK_MIN_FILES = 1000
 EMBED_BATCH = 256
+# Tasks (of embed_ahead.TASK_CHUNKS chunks) each embedding process holds at most during the vector pass: enough
+# that it does not run dry while this pass waits (its writes wait for a transaction of the trigram build beside
+# it, seconds at the end of a 100k build), and where the two meet at most the tasks started are embedded twice
+# (those not started are cancelled). Memory: 16 x 512 chunks' texts and vectors a process, ~20 MB.
+FEED_TASKS = 16
 # Chunks a step of the vector pass reads, embeds (in calls of ``embed_batch``) and marks in one transaction: a
 # step of 256 wrote 1,700 transactions at 100k files, each waiting its turn beside the trigram build (session 31).
 VECTOR_PASS_ROWS = 2048
@@ -618,6 +624,23 @@ class Indexer:
         if got and self.embedder is not None:
             self.meta.cache_vectors(self.embedder.identity.weights_sha256, got)
 
+    def _feed_ahead(self, after: int) -> int:
+        """During the vector pass, the embedding processes are kept busy with the oldest chunks not embedded
+        above rowid ``after`` (this pass takes the newest first; the two meet once), at most FEED_TASKS tasks
+        each in flight; returns the rowid fed up to. At 100k files the lexical pass's window (WINDOW_CHUNKS)
+        filled while they were starved at idle priority, so they ran dry soon after the vector pass began and
+        sat idle beside it while this process embedded alone, a core a quarter to a third idle (session 33)."""
+        ahead = self._ahead
+        if ahead is None or self.embedder is None or ahead.error is not None:
+            return after
+        room = ahead.window - ahead.in_flight
+        if room < embed_ahead.TASK_CHUNKS:
+            return after
+        model = self.embedder.identity.weights_sha256
+        rows, last = self.meta.unembedded_after(after, room, model)
+        ahead.submit(rows, lambda hashes: self.meta.cached_hashes(model, hashes))
+        return last
+
     def close_ahead(self, rep: IndexReport | None = None) -> None:
         """End the embedding process (what it has not sent back is embedded by a vector pass, if any)."""
         if self._ahead is None:
@@ -677,12 +700,14 @@ class Indexer:
             # write outside WriteTurns waits in SQLite's busy handler (a review, session 31).
             self.start_grams(grams_stop)
         if self._ahead is not None:
-            self._ahead.stop()  # nothing more is sent: what they hold goes on beside this pass
+            self._ahead.end_lexical(FEED_TASKS * embed_ahead.TASK_CHUNKS * self._ahead.processes)
         total = self.meta.counts()["chunks"] - self.meta.counts()["vectors"]
         done = 0
+        fed = 0  # the rowid up to which the embedding processes were offered chunks during this pass
         while not (should_stop and should_stop()):
             # What the embedding processes finished meanwhile, into the cache before this batch reads it.
             self._cache_ahead()
+            fed = self._feed_ahead(fed)
             # With embedding processes still at work, from the other end: they take their tasks in the order
             # written, so a pass in that order reached each task as they did and embedded it again (spring-boot:
             # 43-45k embeddings for 35k distinct chunks, session 13). From the end, the two meet once.
