@@ -87,12 +87,34 @@ def test_the_vector_pass_feeds_the_processes_what_the_lexical_window_left(ws: Pa
         counts = eng.meta.counts()
     assert made.n == 1 and not rep.notes and not rep.errors
     assert counts["vectors"] == counts["chunks"] > 100
-    # The lexical window holds 16; the rest the processes embedded were fed by the vector pass (about half
-    # of the chunks: it takes the newest 16 a step while they take the oldest 2 x 4 x 16).
+    # The lexical window holds 16; the rest the processes embedded were fed by the vector pass (it takes the
+    # newest 16 a step while they take the oldest, up to 2 x 16 x 16 in flight).
     assert rep.vectors_ahead > counts["chunks"] // 3, (rep.vectors_ahead, counts)
     with Engine(ws, index_dir=str(tmp_path / "ref"), index_workers=1) as eng:
         eng.index()
     assert _vectors(tmp_path / "idx") == _vectors(tmp_path / "ref")
+
+
+def test_the_feed_asks_once_when_every_chunk_is_cached(ws: Path, tmp_path: Path, monkeypatch):
+    """A large run over a warm cache: nothing to feed. The feed's query passes over every cached chunk above its
+    cursor, so asked again at each step it would read them all again (quadratic; a review)."""
+    from delphi_ls.indexing.pipeline import FED_ALL, embed_text
+    from delphi_ls.stores.meta import MetaStore
+
+    with Engine(ws, index_dir=str(tmp_path / "idx"), index_workers=2) as eng:
+        eng.index()
+        eng.meta.reset_embedded()  # every chunk to mark again, every vector cached
+        asked, real = [], MetaStore.unembedded_after
+        monkeypatch.setattr(MetaStore, "unembedded_after", lambda self, *a: (asked.append(a), real(self, *a))[1])
+        ix = eng._indexer()
+        ix._ahead = embed_ahead.EmbedAhead(eng.settings.embedder, eng.embedder.identity.weights_sha256, embed_text)
+        try:
+            ix._ahead.end_lexical(4 * embed_ahead.TASK_CHUNKS)
+            assert ix._feed_ahead(0) == FED_ALL and len(asked) == 1
+            assert ix._feed_ahead(FED_ALL) == FED_ALL and len(asked) == 1
+            assert ix._ahead.in_flight == 0
+        finally:
+            ix.close_ahead()
 
 
 def test_other_weights_are_refused_and_the_run_still_completes(ws: Path, tmp_path: Path, monkeypatch):

@@ -21,7 +21,7 @@ The vector pass feeds them too (session 33): at idle priority they are starved w
 both cores busy, so on a large workspace its window (WINDOW_CHUNKS) fills and later batches are left to the
 vector pass. They used to get nothing more after the lexical pass, drain their window within seconds and sit
 idle while this process embedded the rest alone; now that pass hands them the oldest chunks it has not
-reached (``end_lexical``'s smaller window) while it takes the newest.
+reached (``end_lexical``'s window) while it takes the newest.
 
 Each process loads the same embedder by the same setting and proves it is the same model: its weights'
 sha256 must equal this process's, or nothing it returns is used (the run's report says why, in ``notes``).

@@ -71,11 +71,14 @@ GRAMS_APART_BATCH = 2000
 # than reading every row again.
 DOCS_BULK_MIN_FILES = 1000
 EMBED_BATCH = 256
-# Tasks (of embed_ahead.TASK_CHUNKS chunks) each embedding process holds at most during the vector pass: enough
-# that it does not run dry while this pass waits (its writes wait for a transaction of the trigram build beside
-# it, seconds at the end of a 100k build), and where the two meet at most the tasks started are embedded twice
-# (those not started are cancelled). Memory: 16 x 512 chunks' texts and vectors a process, ~20 MB.
+# Tasks (of embed_ahead.TASK_CHUNKS chunks) each embedding process holds at most during the vector pass (and
+# never more than embed_ahead.WINDOW_CHUNKS in all): enough that it does not run dry while this pass waits (its
+# writes wait for a transaction of the trigram build beside it, seconds at the end of a 100k build). Where the two
+# meet, the tasks the pool has handed to its processes (two a process and one more) cannot be cancelled and may be
+# embedded twice: ~2,500 of the 100k workspace's 440k chunks at most. Memory: 16 x 512 chunks' texts and
+# vectors a process, ~20 MB.
 FEED_TASKS = 16
+FED_ALL = -1  # _feed_ahead's cursor once nothing is left to feed
 # Chunks a step of the vector pass reads, embeds (in calls of ``embed_batch``) and marks in one transaction: a
 # step of 256 wrote 1,700 transactions at 100k files, each waiting its turn beside the trigram build (session 31).
 VECTOR_PASS_ROWS = 2048
@@ -306,8 +309,6 @@ class Indexer:
         bulk = len(todo) >= DOCS_BULK_MIN_FILES and 3 * len(todo) >= len(current)
         if self.filedocs is not None and bulk:
             self.filedocs.defer_fts()  # built once from the rows at the end (stores/filedocs.py)
-        if bulk:
-            self.meta.defer_name_index()  # built once at the end of this loop (stores/meta.py)
         self.grams_owed = False
         pool = self._pool(len(todo))
         stream = pool.stream(items) if pool is not None else prepare_in_process(self.root, self._options(), items)
@@ -317,6 +318,8 @@ class Indexer:
                                      processes=pool.workers)
         stopped = True
         try:
+            if bulk:
+                self.meta.defer_name_index()  # built once at the end of this loop (stores/meta.py)
             while i < len(todo):
                 if should_stop and should_stop():
                     rep.errors.append("stopped before the end; the next run resumes")
@@ -373,8 +376,10 @@ class Indexer:
                 pool.close()
             if stopped:  # stopped or failed: no vector pass follows this run
                 self.close_ahead()
-            if bulk:  # stopped or failed too: lookups by name must not scan the table from now on
-                self.meta.finish_name_index()
+            # Every run, stopped or failed too (a lookup of a moment when present): lookups by name must not
+            # scan the table from now on, and a run killed before building it (or one whose build failed) left
+            # it to the next run, whatever its size.
+            self.meta.finish_name_index()
         # Whatever a stopped batch wrote, or a killed run left above the watermark: added now, before the
         # run says the lexical index is ready; then chunks are added row by row again (a no-op when the
         # trigram index holds every chunk and no run deferred it). A run whose vector pass follows adds
@@ -634,11 +639,16 @@ class Indexer:
         if ahead is None or self.embedder is None or ahead.error is not None:
             return after
         room = ahead.window - ahead.in_flight
-        if room < embed_ahead.TASK_CHUNKS:
+        if after == FED_ALL or room < embed_ahead.TASK_CHUNKS:
             return after
         model = self.embedder.identity.weights_sha256
         rows, last = self.meta.unembedded_after(after, room, model)
         ahead.submit(rows, lambda hashes: self.meta.cached_hashes(model, hashes))
+        if len(rows) < room:
+            # None left to feed, now or later (no chunk is written during this pass, and one cached stays so):
+            # asked again, the same query would pass over every cached chunk above the cursor at each step (a
+            # large run over a warm cache: quadratic; a review).
+            return FED_ALL
         return last
 
     def close_ahead(self, rep: IndexReport | None = None) -> None:
@@ -700,7 +710,8 @@ class Indexer:
             # write outside WriteTurns waits in SQLite's busy handler (a review, session 31).
             self.start_grams(grams_stop)
         if self._ahead is not None:
-            self._ahead.end_lexical(FEED_TASKS * embed_ahead.TASK_CHUNKS * self._ahead.processes)
+            self._ahead.end_lexical(min(embed_ahead.WINDOW_CHUNKS,
+                                        FEED_TASKS * embed_ahead.TASK_CHUNKS * self._ahead.processes))
         total = self.meta.counts()["chunks"] - self.meta.counts()["vectors"]
         done = 0
         fed = 0  # the rowid up to which the embedding processes were offered chunks during this pass

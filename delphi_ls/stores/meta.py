@@ -388,7 +388,10 @@ class MetaStore:
             # must not stay readable in the file (the snapshot's scrub does the same).
             self.db.execute("PRAGMA secure_delete=ON")
             have = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master")}
-            if not _SCHEMA_NAMES <= have:
+            # The symbol-name index is left out: a large run drops it while it writes (defer_name_index), and
+            # any process opening the index meanwhile (`delphi context`, an MCP front) would build it in the middle
+            # of that run and lose its gain (a review). Every index run builds it when absent (finish_name_index).
+            if not _SCHEMA_NAMES - {NAME_INDEX} <= have:
                 try:
                     self.db.executescript(SCHEMA)  # new or older file; a complete one is not written by opening it
                 except sqlite3.OperationalError as e:
@@ -1011,8 +1014,8 @@ class MetaStore:
     # A large run writes its symbols without it and builds it once at the lexical pass's end. Replaying the
     # 100k workspace's manifest writes (665,708 symbols; two interleaved rounds, session 33): 39.8 / 41.5 s
     # -> 30.4 / 36.9 s, plus 0.9 s for the build. Meanwhile a lookup by name scans the table (same answers);
-    # a run killed before the build leaves it to the next process that opens the index for writing (the
-    # SCHEMA check in __init__, as for a manifest older than the index). The index on the embedded flag was
+    # a run killed before the build leaves it to the next index run, of any size (a server's catch-up at its
+    # start; a manifest older than the index gets it the same way). The index on the embedded flag was
     # measured too (2-4 s) and kept: counting vectors without it reads every chunk's text.
     def defer_name_index(self) -> None:
         with self._lock:
@@ -1020,7 +1023,7 @@ class MetaStore:
 
     def finish_name_index(self) -> bool:
         """The symbol-name index built when absent (True when it was); a failure is logged, not raised (a
-        run's own error is the one to report; the next writer's open builds it)."""
+        run's own error is the one to report; the next run builds it)."""
         with self._lock:
             try:
                 if self.db.execute("SELECT 1 FROM sqlite_master WHERE name=?", (NAME_INDEX,)).fetchone():
@@ -1029,8 +1032,8 @@ class MetaStore:
                     self.db.execute(NAME_INDEX_SQL)
                 return True
             except sqlite3.Error as e:
-                log.warning("%s: symbol-name index not built (%s); lookups by name scan the table until a "
-                            "writer opens the index", self.path, e)
+                log.warning("%s: symbol-name index not built (%s); lookups by name scan the table until the "
+                            "next index run", self.path, e)
                 return False
 
     # --- trigram index (issue 18) --------------------------------------------
