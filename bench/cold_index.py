@@ -19,6 +19,7 @@ from pathlib import Path
 
 from bench.perf import PhaseTimer, _cpu, load_embedder
 from delphi_ls import Engine
+from delphi_ls.stores.meta import MetaStore
 
 
 def run(corpus: Path, index: Path) -> dict:
@@ -38,7 +39,7 @@ def run(corpus: Path, index: Path) -> dict:
         indexer.defer_chroma = False
     beside = "grams_stop" in inspect.signature(indexer.index_vectors).parameters
     grams: dict[str, float] = {}
-    real_apart = type(eng.meta).build_grams_apart
+    real_apart = MetaStore.build_grams_apart
 
     def apart(meta, *args, **kwargs):  # the trigram build beside the vector pass, on its thread: when, how long
         grams["start_s"], c0 = time.perf_counter() - t0, time.thread_time()
@@ -47,7 +48,7 @@ def run(corpus: Path, index: Path) -> dict:
         finally:
             grams["end_s"], grams["cpu_s"] = time.perf_counter() - t0, time.thread_time() - c0
 
-    type(eng.meta).build_grams_apart = apart
+    MetaStore.build_grams_apart = apart  # type: ignore[method-assign]
     indexer.index_vectors(None, rep, **({"grams_stop": eng._stop} if beside else {}))
     t_pass = time.perf_counter() - t0
     for name in ("finish_grams", "finish_lexical"):
@@ -56,7 +57,7 @@ def run(corpus: Path, index: Path) -> dict:
     eng._index_lock.release()
     t_all, cpu1 = time.perf_counter() - t0, _cpu()
     timer.uninstall()
-    type(eng.meta).build_grams_apart = real_apart
+    MetaStore.build_grams_apart = real_apart  # type: ignore[method-assign]
     out = {"lexical_s": round(t_lex, 1), "vector_pass_done_s": round(t_pass, 1), "vectors_complete_s": round(t_all, 1),
            "grams_beside": {k: round(v, 1) for k, v in grams.items()},
            "cpu_lexical": {"main": round(cpu_lex[0] - cpu0[0], 1), "children": round(cpu_lex[1] - cpu0[1], 1)},
