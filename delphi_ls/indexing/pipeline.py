@@ -643,7 +643,7 @@ class Indexer:
             return after
         model = self.embedder.identity.weights_sha256
         rows, last = self.meta.unembedded_after(after, room, model)
-        ahead.submit(rows, lambda hashes: self.meta.cached_hashes(model, hashes))
+        ahead.submit(rows, lambda hashes: set())  # the query passed over the cached ones already
         if len(rows) < room:
             # None left to feed, now or later (no chunk is written during this pass, and one cached stays so):
             # asked again, the same query would pass over every cached chunk above the cursor at each step (a

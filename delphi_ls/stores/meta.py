@@ -152,6 +152,7 @@ class FileWrite:
 
 
 _CHUNK_COLS = "id,path,ord,start_line,end_line,symbols,kind,content_hash,text"
+_CHUNK_COLS_C = ",".join("c." + k for k in _CHUNK_COLS.split(","))  # the same, of a table named c
 
 
 @contextmanager
@@ -852,7 +853,7 @@ class MetaStore:
         chunks were, 4,096 a step, and the processes sat idle for 10 s at the start of the pass (session 33)."""
         with self._lock:
             rows = self.db.execute(
-                f"SELECT c.rowid,{','.join('c.' + k for k in _CHUNK_COLS.split(','))} FROM chunks c "
+                f"SELECT c.rowid,{_CHUNK_COLS_C} FROM chunks c "
                 "WHERE c.embedded=0 AND c.rowid>? AND NOT EXISTS (SELECT 1 FROM embed_cache e "
                 "WHERE e.model=? AND e.content_hash=c.content_hash) ORDER BY c.rowid LIMIT ?",
                 (rowid, model, limit)).fetchall()
