@@ -13,7 +13,8 @@ import pytest
 from delphi_ls.indexing.workers import chunk_id
 from delphi_ls.stores.meta import ChunkRow, MetaStore
 
-COLS = "id, path, ord, start_line, end_line, symbols, kind, content_hash, text, embedded"
+COLS = ("id, path, ord, start_line, end_line, symbols, kind, content_hash, text, "
+        "rowid NOT IN (SELECT rid FROM unembedded)")
 
 
 def _rows(path: str, texts: list[str]) -> list[ChunkRow]:
@@ -63,7 +64,7 @@ def test_a_save_keeps_the_rows_of_unchanged_chunks_and_ends_as_a_fresh_write(tmp
     _intact(meta)
     assert [p for _c, p in meta.find_literal("tenant over limit", 10)] == ["app.py"]
     assert meta.find_literal("respond(39)", 10) == [] and len(meta.find_literal("respond(12)", 10)) == 1
-    got = dict(meta.db.execute("SELECT id, embedded FROM chunks"))
+    got = dict(meta.db.execute("SELECT id, rowid NOT IN (SELECT rid FROM unembedded) FROM chunks"))
     assert sum(got.values()) == 2 and meta.counts()["chunks"] == 40 and meta.counts()["vectors"] == 2
     meta.close()
     fresh.close()

@@ -28,7 +28,7 @@ def _vectors(index_dir: Path) -> tuple[dict[str, bytes], list[tuple[str, int]]]:
     db = sqlite3.connect(index_dir / "meta.sqlite")
     try:
         cache = dict(db.execute("SELECT content_hash, vec FROM embed_cache"))
-        marks = db.execute("SELECT id, embedded FROM chunks ORDER BY id").fetchall()
+        marks = db.execute("SELECT id, rowid NOT IN (SELECT rid FROM unembedded) FROM chunks ORDER BY id").fetchall()
         return cache, marks
     finally:
         db.close()

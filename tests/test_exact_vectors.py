@@ -31,7 +31,7 @@ def _brute_force(eng: Engine, v: np.ndarray, k: int) -> list[tuple[str, float]]:
     """Cosine over every embedded chunk's cached vector, read row by row (no shared code with the search)."""
     sha = eng.embedder.identity.weights_sha256
     out = []
-    for cid, h in eng.meta.db.execute("SELECT id, content_hash FROM chunks WHERE embedded=1"):
+    for cid, h in eng.meta.db.execute("SELECT id, content_hash FROM chunks WHERE rowid NOT IN (SELECT rid FROM unembedded)"):
         (blob,) = eng.meta.db.execute("SELECT vec FROM embed_cache WHERE model=? AND content_hash=?", (sha, h)).fetchone()
         u = np.frombuffer(blob, dtype=np.float32).astype(np.float64)
         out.append((cid, float(u @ v / (np.linalg.norm(u) * np.linalg.norm(v)))))
@@ -154,7 +154,8 @@ def test_equal_chunks_share_a_row_and_both_loaders_agree(indexed):
         loaded = exact.ExactVectors.load(eng.meta, sha, dim)
         joined = exact.ExactVectors.from_rows(eng.meta.embedded_vectors(sha), dim)
         n = eng.meta.counts()["vectors"]
-        distinct = eng.meta.db.execute("SELECT COUNT(DISTINCT content_hash) FROM chunks WHERE embedded=1").fetchone()[0]
+        distinct = eng.meta.db.execute("SELECT COUNT(DISTINCT content_hash) FROM chunks "
+                                       "WHERE rowid NOT IN (SELECT rid FROM unembedded)").fetchone()[0]
         assert len(loaded) == len(joined) == n and loaded.rows == distinct < n
         for text in (QUESTION, "class BuildScheduler"):
             v = eng.embedder.embed([text])[0]

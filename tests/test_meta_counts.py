@@ -36,7 +36,7 @@ def _recount(index_dir: Path) -> dict[str, int]:
     db = sqlite3.connect(str(index_dir / "meta.sqlite"))
     try:
         q = {"files": "SELECT COUNT(*) FROM files", "chunks": "SELECT COUNT(*) FROM chunks",
-             "vectors": "SELECT COUNT(*) FROM chunks WHERE embedded=1", "symbols": "SELECT COUNT(*) FROM symbols"}
+             "vectors": "SELECT COUNT(*) FROM chunks WHERE rowid NOT IN (SELECT rid FROM unembedded)", "symbols": "SELECT COUNT(*) FROM symbols"}
         return {k: db.execute(sql).fetchone()[0] for k, sql in q.items()}
     finally:
         db.close()
@@ -130,5 +130,5 @@ def test_chroma_owed_follows_own_writes_and_other_connections(tmp_path: Path) ->
         assert eng.meta.chroma_owed() == left
         db = sqlite3.connect(str(tmp_path / "idx" / "meta.sqlite"))
         assert left == db.execute("SELECT COUNT(*) FROM chroma_pending p JOIN chunks c ON c.id = p.id "
-                                  "WHERE p.op = 'add' AND c.embedded = 1").fetchone()[0]
+                                  "WHERE p.op = 'add' AND c.rowid NOT IN (SELECT rid FROM unembedded)").fetchone()[0]
         db.close()

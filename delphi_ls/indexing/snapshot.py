@@ -155,7 +155,10 @@ def _manifest_facts(meta_path: Path) -> dict[str, Any]:
         state = {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM state")}
         files = db.execute("SELECT COUNT(*) FROM files").fetchone()[0]
         chunks = db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
-        vectors = db.execute("SELECT COUNT(*) FROM chunks WHERE embedded=1").fetchone()[0]
+        if db.execute("SELECT 1 FROM sqlite_master WHERE name='unembedded'").fetchone():
+            vectors = chunks - db.execute("SELECT COUNT(*) FROM unembedded").fetchone()[0]
+        else:  # an index from before the table (stores/meta.py UNEMBEDDED)
+            vectors = db.execute("SELECT COUNT(*) FROM chunks WHERE embedded=1").fetchone()[0]
         # One digest of every (path, content hash): two snapshots of the same tree say the same.
         h = hashlib.sha256()
         for path, digest in db.execute("SELECT path, hash FROM files ORDER BY path"):

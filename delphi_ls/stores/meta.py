@@ -37,7 +37,7 @@ CREATE TABLE IF NOT EXISTS chunks (
   symbols TEXT, kind TEXT, content_hash TEXT, text TEXT, embedded INTEGER DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path);
-CREATE INDEX IF NOT EXISTS chunks_embedded ON chunks(embedded);
+UNEMBEDDED
 -- Trigram index over chunk text (SQLite FTS5, C speed): literal substring search for
 -- error messages and quoted strings. It holds exactly the chunks whose rowid is at most the state
 -- 'grams_upto' (every chunk when that key is absent); the triggers keep that true row by row, and an
@@ -108,6 +108,27 @@ CREATE TRIGGER IF NOT EXISTS chunks_ad AFTER DELETE ON chunks WHEN old.rowid <= 
   INSERT INTO chunk_grams(chunk_grams, rowid, text) VALUES ('delete', old.rowid, old.text);
 END;"""
 SCHEMA = SCHEMA.replace("GRAMS_TRIGGERS", GRAMS_TRIGGERS)
+# The chunks not embedded yet, by rowid: a table of their own, not only the `embedded` flag in each chunk's row
+# (issue 18). Setting the flag rewrote the row, its text included, and the index on it: a vector pass marking a
+# 100k workspace's 440k chunks wrote each of their pages to the WAL again (and checkpointed them), 2,048 chunks
+# a step, while the embedding processes and the trigram build waited on it (session 34, RESULTS). The table is
+# the truth this code reads; the column is what a chunk was written with (0: to embed; 1: its vector reused)
+# and what a write of it says, which the triggers carry over (an older Delphi on the same index marks and
+# resets chunks by the column: it stays understood; this code does not keep the column current).
+UNEMBEDDED = """CREATE TABLE IF NOT EXISTS unembedded (rid INTEGER PRIMARY KEY);
+CREATE TRIGGER IF NOT EXISTS chunks_unembedded_ai AFTER INSERT ON chunks WHEN new.embedded = 0 BEGIN
+  INSERT OR IGNORE INTO unembedded VALUES (new.rowid);
+END;
+CREATE TRIGGER IF NOT EXISTS chunks_unembedded_ad AFTER DELETE ON chunks BEGIN
+  DELETE FROM unembedded WHERE rid = old.rowid;
+END;
+CREATE TRIGGER IF NOT EXISTS chunks_unembedded_au0 AFTER UPDATE OF embedded ON chunks WHEN new.embedded = 0 BEGIN
+  INSERT OR IGNORE INTO unembedded VALUES (new.rowid);
+END;
+CREATE TRIGGER IF NOT EXISTS chunks_unembedded_au1 AFTER UPDATE OF embedded ON chunks WHEN new.embedded != 0 BEGIN
+  DELETE FROM unembedded WHERE rid = new.rowid;
+END;"""
+SCHEMA = SCHEMA.replace("UNEMBEDDED", UNEMBEDDED)
 GRAMS_BATCH = 20000  # chunks added to the trigram index per transaction by build_grams
 GRAMS_CREATE = re.search(r"CREATE VIRTUAL TABLE IF NOT EXISTS chunk_grams .*?\);", SCHEMA, re.S).group(0)  # type: ignore[union-attr]
 # A literal is looked up by at most this many of its trigrams (spread along it; the text check does the rest),
@@ -192,6 +213,8 @@ NAME_INDEX_SQL = re.search(rf"CREATE INDEX IF NOT EXISTS {NAME_INDEX} .*?;", SCH
 # Added to older manifests when they are opened for writing; a read-only one answers without them (slower).
 # Older read-only manifests: no churn, no messages, no record of which parser wrote each file.
 _SCHEMA_OPTIONAL = {"symbols_name_nocase", "changes", "commit_messages", "parsed", "files_parsed_ai", "files_parsed_ad"}
+# An older manifest opened read-only keeps its `embedded` flag as the truth (MetaStore._flag_column).
+_SCHEMA_OPTIONAL |= set(re.findall(r"IF NOT EXISTS (\w+)", UNEMBEDDED))
 
 
 def _locked(e: sqlite3.OperationalError) -> bool:
@@ -389,6 +412,9 @@ class MetaStore:
             # must not stay readable in the file (the snapshot's scrub does the same).
             self.db.execute("PRAGMA secure_delete=ON")
             have = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master")}
+            if "chunks" in have and "unembedded" not in have:  # before the schema below makes the table empty
+                self._upgrade_unembedded()
+                have = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master")}
             # The symbol-name index is left out: a large run drops it while it writes (defer_name_index), and
             # any process opening the index meanwhile (`delphi context`, an MCP front) would build it in the middle
             # of that run and lose its gain (a review). Every index run builds it when absent (finish_name_index).
@@ -403,6 +429,9 @@ class MetaStore:
                                 self.path, ", ".join(sorted(_SCHEMA_NAMES - have)), e)
             self._parsed_kept = "parsed" in {r[0] for r in self.db.execute(
                 "SELECT name FROM sqlite_master WHERE name='parsed'")}
+            # An older manifest that could not be upgraded (read-only): its flag column says what is embedded.
+            self._flag_column = self.db.execute(
+                "SELECT 1 FROM sqlite_master WHERE name='unembedded'").fetchone() is None
             if self._parsed_kept:
                 self._seed_parsed()
             self._upgrade_grams_triggers()
@@ -426,6 +455,28 @@ class MetaStore:
 
         if needed():
             self._upgrade(needed, seed, "files written before this version are not recorded as parsed by it")
+
+    def _upgrade_unembedded(self) -> None:
+        """A manifest from before the ``unembedded`` table: the table made from its flag column, and the index on
+        that column dropped (nothing reads it now), in one transaction."""
+        def needed() -> bool:
+            return self.db.execute("SELECT 1 FROM sqlite_master WHERE name='unembedded'").fetchone() is None
+
+        def change() -> None:
+            table, triggers = UNEMBEDDED.split(";\n", 1)
+            self.db.execute(table)
+            for stmt in triggers.split("END;")[:-1]:
+                self.db.execute(stmt + "END;")
+            self.db.execute("INSERT OR IGNORE INTO unembedded SELECT rowid FROM chunks WHERE embedded = 0")
+            self.db.execute("DROP INDEX IF EXISTS chunks_embedded")
+
+        self._upgrade(needed, change, "the table of chunks to embed not made; the flag in each chunk's row is read")
+
+    def _emb(self, alias: str = "chunks") -> str:
+        """SQL that holds for an embedded chunk of the table named ``alias``."""
+        if self._flag_column:
+            return f"{alias}.embedded = 1"
+        return f"NOT EXISTS (SELECT 1 FROM unembedded u WHERE u.rid = {alias}.rowid)"
 
     def _upgrade(self, needed: Callable[[], bool], change: Callable[[], None], refused: str) -> bool:
         """``change`` in one write transaction when ``needed`` still holds inside it (another process may have
@@ -505,6 +556,8 @@ class MetaStore:
                 raise DamagedManifest(f"the state value {bad!r} is not JSON")
             self.db.execute("SELECT COUNT(*), MAX(n_chunks) FROM files").fetchone()
             self.db.execute("SELECT COUNT(*), MAX(embedded) FROM chunks").fetchone()
+            if not self._flag_column:
+                self.db.execute("SELECT COUNT(*), MAX(rid) FROM unembedded").fetchone()
 
     def close(self) -> None:
         with self._lock:
@@ -643,7 +696,7 @@ class MetaStore:
     def _replace_one(self, w: FileWrite, delta: dict[str, int]) -> None:
         path = w.path
         old = self.db.execute("SELECT rowid, id, ord, start_line, end_line, symbols, kind, content_hash, "
-                              "text, embedded FROM chunks WHERE path=?", (path,)).fetchall()
+                              f"text, {self._emb()} FROM chunks WHERE path=?", (path,)).fetchall()
         old_chunks, old_embedded = len(old), sum(r[9] for r in old)
         listed = self.db.execute("SELECT 1 FROM files WHERE path=?", (path,)).fetchone() is not None
         self._write_chunks(old, w.chunks, w.reuse_embedded)
@@ -720,7 +773,7 @@ class MetaStore:
             gone = {"files": 0, "chunks": 0, "vectors": 0, "symbols": 0}
             with transaction(self.db, "IMMEDIATE"):  # reads before it writes (replace_file)
                 for p in paths:
-                    n, emb = self.db.execute("SELECT COUNT(*), COALESCE(SUM(embedded), 0) FROM chunks "
+                    n, emb = self.db.execute(f"SELECT COUNT(*), COALESCE(SUM({self._emb()}), 0) FROM chunks "
                                              "WHERE path=?", (p,)).fetchone()
                     gone["files"] += self.db.execute("DELETE FROM files WHERE path=?", (p,)).rowcount
                     self.db.execute("DELETE FROM chunks WHERE path=?", (p,))
@@ -839,11 +892,13 @@ class MetaStore:
 
     def unembedded(self, limit: int, newest_first: bool = False) -> list[ChunkRow]:
         """Chunks not yet embedded, in the order written or (``newest_first``) the last written first; both
-        read off the ``chunks_embedded`` index, which holds the rowids in order (no sort)."""
-        order = " ORDER BY rowid DESC" if newest_first else ""
+        read off the ``unembedded`` table, which holds the rowids in order (no sort)."""
+        order = "DESC" if newest_first else "ASC"
+        sql = (f"SELECT {_CHUNK_COLS} FROM chunks WHERE embedded=0 ORDER BY rowid {order} LIMIT ?" if self._flag_column
+               else f"SELECT {_CHUNK_COLS_C} FROM unembedded u CROSS JOIN chunks c ON c.rowid = u.rid "
+                    f"ORDER BY u.rid {order} LIMIT ?")
         with self._lock:
-            rows = self.db.execute(f"SELECT {_CHUNK_COLS} FROM chunks WHERE embedded=0{order} LIMIT ?",
-                                   (limit,)).fetchall()
+            rows = self.db.execute(sql, (limit,)).fetchall()
         return [_chunk(r) for r in rows]
 
     def unembedded_after(self, rowid: int, limit: int, model: str) -> tuple[list[ChunkRow], int]:
@@ -853,8 +908,10 @@ class MetaStore:
         chunks were, 4,096 a step, and the processes sat idle for 10 s at the start of the pass (session 33)."""
         with self._lock:
             rows = self.db.execute(
-                f"SELECT c.rowid,{_CHUNK_COLS_C} FROM chunks c "
-                "WHERE c.embedded=0 AND c.rowid>? AND NOT EXISTS (SELECT 1 FROM embed_cache e "
+                f"SELECT c.rowid,{_CHUNK_COLS_C} FROM "
+                + ("chunks c WHERE c.embedded=0 AND c.rowid>? " if self._flag_column else
+                   "unembedded u CROSS JOIN chunks c ON c.rowid = u.rid WHERE u.rid>? ")
+                + "AND NOT EXISTS (SELECT 1 FROM embed_cache e "
                 "WHERE e.model=? AND e.content_hash=c.content_hash) ORDER BY c.rowid LIMIT ?",
                 (rowid, model, limit)).fetchall()
         return [_chunk(r[1:]) for r in rows], (rows[-1][0] if rows else rowid)
@@ -875,15 +932,18 @@ class MetaStore:
                                         [(model, h, v.astype(np.float32).tobytes()) for h, v in fresh])
                 if owe_chroma:
                     self.db.executemany("INSERT OR REPLACE INTO chroma_pending VALUES (?, 'add')", [(i,) for i in ids])
-                marked = self.db.executemany("UPDATE chunks SET embedded=1 WHERE id=? AND embedded=0",
-                                             [(i,) for i in ids]).rowcount
+                marked = self.db.executemany(
+                    "UPDATE chunks SET embedded=1 WHERE id=? AND embedded=0" if self._flag_column else
+                    "DELETE FROM unembedded WHERE rid = (SELECT rowid FROM chunks WHERE id=?)",
+                    [(i,) for i in ids]).rowcount
             if tally is not None:
                 tally["vectors"] += marked
 
     def reset_embedded(self) -> None:
         with self._lock:
             with transaction(self.db):
-                self.db.execute("UPDATE chunks SET embedded=0")
+                self.db.execute("UPDATE chunks SET embedded=0" if self._flag_column else
+                                "INSERT OR IGNORE INTO unembedded SELECT rowid FROM chunks")
                 self.db.execute("DELETE FROM chroma_pending")  # Chroma is emptied and refilled: nothing is owed
             self._moved += 1
 
@@ -904,7 +964,7 @@ class MetaStore:
                 "(SELECT 1 FROM chunks c WHERE c.id = p.id)")]
             adds = [_chunk(r) for r in self.db.execute(
                 f"SELECT {', '.join('c.' + c for c in _CHUNK_COLS.split(','))} FROM chroma_pending p "
-                "CROSS JOIN chunks c ON c.id = p.id WHERE p.op='add' AND c.embedded = 1")]  # see chroma_owed
+                f"CROSS JOIN chunks c ON c.id = p.id WHERE p.op='add' AND {self._emb('c')}")]  # see chroma_owed
         return dels, adds
 
     def chroma_owed(self) -> int:
@@ -916,7 +976,7 @@ class MetaStore:
             # CROSS JOIN keeps the (usually empty) pending table outside: with a plain JOIN SQLite walked
             # every embedded chunk through its index first (0.40 s of spring-boot's first answer, 37k chunks).
             n = int(self.db.execute("SELECT COUNT(*) FROM chroma_pending p CROSS JOIN chunks c ON c.id = p.id "
-                                    "WHERE p.op='add' AND c.embedded = 1").fetchone()[0])
+                                    f"WHERE p.op='add' AND {self._emb('c')}").fetchone()[0])
             self._owed = (key, n)
             return n
 
@@ -930,9 +990,10 @@ class MetaStore:
 
     def embedded_ids_of(self, path: str) -> set[str]:
         with self._lock:
-            # `+embedded`: SQLite otherwise walks the `embedded` index over every embedded chunk (40 ms on
-            # spring-boot's 36,567, at every update of a file: issue 18) instead of the path's few rows.
-            return {r[0] for r in self.db.execute("SELECT id FROM chunks WHERE path=? AND +embedded=1", (path,))}
+            # Through the path's few rows (an older manifest's index on its flag walked every embedded chunk,
+            # 40 ms on spring-boot's 36,567 at every update of a file, hence `+`: issue 18).
+            emb = self._emb().replace("chunks.embedded", "+chunks.embedded")
+            return {r[0] for r in self.db.execute(f"SELECT id FROM chunks WHERE path=? AND {emb}", (path,))}
 
     def iter_chunks(self, batch: int = 2000) -> Iterator[list[ChunkRow]]:
         """Every chunk, in batches (rebuilding the lexical store from the manifest)."""
@@ -971,7 +1032,8 @@ class MetaStore:
                 return dict(self._counts[1])
             files = self.db.execute("SELECT COUNT(*) FROM files").fetchone()[0]
             chunks = self.db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
-            emb = self.db.execute("SELECT COUNT(*) FROM chunks WHERE embedded=1").fetchone()[0]
+            emb = (self.db.execute("SELECT COUNT(*) FROM chunks WHERE embedded=1").fetchone()[0] if self._flag_column
+                   else chunks - self.db.execute("SELECT COUNT(*) FROM unembedded").fetchone()[0])
             syms = self.db.execute("SELECT COUNT(*) FROM symbols").fetchone()[0]
             out = {"files": files, "chunks": chunks, "vectors": emb, "symbols": syms}
             self._counts = (key, out)
@@ -1001,7 +1063,7 @@ class MetaStore:
         """An embedded chunk, picked at random (the model probe's): the first embedded row from a random
         rowid on. ``ORDER BY RANDOM()`` read and sorted every embedded row, 0.27 s of the first question at
         100,000 files (bench/RESULTS.md, session 23)."""
-        sql = f"SELECT {_CHUNK_COLS} FROM chunks WHERE embedded=1 AND rowid >= ? ORDER BY rowid LIMIT 1"
+        sql = f"SELECT {_CHUNK_COLS} FROM chunks WHERE {self._emb()} AND rowid >= ? ORDER BY rowid LIMIT 1"
         with self._lock:
             top = self.db.execute("SELECT MAX(rowid) FROM chunks").fetchone()[0]
             if top is None:
@@ -1016,8 +1078,8 @@ class MetaStore:
     # 100k workspace's manifest writes (665,708 symbols; two interleaved rounds, session 33): 39.8 / 41.5 s
     # -> 30.4 / 36.9 s, plus 0.9 s for the build. Meanwhile a lookup by name scans the table (same answers);
     # a run killed before the build leaves it to the next index run, of any size (a server's catch-up at its
-    # start; a manifest older than the index gets it the same way). The index on the embedded flag was
-    # measured too (2-4 s) and kept: counting vectors without it reads every chunk's text.
+    # start; a manifest older than the index gets it the same way). (The index on the embedded flag,
+    # measured then at 2-4 s, is gone with the flag's table, session 34.)
     def defer_name_index(self) -> None:
         with self._lock:
             self.db.execute(f"DROP INDEX IF EXISTS {NAME_INDEX}")
@@ -1282,11 +1344,11 @@ class MetaStore:
         ``model`` (weights sha) cached: the exact vector search's matrix, in one join. Unordered (an
         ORDER BY id cost 0.6 s of 1.7 s at 200,000 vectors); the search breaks ties by id itself."""
         sql = ("SELECT c.id, c.path, e.vec FROM chunks c JOIN embed_cache e "
-               "ON e.model = ? AND e.content_hash = c.content_hash WHERE c.embedded = 1")
+               f"ON e.model = ? AND e.content_hash = c.content_hash WHERE {self._emb('c')}")
         with self._lock:
             if paths is None:
                 return self.db.execute(sql, (model,)).fetchall()
-            # `+c.embedded`: no index on it, so SQLite takes the path index (a few rows, not every chunk).
+            # `+c.embedded` (an older manifest's flag): no index on it, so SQLite takes the path index.
             return self.db.execute(sql.replace("c.embedded", "+c.embedded") + f" AND c.path IN "
                                    f"({','.join('?' * len(paths))})", (model, *paths)).fetchall()
 
@@ -1295,7 +1357,8 @@ class MetaStore:
         through the index on it, each row was a random lookup: 13.8 s for 439,715 chunks on the 100k
         workspace, with their vectors joined in)."""
         with self._lock:
-            return self.db.execute("SELECT id, path, content_hash FROM chunks WHERE +embedded = 1").fetchall()
+            emb = self._emb().replace("chunks.embedded", "+chunks.embedded")
+            return self.db.execute(f"SELECT id, path, content_hash FROM chunks WHERE {emb}").fetchall()
 
     def cached_vector_rows(self, model: str) -> Iterator[tuple[str, bytes]]:
         """(content hash, float32 blob) of every vector ``model`` cached, in key order, as a stream of

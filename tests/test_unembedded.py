@@ -1,0 +1,128 @@
+"""The chunks to embed are a table of their own (``unembedded``, stores/meta.py), not a flag rewritten in each
+chunk's row (issue 18, session 34): a vector pass leaves the chunk rows alone; an index from before the table is
+upgraded from its flags at the first open that can write, and read by its flags where it cannot be written; an
+older Delphi that still writes the flag on the same index stays understood."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from delphi_ls import Engine
+from delphi_ls.stores.meta import MetaStore
+from tests.conftest import copy_fixture
+
+TARGET = "shipyard/retry.py"
+
+
+def _truth(meta_path: Path) -> dict[str, int]:
+    """Each chunk's id -> 1 when embedded, read from the table (not through MetaStore)."""
+    db = sqlite3.connect(str(meta_path))
+    try:
+        return dict(db.execute("SELECT id, rowid NOT IN (SELECT rid FROM unembedded) FROM chunks"))
+    finally:
+        db.close()
+
+
+def _as_before_the_table(meta_path: Path, unembedded_path: str) -> int:
+    """Make the manifest what a Delphi before the table wrote: the truth in each row's flag, with the flag's
+    index, one file's chunks not embedded. Returns how many chunks that file has."""
+    db = sqlite3.connect(str(meta_path), isolation_level=None)
+    try:
+        db.execute("BEGIN")
+        db.execute("UPDATE chunks SET embedded = 1")  # (its triggers empty the table; dropped next)
+        db.execute("UPDATE chunks SET embedded = 0 WHERE path = ?", (unembedded_path,))
+        for name in ("chunks_unembedded_ai", "chunks_unembedded_ad", "chunks_unembedded_au0", "chunks_unembedded_au1"):
+            db.execute(f"DROP TRIGGER {name}")
+        db.execute("DROP TABLE unembedded")
+        db.execute("CREATE INDEX chunks_embedded ON chunks(embedded)")
+        db.execute("COMMIT")
+        return db.execute("SELECT COUNT(*) FROM chunks WHERE path = ?", (unembedded_path,)).fetchone()[0]
+    finally:
+        db.close()
+
+
+def test_a_vector_pass_marks_chunks_without_rewriting_their_rows(tmp_path: Path):
+    ws = copy_fixture("shipyard", tmp_path / "ws")
+    idx = tmp_path / "idx"
+    with Engine(ws, index_dir=str(idx), reranker="off") as eng:
+        eng.index(vectors=False)
+        n = eng.counts()["chunks"]
+        assert eng.counts()["vectors"] == 0 and set(_truth(idx / "meta.sqlite").values()) == {0}
+        eng.meta.db.execute("CREATE TEMP TABLE rewritten (n INTEGER)")
+        eng.meta.db.execute("CREATE TEMP TRIGGER count_rewrites AFTER UPDATE ON main.chunks BEGIN "
+                            "INSERT INTO rewritten VALUES (1); END")
+        rep = eng.index()
+        assert rep.chunks_embedded == n and eng.counts()["vectors"] == n
+        assert eng.meta.db.execute("SELECT COUNT(*) FROM rewritten").fetchone()[0] == 0
+    assert set(_truth(idx / "meta.sqlite").values()) == {1}
+
+
+def test_an_index_from_before_the_table_is_upgraded_from_its_flags(tmp_path: Path):
+    ws = copy_fixture("shipyard", tmp_path / "ws")
+    idx = tmp_path / "idx"
+    with Engine(ws, index_dir=str(idx), reranker="off") as eng:
+        eng.index()
+        n = eng.counts()["chunks"]
+    k = _as_before_the_table(idx / "meta.sqlite", TARGET)
+    assert 0 < k < n
+    with Engine(ws, index_dir=str(idx), reranker="off") as eng:
+        names = {r[0] for r in eng.meta.db.execute("SELECT name FROM sqlite_master")}
+        assert "unembedded" in names and "chunks_embedded" not in names
+        assert eng.counts()["vectors"] == n - k
+        assert eng.meta.embedded_ids_of(TARGET) == set()
+        rep = eng.index()
+        assert rep.chunks_embedded == k and rep.vectors_from_cache == k  # the file's vectors were cached
+        assert eng.counts()["vectors"] == n
+    assert set(_truth(idx / "meta.sqlite").values()) == {1}
+
+
+def test_an_index_from_before_the_table_that_cannot_be_written_is_read_by_its_flags(tmp_path: Path, monkeypatch):
+    ws = copy_fixture("shipyard", tmp_path / "ws")
+    idx = tmp_path / "idx"
+    with Engine(ws, index_dir=str(idx), reranker="off") as eng:
+        eng.index()
+        n = eng.counts()["chunks"]
+        sha = eng.embedder.identity.weights_sha256
+    k = _as_before_the_table(idx / "meta.sqlite", TARGET)
+    real = sqlite3.connect
+    monkeypatch.setattr(sqlite3, "connect", lambda db, *a, **kw: real(f"file:{db}?mode=ro", *a, **{**kw, "uri": True}))
+    meta = MetaStore(idx / "meta.sqlite")
+    try:
+        assert "unembedded" not in {r[0] for r in meta.db.execute("SELECT name FROM sqlite_master")}
+        assert meta.counts()["vectors"] == n - k
+        assert len(meta.embedded_vectors(sha)) == n - k and len(meta.embedded_chunk_hashes()) == n - k
+        assert {r.path for r in meta.unembedded(n)} == {TARGET} and len(meta.unembedded(n)) == k
+        assert meta.embedded_ids_of(TARGET) == set() and meta.embedded_ids_of("shipyard/__init__.py") is not None
+        assert meta.sample_embedded() is not None
+    finally:
+        meta.close()
+
+
+def test_an_older_delphi_writing_the_flag_is_understood(tmp_path: Path):
+    """An older Delphi on the same index inserts chunks with the flag, resets it (a new model) and sets it
+    (marks a chunk embedded); the triggers carry each into the table, and a deleted chunk leaves it."""
+    ws = copy_fixture("shipyard", tmp_path / "ws")
+    idx = tmp_path / "idx"
+    with Engine(ws, index_dir=str(idx), reranker="off") as eng:
+        eng.index()
+        n = eng.counts()["chunks"]
+    path = idx / "meta.sqlite"
+    db = sqlite3.connect(str(path), isolation_level=None)
+    try:
+        db.execute("UPDATE chunks SET embedded = 0 WHERE path = ?", (TARGET,))  # what its reset does, here for one file
+        k = sum(1 for v in _truth(path).values() if v == 0)
+        assert 0 < k < n
+        one = db.execute("SELECT id FROM chunks WHERE path = ? LIMIT 1", (TARGET,)).fetchone()[0]
+        db.execute("UPDATE chunks SET embedded = 1 WHERE id = ?", (one,))  # its vector pass marking one
+        assert _truth(path)[one] == 1 and sum(1 for v in _truth(path).values() if v == 0) == k - 1
+        row = db.execute("SELECT * FROM chunks WHERE id = ?", (one,)).fetchone()
+        db.execute("DELETE FROM chunks WHERE path = ?", (TARGET,))  # its save of the file: rows out, rows in
+        assert db.execute("SELECT COUNT(*) FROM unembedded").fetchone()[0] == 0
+        db.execute("INSERT INTO chunks VALUES (?,?,?,?,?,?,?,?,?,?)", (*row[:9], 0))
+        assert _truth(path)[one] == 0
+        db.execute("DELETE FROM chunks WHERE id = ?", (one,))
+        db.execute("INSERT INTO chunks VALUES (?,?,?,?,?,?,?,?,?,?)", (*row[:9], 1))  # a vector it reused
+        assert _truth(path)[one] == 1
+    finally:
+        db.close()
