@@ -82,14 +82,22 @@ def test_the_vector_pass_feeds_the_processes_what_the_lexical_window_left(ws: Pa
     monkeypatch.setattr(embed_ahead, "TASK_CHUNKS", 16)
     monkeypatch.setattr(embed_ahead, "WINDOW_CHUNKS", 16)
     monkeypatch.setattr(pipeline, "VECTOR_PASS_ROWS", 16)
+    from delphi_ls.stores.meta import MetaStore
+
+    read, real = [], MetaStore.unembedded
+    monkeypatch.setattr(MetaStore, "unembedded", lambda self, *a, **k: (lambda rows: (read.extend(rows), rows)[1])(
+        real(self, *a, **k)))
     with Engine(ws, index_dir=str(tmp_path / "idx"), index_workers=2, embed_batch=16) as eng:
         rep = eng.index()
         counts = eng.meta.counts()
     assert made.n == 1 and not rep.notes and not rep.errors
-    assert counts["vectors"] == counts["chunks"] > 100
+    assert counts["vectors"] == counts["chunks"] > 100 and rep.chunks_embedded == counts["chunks"]
     # The lexical window holds 16; the rest the processes embedded were fed by the vector pass (it takes the
     # newest 16 a step while they take the oldest, up to 2 x 16 x 16 in flight).
     assert rep.vectors_ahead > counts["chunks"] // 3, (rep.vectors_ahead, counts)
+    # The chunks fed to them were marked embedded as their vectors came back: the pass did not reach them
+    # (it read every chunk once before, session 33, and marked the processes' ones last, a core idle).
+    assert len({r.id for r in read}) == len(read) < counts["chunks"] - rep.vectors_ahead // 2, (len(read), counts)
     with Engine(ws, index_dir=str(tmp_path / "ref"), index_workers=1) as eng:
         eng.index()
     assert _vectors(tmp_path / "idx") == _vectors(tmp_path / "ref")

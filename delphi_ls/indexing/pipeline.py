@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -202,6 +203,9 @@ class Indexer:
         # run goes on to its vector pass; the process lives from the lexical pass to the vector pass.
         self.embed_ahead = False
         self._ahead: EmbedAhead | None = None
+        # The chunks fed to the embedding processes during the vector pass, by content hash, until their vectors
+        # come back (_feed_ahead; index_vectors marks them embedded then).
+        self._fed: dict[str, list[ChunkRow]] = {}
         # Set by index_lexical when a large run leaves this run's chunks out of the trigram index until its
         # vector pass is done (the engine then calls ``finish_grams``): see GRAMS_AFTER_VECTORS.
         self.grams_owed = False
@@ -644,6 +648,8 @@ class Indexer:
         model = self.embedder.identity.weights_sha256
         rows, last = self.meta.unembedded_after(after, room, model)
         ahead.submit(rows, lambda hashes: set())  # the query passed over the cached ones already
+        for r in rows:  # marked embedded when their vectors come back (index_vectors)
+            self._fed.setdefault(r.content_hash, []).append(r)
         if len(rows) < room:
             # None left to feed, now or later (no chunk is written during this pass, and one cached stays so):
             # asked again, the same query would pass over every cached chunk above the cursor at each step (a
@@ -714,46 +720,62 @@ class Indexer:
                                         FEED_TASKS * embed_ahead.TASK_CHUNKS * self._ahead.processes))
         total = self.meta.counts()["chunks"] - self.meta.counts()["vectors"]
         done = 0
-        fed = 0  # the rowid up to which the embedding processes were offered chunks during this pass
+        self._fed = {}
+        # The embedding processes are fed the oldest chunks not embedded, after each step's write and once here
+        # (fed after the write: a chunk whose vector just came back is cached by then, not sent again).
+        fed = self._feed_ahead(0)  # the rowid up to which they were offered chunks during this pass
         while not (should_stop and should_stop()):
-            # What the embedding processes finished meanwhile, into the cache before this batch reads it.
-            self._cache_ahead()
-            fed = self._feed_ahead(fed)
+            # What the embedding processes finished meanwhile: cached, and the chunks fed to them marked
+            # embedded, in this step's one transaction. Cached in a transaction of their own and marked when
+            # this pass reached them, each step waited twice for a turn between the trigram build's batches,
+            # and after the two ends met this process spent the pass's last 25-35 s marking the processes'
+            # chunks, one core idle (100k workspace, py-spy and per-process CPU, sessions 33-34).
+            ahead = dict(self._ahead.collect()) if self._ahead is not None else {}
+            arrived = [r for h in ahead for r in self._fed.pop(h, ())]
             # With embedding processes still at work, from the other end: they take their tasks in the order
             # written, so a pass in that order reached each task as they did and embedded it again (spring-boot:
             # 43-45k embeddings for 35k distinct chunks, session 13). From the end, the two meet once.
             rows = self.meta.unembedded(max(VECTOR_PASS_ROWS, self.settings.embed_batch),
                                         newest_first=self._ahead is not None)
-            if not rows:
+            if not rows:  # every chunk is marked (the ones arrived too: they were not embedded, so read above)
+                if ahead:
+                    self.meta.cache_vectors(ident.weights_sha256, list(ahead.items()))
                 break
-            hashes = sorted({r.content_hash for r in rows})
-            cached = self.meta.cached_vectors(ident.weights_sha256, hashes)
+            hashes = sorted({r.content_hash for r in rows} - ahead.keys())
+            if self.defer_chroma:  # which are cached is enough: Chroma is written later, from the cache
+                cached: dict[str, Any] = dict.fromkeys(self.meta.cached_hashes(ident.weights_sha256, hashes))
+            else:
+                cached = self.meta.cached_vectors(ident.weights_sha256, hashes)
             need: dict[str, ChunkRow] = {}
             for r in rows:
-                if r.content_hash not in cached:
+                if r.content_hash not in cached and r.content_hash not in ahead:
                     need.setdefault(r.content_hash, r)
-            fresh: list[tuple[str, np.ndarray]] = []
+            fresh: list[tuple[str, np.ndarray]] = list(ahead.items())
             if need:
                 if self._ahead is not None:
                     self._ahead.cancel_for(need)  # embedded here: not again there, if not started
                 texts = [embed_text(r) for r in need.values()]
                 step = max(1, self.settings.embed_batch)  # the model's calls stay this size (padding, memory)
                 vecs = [v for i in range(0, len(texts), step) for v in self.embedder.embed(texts[i: i + step])]
-                fresh = list(zip(need.keys(), vecs, strict=True))
-                cached.update(fresh)
-            rep.vectors_from_cache += len(rows) - len(need)
-            ids = [r.id for r in rows]
+                fresh += zip(need.keys(), vecs, strict=True)
+            marking = list({r.id: r for r in (*rows, *arrived)}.values())
+            ids = [r.id for r in marking]
             if not self.defer_chroma:  # Chroma written first: a kill before the commit leaves them unembedded
                 if fresh:  # cached before, so that a Chroma that fails does not lose what was embedded
                     self.meta.cache_vectors(ident.weights_sha256, fresh)
+                    cached.update(fresh)
                     fresh = []
-                mat = np.stack([cached[r.content_hash] for r in rows])
-                self.vectors.upsert(ids, mat, [r.path for r in rows], [r.kind for r in rows])  # type: ignore[union-attr]
-            self.meta.store_embedded(ident.weights_sha256, fresh, ids, owe_chroma=self.defer_chroma)
-            rep.chunks_embedded += len(rows)
-            done += len(rows)
+                mat = np.stack([cached[r.content_hash] for r in marking])
+                self.vectors.upsert(ids, mat, [r.path for r in marking], [r.kind for r in marking])  # type: ignore[union-attr]
+            marked = self.meta.store_embedded(ident.weights_sha256, fresh, ids, owe_chroma=self.defer_chroma)
+            here = sum(1 for r in rows if r.content_hash in need)
+            rep.vectors_from_cache += marked - here
+            rep.chunks_embedded += marked
+            done += marked
             if progress:
                 progress("vectors", done, max(total, done), done)
+            fed = self._feed_ahead(fed)
+        self._fed = {}
         self.close_ahead(rep)
         rep.seconds_vectors += time.perf_counter() - t0
         return rep

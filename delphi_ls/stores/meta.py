@@ -917,14 +917,15 @@ class MetaStore:
         return [_chunk(r[1:]) for r in rows], (rows[-1][0] if rows else rowid)
 
     def store_embedded(self, model: str, fresh: list[tuple[str, np.ndarray]], ids: list[str],
-                       owe_chroma: bool) -> None:
+                       owe_chroma: bool) -> int:
         """One vector-pass batch in one transaction: ``fresh`` vectors into the embedding cache, Chroma owed
         an 'add' of ``ids`` (``owe_chroma``: the exact search answers, Chroma is written later), and ``ids``
         marked embedded. Three transactions a batch before (session 31): a commit rewrites the pages it
         touched to the write-ahead log, and a cold index's 2-3 s of COMMIT were more than half in these;
         one also means a kill never leaves a chunk marked embedded without its owed 'add'. The turn is taken
         before the counts are keyed: the build beside this pass cannot commit in between, so the adjusted counts
-        stay current and a question's counts() is not counted anew after each such write."""
+        stay current and a question's counts() is not counted anew after each such write. Returns how many of
+        ``ids`` were not marked before."""
         with self._lock, self.turns.first(), self._counted() as tally:
             with transaction(self.db):
                 if fresh:
@@ -938,6 +939,7 @@ class MetaStore:
                     [(i,) for i in ids]).rowcount
             if tally is not None:
                 tally["vectors"] += marked
+        return marked
 
     def reset_embedded(self) -> None:
         with self._lock:
