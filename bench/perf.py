@@ -236,7 +236,9 @@ class PhaseTimer:
                    "sqlite manifest")
         # The trigram index added in bulk after each batch (issue 18); before, inside replace_file's triggers.
         self._wrap(meta.MetaStore, "build_grams", "sqlite trigram (bulk)")
-        for name in ("unembedded", "cached_vectors", "cache_vectors", "mark_embedded"):
+        # The vector pass's reads and writes (store_embedded: the step's transaction; older code: mark_embedded).
+        for name in ("unembedded", "unembedded_after", "cached_vectors", "cached_hashes", "cache_vectors",
+                     "store_embedded", "mark_embedded"):
             self._wrap(meta.MetaStore, name, "sqlite vectors")
         # The file documents (filedoc branch) and the file graph their importers come from (session 32).
         from delphi_ls.indexing import graph

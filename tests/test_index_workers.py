@@ -29,7 +29,8 @@ from tests.conftest import build_workspace
 
 TABLES = {
     "files": "path, hash, size, mtime_ns, kind, language, n_chunks, replaced, note",
-    "chunks": "id, path, ord, start_line, end_line, symbols, kind, content_hash, text, embedded",
+    "chunks": "id, path, ord, start_line, end_line, symbols, kind, content_hash, text, "
+              "rowid NOT IN (SELECT rid FROM unembedded)",
     "symbols": "name, kind, path, line, end_line, container",
     "imports": "path, spec",
     "skipped": "path, reason",

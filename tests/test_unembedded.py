@@ -9,7 +9,7 @@ import sqlite3
 from pathlib import Path
 
 from delphi_ls import Engine
-from delphi_ls.stores.meta import MetaStore
+from delphi_ls.stores.meta import ChunkRow, MetaStore
 from tests.conftest import copy_fixture
 
 TARGET = "shipyard/retry.py"
@@ -93,7 +93,9 @@ def test_an_index_from_before_the_table_that_cannot_be_written_is_read_by_its_fl
         assert meta.counts()["vectors"] == n - k
         assert len(meta.embedded_vectors(sha)) == n - k and len(meta.embedded_chunk_hashes()) == n - k
         assert {r.path for r in meta.unembedded(n)} == {TARGET} and len(meta.unembedded(n)) == k
-        assert meta.embedded_ids_of(TARGET) == set() and meta.embedded_ids_of("shipyard/__init__.py") is not None
+        other = "shipyard/scheduler.py"
+        assert meta.embedded_ids_of(TARGET) == set()
+        assert meta.embedded_ids_of(other) == {r.id for r in meta.chunks_of(other)} != set()
         assert meta.sample_embedded() is not None
     finally:
         meta.close()
@@ -125,4 +127,76 @@ def test_an_older_delphi_writing_the_flag_is_understood(tmp_path: Path):
         db.execute("INSERT INTO chunks VALUES (?,?,?,?,?,?,?,?,?,?)", (*row[:9], 1))  # a vector it reused
         assert _truth(path)[one] == 1
     finally:
+        db.close()
+
+
+def _plan(meta: MetaStore, sql: str, args: tuple = ()) -> str:
+    return " | ".join(r[-1] for r in meta.db.execute("EXPLAIN QUERY PLAN " + sql, args))
+
+
+def test_the_queries_on_the_table_seek_instead_of_reading_every_chunk(tmp_path: Path, monkeypatch):
+    """What each open, each step of a vector pass and the model probe ask must not sort or read every chunk row
+    (a review: the feed's ORDER BY on the chunk's rowid sorted all chunks above its cursor at each step; the
+    check at each open scanned the table once the flag's index was gone; the probe's walk read it all)."""
+    meta = MetaStore(tmp_path / "meta.sqlite")
+    meta.replace_file("a.py", "h", 1, 1, "source", "python",
+                      [ChunkRow(f"c{i}", "a.py", i, i, i, [], "source", f"h{i}", f"text {i}") for i in range(50)],
+                      [], False, set())
+    seen: list[tuple[str, tuple]] = []
+    monkeypatch.setattr(meta, "db", _Recording(meta.db, seen))
+    meta.unembedded_after(0, 10, "m")
+    meta.check()
+    meta.store_embedded("m", [], [f"c{i}" for i in range(25)], owe_chroma=False)
+    assert meta.sample_embedded() is not None
+    monkeypatch.undo()
+    plans = {sql: _plan(meta, sql, args) for sql, args in seen if sql.lstrip().upper().startswith("SELECT")}
+    assert len(plans) >= 5
+    for sql, plan in plans.items():
+        assert "TEMP B-TREE" not in plan, (sql, plan)
+        assert not any(step.strip() in ("SCAN chunks", "SCAN c") for step in plan.split("|")), (sql, plan)
+    meta.close()
+
+
+class _Recording:
+    """A connection that records the SQL run through it (for the plans above)."""
+
+    def __init__(self, inner: sqlite3.Connection, seen: list) -> None:
+        self.inner, self.seen = inner, seen
+
+    def execute(self, sql: str, args: tuple | list = ()) -> sqlite3.Cursor:
+        self.seen.append((sql, tuple(args)))
+        return self.inner.execute(sql, args)
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        return getattr(self.inner, name)
+
+
+def test_an_upgrade_refused_for_the_lock_leaves_no_empty_table_and_reads_the_flags(tmp_path: Path, monkeypatch):
+    """An older manifest whose writer holds the lock past the timeout: the upgrade is refused, and opening it must
+    not make the table empty by the schema (every chunk would count as embedded, for good; a review)."""
+    ws = copy_fixture("shipyard", tmp_path / "ws")
+    idx = tmp_path / "idx"
+    with Engine(ws, index_dir=str(idx), reranker="off") as eng:
+        eng.index()
+        n = eng.counts()["chunks"]
+    k = _as_before_the_table(idx / "meta.sqlite", TARGET)
+    db = sqlite3.connect(str(idx / "meta.sqlite"), isolation_level=None)
+    db.execute("DROP TABLE parsed")  # something the schema script adds too, so that it runs
+    real = MetaStore._upgrade
+    monkeypatch.setattr(MetaStore, "_upgrade", lambda self, needed, change, refused: (
+        False if "chunks to embed" in refused else real(self, needed, change, refused)))
+    meta = MetaStore(idx / "meta.sqlite")
+    try:
+        names = {r[0] for r in meta.db.execute("SELECT name FROM sqlite_master")}
+        assert "parsed" in names and "unembedded" not in names
+        assert meta.counts()["vectors"] == n - k
+    finally:
+        meta.close()
+    monkeypatch.setattr(MetaStore, "_upgrade", real)
+    meta = MetaStore(idx / "meta.sqlite")  # the next open that can write upgrades it from the flags
+    try:
+        assert "unembedded" in {r[0] for r in meta.db.execute("SELECT name FROM sqlite_master")}
+        assert meta.counts()["vectors"] == n - k
+    finally:
+        meta.close()
         db.close()

@@ -8,6 +8,7 @@ resumes where it stopped and ends with the same counts as an uninterrupted one.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import stat
@@ -20,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..models.embedders import Embedder
+from ..models.embedders import Embedder, ModelIdentity
 from ..settings import Settings
 from ..stores.filedocs import FILEDOCS_VERSION, FileDocs
 from ..stores.lexical import LexicalStore
@@ -719,7 +720,7 @@ class Indexer:
             self._ahead.end_lexical(min(embed_ahead.WINDOW_CHUNKS,
                                         FEED_TASKS * embed_ahead.TASK_CHUNKS * self._ahead.processes))
         total = self.meta.counts()["chunks"] - self.meta.counts()["vectors"]
-        done = 0
+        embedded_before = rep.chunks_embedded
         self._fed = {}
         # The embedding processes are fed the oldest chunks not embedded, after each step's write and once here
         # (fed after the write: a chunk whose vector just came back is cached by then, not sent again).
@@ -731,51 +732,65 @@ class Indexer:
             # and after the two ends met this process spent the pass's last 25-35 s marking the processes'
             # chunks, one core idle (100k workspace, py-spy and per-process CPU, sessions 33-34).
             ahead = dict(self._ahead.collect()) if self._ahead is not None else {}
-            arrived = [r for h in ahead for r in self._fed.pop(h, ())]
-            # With embedding processes still at work, from the other end: they take their tasks in the order
-            # written, so a pass in that order reached each task as they did and embedded it again (spring-boot:
-            # 43-45k embeddings for 35k distinct chunks, session 13). From the end, the two meet once.
-            rows = self.meta.unembedded(max(VECTOR_PASS_ROWS, self.settings.embed_batch),
-                                        newest_first=self._ahead is not None)
-            if not rows:  # every chunk is marked (the ones arrived too: they were not embedded, so read above)
-                if ahead:
-                    self.meta.cache_vectors(ident.weights_sha256, list(ahead.items()))
+            try:
+                fed = self._vector_step(ident, ahead, fed, rep)
+            except BaseException:
+                if ahead:  # a step that failed (the model, Chroma) loses none of the processes' work
+                    with contextlib.suppress(Exception):
+                        self.meta.cache_vectors(ident.weights_sha256, list(ahead.items()))
+                raise
+            if fed is None:
                 break
-            hashes = sorted({r.content_hash for r in rows} - ahead.keys())
-            if self.defer_chroma:  # which are cached is enough: Chroma is written later, from the cache
-                cached: dict[str, Any] = dict.fromkeys(self.meta.cached_hashes(ident.weights_sha256, hashes))
-            else:
-                cached = self.meta.cached_vectors(ident.weights_sha256, hashes)
-            need: dict[str, ChunkRow] = {}
-            for r in rows:
-                if r.content_hash not in cached and r.content_hash not in ahead:
-                    need.setdefault(r.content_hash, r)
-            fresh: list[tuple[str, np.ndarray]] = list(ahead.items())
-            if need:
-                if self._ahead is not None:
-                    self._ahead.cancel_for(need)  # embedded here: not again there, if not started
-                texts = [embed_text(r) for r in need.values()]
-                step = max(1, self.settings.embed_batch)  # the model's calls stay this size (padding, memory)
-                vecs = [v for i in range(0, len(texts), step) for v in self.embedder.embed(texts[i: i + step])]
-                fresh += zip(need.keys(), vecs, strict=True)
-            marking = list({r.id: r for r in (*rows, *arrived)}.values())
-            ids = [r.id for r in marking]
-            if not self.defer_chroma:  # Chroma written first: a kill before the commit leaves them unembedded
-                if fresh:  # cached before, so that a Chroma that fails does not lose what was embedded
-                    self.meta.cache_vectors(ident.weights_sha256, fresh)
-                    cached.update(fresh)
-                    fresh = []
-                mat = np.stack([cached[r.content_hash] for r in marking])
-                self.vectors.upsert(ids, mat, [r.path for r in marking], [r.kind for r in marking])  # type: ignore[union-attr]
-            marked = self.meta.store_embedded(ident.weights_sha256, fresh, ids, owe_chroma=self.defer_chroma)
-            here = sum(1 for r in rows if r.content_hash in need)
-            rep.vectors_from_cache += marked - here
-            rep.chunks_embedded += marked
-            done += marked
+            done = rep.chunks_embedded - embedded_before
             if progress:
                 progress("vectors", done, max(total, done), done)
-            fed = self._feed_ahead(fed)
         self._fed = {}
         self.close_ahead(rep)
         rep.seconds_vectors += time.perf_counter() - t0
         return rep
+
+    def _vector_step(self, ident: ModelIdentity, ahead: dict[str, np.ndarray], fed: int,
+                     rep: IndexReport) -> int | None:
+        """One step of the vector pass (index_vectors): the processes' vectors ``ahead`` cached and the chunks
+        fed to them marked, the newest chunks not embedded embedded (or taken from the cache) and marked, in
+        one transaction; then the processes fed. Returns the feed's cursor, or None when every chunk is embedded."""
+        arrived = [r for h in ahead for r in self._fed.pop(h, ())]
+        # With embedding processes still at work, from the other end: they take their tasks in the order
+        # written, so a pass in that order reached each task as they did and embedded it again (spring-boot:
+        # 43-45k embeddings for 35k distinct chunks, session 13). From the end, the two meet once.
+        rows = self.meta.unembedded(max(VECTOR_PASS_ROWS, self.settings.embed_batch),
+                                    newest_first=self._ahead is not None)
+        if not rows:  # every chunk is marked (the ones arrived too: they were not embedded, so read above)
+            if ahead:
+                self.meta.cache_vectors(ident.weights_sha256, list(ahead.items()))
+            return None
+        hashes = sorted({r.content_hash for r in rows} - ahead.keys())
+        if self.defer_chroma:  # which are cached is enough: Chroma is written later, from the cache
+            cached: dict[str, Any] = dict.fromkeys(self.meta.cached_hashes(ident.weights_sha256, hashes))
+        else:
+            cached = self.meta.cached_vectors(ident.weights_sha256, hashes)
+        need: dict[str, ChunkRow] = {}
+        for r in rows:
+            if r.content_hash not in cached and r.content_hash not in ahead:
+                need.setdefault(r.content_hash, r)
+        fresh: list[tuple[str, np.ndarray]] = list(ahead.items())
+        if need:
+            if self._ahead is not None:
+                self._ahead.cancel_for(need)  # embedded here: not again there, if not started
+            texts = [embed_text(r) for r in need.values()]
+            step = max(1, self.settings.embed_batch)  # the model's calls stay this size (padding, memory)
+            vecs = [v for i in range(0, len(texts), step) for v in self.embedder.embed(texts[i: i + step])]
+            fresh += zip(need.keys(), vecs, strict=True)
+        marking = list({r.id: r for r in (*rows, *arrived)}.values())
+        ids = [r.id for r in marking]
+        if not self.defer_chroma:  # Chroma written first: a kill before the commit leaves them unembedded
+            if fresh:  # cached before, so that a Chroma that fails does not lose what was embedded
+                self.meta.cache_vectors(ident.weights_sha256, fresh)
+                cached.update(fresh)
+                fresh = []
+            mat = np.stack([cached[r.content_hash] for r in marking])
+            self.vectors.upsert(ids, mat, [r.path for r in marking], [r.kind for r in marking])  # type: ignore[union-attr]
+        marked = self.meta.store_embedded(ident.weights_sha256, fresh, ids, owe_chroma=self.defer_chroma)
+        rep.vectors_from_cache += marked - len(need)  # a chunk whose text another embedded here: from cache
+        rep.chunks_embedded += marked
+        return self._feed_ahead(fed)

@@ -128,6 +128,9 @@ END;
 CREATE TRIGGER IF NOT EXISTS chunks_unembedded_au1 AFTER UPDATE OF embedded ON chunks WHEN new.embedded != 0 BEGIN
   DELETE FROM unembedded WHERE rid = new.rowid;
 END;"""
+# An existing manifest gets the table only from its upgrade (MetaStore._upgrade_unembedded, which fills it): this
+# schema, run on one whose upgrade could not take the lock, would make it empty (every chunk embedded; a review).
+SCHEMA_EXISTING = SCHEMA.replace("UNEMBEDDED", "")
 SCHEMA = SCHEMA.replace("UNEMBEDDED", UNEMBEDDED)
 GRAMS_BATCH = 20000  # chunks added to the trigram index per transaction by build_grams
 GRAMS_CREATE = re.search(r"CREATE VIRTUAL TABLE IF NOT EXISTS chunk_grams .*?\);", SCHEMA, re.S).group(0)  # type: ignore[union-attr]
@@ -173,6 +176,7 @@ class FileWrite:
 
 
 _CHUNK_COLS = "id,path,ord,start_line,end_line,symbols,kind,content_hash,text"
+SAMPLE_TRIES = 32  # random rowids sample_embedded looks up before it walks
 _CHUNK_COLS_C = ",".join("c." + k for k in _CHUNK_COLS.split(","))  # the same, of a table named c
 
 
@@ -420,7 +424,8 @@ class MetaStore:
             # of that run and lose its gain (a review). Every index run builds it when absent (finish_name_index).
             if not _SCHEMA_NAMES - {NAME_INDEX} <= have:
                 try:
-                    self.db.executescript(SCHEMA)  # new or older file; a complete one is not written by opening it
+                    # New or older file; a complete one is not written by opening it.
+                    self.db.executescript(SCHEMA_EXISTING if "chunks" in have else SCHEMA)
                 except sqlite3.OperationalError as e:
                     if _SCHEMA_NAMES - have - _SCHEMA_OPTIONAL or not (_locked(e) or "readonly" in str(e)):
                         raise
@@ -429,9 +434,11 @@ class MetaStore:
                                 self.path, ", ".join(sorted(_SCHEMA_NAMES - have)), e)
             self._parsed_kept = "parsed" in {r[0] for r in self.db.execute(
                 "SELECT name FROM sqlite_master WHERE name='parsed'")}
-            # An older manifest that could not be upgraded (read-only): its flag column says what is embedded.
-            self._flag_column = self.db.execute(
-                "SELECT 1 FROM sqlite_master WHERE name='unembedded'").fetchone() is None
+            self._flag_schema = -1
+            self._flag_column = True
+            self._flag_column = self._flagged()
+            if not self._flag_column:
+                self._drop_flag_index()
             if self._parsed_kept:
                 self._seed_parsed()
             self._upgrade_grams_triggers()
@@ -472,9 +479,32 @@ class MetaStore:
 
         self._upgrade(needed, change, "the table of chunks to embed not made; the flag in each chunk's row is read")
 
+    def _flagged(self) -> bool:
+        """Whether this manifest says what is embedded by its flag column: an older one that could not be
+        upgraded (read-only, or its writer held the lock). Asked again when its schema changes: another process
+        may upgrade it meanwhile, and the flag is not kept current after that (a review)."""
+        if not self._flag_column:
+            return False
+        version = self.db.execute("PRAGMA schema_version").fetchone()[0]
+        if version != self._flag_schema:
+            self._flag_schema = version
+            self._flag_column = self.db.execute(
+                "SELECT 1 FROM sqlite_master WHERE name='unembedded'").fetchone() is None
+        return self._flag_column
+
+    def _drop_flag_index(self) -> None:
+        """The flag's index, which an older Delphi's schema makes again on the same manifest: it costs every
+        chunk insert an index write and nothing reads it now. Only when it is there (opening takes no lock)."""
+        def there() -> bool:
+            return self.db.execute("SELECT 1 FROM sqlite_master WHERE name='chunks_embedded'").fetchone() is not None
+
+        if there():
+            self._upgrade(there, lambda: self.db.execute("DROP INDEX chunks_embedded"),
+                          "the index of the embedded flag, which an older Delphi made, not dropped")
+
     def _emb(self, alias: str = "chunks") -> str:
         """SQL that holds for an embedded chunk of the table named ``alias``."""
-        if self._flag_column:
+        if self._flagged():
             return f"{alias}.embedded = 1"
         return f"NOT EXISTS (SELECT 1 FROM unembedded u WHERE u.rid = {alias}.rowid)"
 
@@ -555,8 +585,9 @@ class MetaStore:
             if bad is not None:
                 raise DamagedManifest(f"the state value {bad!r} is not JSON")
             self.db.execute("SELECT COUNT(*), MAX(n_chunks) FROM files").fetchone()
-            self.db.execute("SELECT COUNT(*), MAX(embedded) FROM chunks").fetchone()
-            if not self._flag_column:
+            # COUNT(*) through the smallest index (not every chunk's text: the flag's index answered it before).
+            self.db.execute("SELECT COUNT(*) FROM chunks").fetchone()
+            if not self._flagged():
                 self.db.execute("SELECT COUNT(*), MAX(rid) FROM unembedded").fetchone()
 
     def close(self) -> None:
@@ -894,7 +925,7 @@ class MetaStore:
         """Chunks not yet embedded, in the order written or (``newest_first``) the last written first; both
         read off the ``unembedded`` table, which holds the rowids in order (no sort)."""
         order = "DESC" if newest_first else "ASC"
-        sql = (f"SELECT {_CHUNK_COLS} FROM chunks WHERE embedded=0 ORDER BY rowid {order} LIMIT ?" if self._flag_column
+        sql = (f"SELECT {_CHUNK_COLS} FROM chunks WHERE embedded=0 ORDER BY rowid {order} LIMIT ?" if self._flagged()
                else f"SELECT {_CHUNK_COLS_C} FROM unembedded u CROSS JOIN chunks c ON c.rowid = u.rid "
                     f"ORDER BY u.rid {order} LIMIT ?")
         with self._lock:
@@ -909,10 +940,11 @@ class MetaStore:
         with self._lock:
             rows = self.db.execute(
                 f"SELECT c.rowid,{_CHUNK_COLS_C} FROM "
-                + ("chunks c WHERE c.embedded=0 AND c.rowid>? " if self._flag_column else
+                # Ordered by the table's own key: ORDER BY c.rowid sorted every chunk above the cursor (a review).
+                + ("chunks c WHERE c.embedded=0 AND c.rowid>? " if self._flagged() else
                    "unembedded u CROSS JOIN chunks c ON c.rowid = u.rid WHERE u.rid>? ")
-                + "AND NOT EXISTS (SELECT 1 FROM embed_cache e "
-                "WHERE e.model=? AND e.content_hash=c.content_hash) ORDER BY c.rowid LIMIT ?",
+                + "AND NOT EXISTS (SELECT 1 FROM embed_cache e WHERE e.model=? AND e.content_hash=c.content_hash) "
+                + ("ORDER BY c.rowid LIMIT ?" if self._flagged() else "ORDER BY u.rid LIMIT ?"),
                 (rowid, model, limit)).fetchall()
         return [_chunk(r[1:]) for r in rows], (rows[-1][0] if rows else rowid)
 
@@ -934,7 +966,7 @@ class MetaStore:
                 if owe_chroma:
                     self.db.executemany("INSERT OR REPLACE INTO chroma_pending VALUES (?, 'add')", [(i,) for i in ids])
                 marked = self.db.executemany(
-                    "UPDATE chunks SET embedded=1 WHERE id=? AND embedded=0" if self._flag_column else
+                    "UPDATE chunks SET embedded=1 WHERE id=? AND embedded=0" if self._flagged() else
                     "DELETE FROM unembedded WHERE rid = (SELECT rowid FROM chunks WHERE id=?)",
                     [(i,) for i in ids]).rowcount
             if tally is not None:
@@ -944,7 +976,7 @@ class MetaStore:
     def reset_embedded(self) -> None:
         with self._lock:
             with transaction(self.db):
-                self.db.execute("UPDATE chunks SET embedded=0" if self._flag_column else
+                self.db.execute("UPDATE chunks SET embedded=0" if self._flagged() else
                                 "INSERT OR IGNORE INTO unembedded SELECT rowid FROM chunks")
                 self.db.execute("DELETE FROM chroma_pending")  # Chroma is emptied and refilled: nothing is owed
             self._moved += 1
@@ -1034,7 +1066,7 @@ class MetaStore:
                 return dict(self._counts[1])
             files = self.db.execute("SELECT COUNT(*) FROM files").fetchone()[0]
             chunks = self.db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
-            emb = (self.db.execute("SELECT COUNT(*) FROM chunks WHERE embedded=1").fetchone()[0] if self._flag_column
+            emb = (self.db.execute("SELECT COUNT(*) FROM chunks WHERE embedded=1").fetchone()[0] if self._flagged()
                    else chunks - self.db.execute("SELECT COUNT(*) FROM unembedded").fetchone()[0])
             syms = self.db.execute("SELECT COUNT(*) FROM symbols").fetchone()[0]
             out = {"files": files, "chunks": chunks, "vectors": emb, "symbols": syms}
@@ -1065,11 +1097,21 @@ class MetaStore:
         """An embedded chunk, picked at random (the model probe's): the first embedded row from a random
         rowid on. ``ORDER BY RANDOM()`` read and sorted every embedded row, 0.27 s of the first question at
         100,000 files (bench/RESULTS.md, session 23)."""
-        sql = f"SELECT {_CHUNK_COLS} FROM chunks WHERE {self._emb()} AND rowid >= ? ORDER BY rowid LIMIT 1"
+        if self.counts()["vectors"] == 0:
+            return None
         with self._lock:
+            emb = self._emb()
+            sql = f"SELECT {_CHUNK_COLS} FROM chunks WHERE {emb} AND rowid >= ? ORDER BY rowid LIMIT 1"
             top = self.db.execute("SELECT MAX(rowid) FROM chunks").fetchone()[0]
             if top is None:
                 return None
+            # Point lookups first: the walk below reads chunk rows until an embedded one, which is the whole
+            # table while a first vector pass has marked few (the flag's index answered it in one seek before).
+            for _ in range(SAMPLE_TRIES):
+                r = self.db.execute(f"SELECT {_CHUNK_COLS} FROM chunks WHERE rowid = ? AND {emb}",
+                                    (random.randint(1, top),)).fetchone()
+                if r:
+                    return _chunk(r)
             r = self.db.execute(sql, (random.randint(1, top),)).fetchone() or self.db.execute(sql, (0,)).fetchone()
         return _chunk(r) if r else None
 
@@ -1080,8 +1122,8 @@ class MetaStore:
     # 100k workspace's manifest writes (665,708 symbols; two interleaved rounds, session 33): 39.8 / 41.5 s
     # -> 30.4 / 36.9 s, plus 0.9 s for the build. Meanwhile a lookup by name scans the table (same answers);
     # a run killed before the build leaves it to the next index run, of any size (a server's catch-up at its
-    # start; a manifest older than the index gets it the same way). (The index on the embedded flag,
-    # measured then at 2-4 s, is gone with the flag's table, session 34.)
+    # start; a manifest older than the index gets it the same way). (The index on the embedded flag, measured
+    # then at 2-4 s, was replaced by the table of chunks to embed in session 34.)
     def defer_name_index(self) -> None:
         with self._lock:
             self.db.execute(f"DROP INDEX IF EXISTS {NAME_INDEX}")
