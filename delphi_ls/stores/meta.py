@@ -318,10 +318,14 @@ def _build_grams(db: sqlite3.Connection, lock: threading.RLock | WriteTurns, bat
                  stop: threading.Event | None = None) -> int:
     """MetaStore.build_grams on ``db`` (each transaction under ``lock``)."""
     added = 0
+    first = True
     while not (stop is not None and stop.is_set()):
         with lock:
             db.execute("BEGIN IMMEDIATE")
             try:
+                if first:  # stored in the index's own config: the saves' row-by-row writes keep it
+                    db.execute("INSERT INTO chunk_grams(chunk_grams, rank) VALUES ('automerge', ?)", (GRAMS_AUTOMERGE,))
+                    first = False
                 row = db.execute("SELECT CAST(value AS INTEGER) FROM state WHERE key='grams_upto'").fetchone()
                 if row is None:
                     db.execute("COMMIT")
@@ -354,6 +358,12 @@ def _build_grams(db: sqlite3.Connection, lock: threading.RLock | WriteTurns, bat
     return added
 
 
+# FTS5 merges a level's segments once it holds this many (its default: 4). A bulk build commits a segment per
+# batch, and with 4 it rewrote each chunk's trigrams at every level they climbed: building 100,000 / 200,000 of the
+# 100k workspace's chunk texts in 2,000-chunk transactions took 19.7 / 34.4 s of CPU, with 16 15.3 / 25.0 s (8:
+# 28.8 s at 200,000); a literal's lookup over the more segments left, median of 30, 4.7 -> 6.4 ms (session 34,
+# bench/RESULTS.md). After the vector pass took less, this build was the last thing a 100k cold index waited for.
+GRAMS_AUTOMERGE = 16
 GRAMS_PAUSE_EVERY = 4  # batches of the build beside the vector pass between pauses (about 0.8 s at 100k files)
 GRAMS_PAUSE_S = 0.12  # longer than SQLite's longest busy-handler sleep (100 ms)
 
