@@ -935,10 +935,10 @@ class MetaStore:
         """Chunks not yet embedded, in the order written or (``newest_first``) the last written first; both
         read off the ``unembedded`` table, which holds the rowids in order (no sort)."""
         order = "DESC" if newest_first else "ASC"
-        sql = (f"SELECT {_CHUNK_COLS} FROM chunks WHERE embedded=0 ORDER BY rowid {order} LIMIT ?" if self._flagged()
-               else f"SELECT {_CHUNK_COLS_C} FROM unembedded u CROSS JOIN chunks c ON c.rowid = u.rid "
-                    f"ORDER BY u.rid {order} LIMIT ?")
         with self._lock:
+            sql = (f"SELECT {_CHUNK_COLS} FROM chunks WHERE embedded=0 ORDER BY rowid {order} LIMIT ?" if self._flagged()
+                   else f"SELECT {_CHUNK_COLS_C} FROM unembedded u CROSS JOIN chunks c ON c.rowid = u.rid "
+                        f"ORDER BY u.rid {order} LIMIT ?")
             rows = self.db.execute(sql, (limit,)).fetchall()
         return [_chunk(r) for r in rows]
 
@@ -1397,9 +1397,9 @@ class MetaStore:
         """(chunk id, path, float32 blob) of every embedded chunk (or those of ``paths``) whose vector
         ``model`` (weights sha) cached: the exact vector search's matrix, in one join. Unordered (an
         ORDER BY id cost 0.6 s of 1.7 s at 200,000 vectors); the search breaks ties by id itself."""
-        sql = ("SELECT c.id, c.path, e.vec FROM chunks c JOIN embed_cache e "
-               f"ON e.model = ? AND e.content_hash = c.content_hash WHERE {self._emb('c')}")
         with self._lock:
+            sql = ("SELECT c.id, c.path, e.vec FROM chunks c JOIN embed_cache e "
+                   f"ON e.model = ? AND e.content_hash = c.content_hash WHERE {self._emb('c')}")
             if paths is None:
                 return self.db.execute(sql, (model,)).fetchall()
             # `+c.embedded` (an older manifest's flag): no index on it, so SQLite takes the path index.
