@@ -42,6 +42,20 @@ def _as_before_the_table(meta_path: Path, unembedded_path: str) -> int:
         db.close()
 
 
+def _indexed_then_older(tmp_path: Path) -> tuple[Path, Path, int, int, str]:
+    """The shipyard fixture indexed with vectors, its manifest then made as before the table
+    (:func:`_as_before_the_table`): (workspace, index folder, chunks, chunks of TARGET, the model's sha)."""
+    ws = copy_fixture("shipyard", tmp_path / "ws")
+    idx = tmp_path / "idx"
+    with Engine(ws, index_dir=str(idx), reranker="off") as eng:
+        eng.index()
+        n = eng.counts()["chunks"]
+        sha = eng.embedder.identity.weights_sha256
+    k = _as_before_the_table(idx / "meta.sqlite", TARGET)
+    assert 0 < k < n
+    return ws, idx, n, k, sha
+
+
 def test_a_vector_pass_marks_chunks_without_rewriting_their_rows(tmp_path: Path):
     ws = copy_fixture("shipyard", tmp_path / "ws")
     idx = tmp_path / "idx"
@@ -59,13 +73,7 @@ def test_a_vector_pass_marks_chunks_without_rewriting_their_rows(tmp_path: Path)
 
 
 def test_an_index_from_before_the_table_is_upgraded_from_its_flags(tmp_path: Path):
-    ws = copy_fixture("shipyard", tmp_path / "ws")
-    idx = tmp_path / "idx"
-    with Engine(ws, index_dir=str(idx), reranker="off") as eng:
-        eng.index()
-        n = eng.counts()["chunks"]
-    k = _as_before_the_table(idx / "meta.sqlite", TARGET)
-    assert 0 < k < n
+    ws, idx, n, k, _sha = _indexed_then_older(tmp_path)
     with Engine(ws, index_dir=str(idx), reranker="off") as eng:
         names = {r[0] for r in eng.meta.db.execute("SELECT name FROM sqlite_master")}
         assert "unembedded" in names and "chunks_embedded" not in names
@@ -78,13 +86,7 @@ def test_an_index_from_before_the_table_is_upgraded_from_its_flags(tmp_path: Pat
 
 
 def test_an_index_from_before_the_table_that_cannot_be_written_is_read_by_its_flags(tmp_path: Path, monkeypatch):
-    ws = copy_fixture("shipyard", tmp_path / "ws")
-    idx = tmp_path / "idx"
-    with Engine(ws, index_dir=str(idx), reranker="off") as eng:
-        eng.index()
-        n = eng.counts()["chunks"]
-        sha = eng.embedder.identity.weights_sha256
-    k = _as_before_the_table(idx / "meta.sqlite", TARGET)
+    _ws, idx, n, k, sha = _indexed_then_older(tmp_path)
     real = sqlite3.connect
     monkeypatch.setattr(sqlite3, "connect", lambda db, *a, **kw: real(f"file:{db}?mode=ro", *a, **{**kw, "uri": True}))
     meta = MetaStore(idx / "meta.sqlite")
@@ -174,12 +176,7 @@ class _Recording:
 def test_an_upgrade_refused_for_the_lock_leaves_no_empty_table_and_reads_the_flags(tmp_path: Path, monkeypatch):
     """An older manifest whose writer holds the lock past the timeout: the upgrade is refused, and opening it must
     not make the table empty by the schema (every chunk would count as embedded, for good; a review)."""
-    ws = copy_fixture("shipyard", tmp_path / "ws")
-    idx = tmp_path / "idx"
-    with Engine(ws, index_dir=str(idx), reranker="off") as eng:
-        eng.index()
-        n = eng.counts()["chunks"]
-    k = _as_before_the_table(idx / "meta.sqlite", TARGET)
+    _ws, idx, n, k, _sha = _indexed_then_older(tmp_path)
     db = sqlite3.connect(str(idx / "meta.sqlite"), isolation_level=None)
     db.execute("DROP TABLE parsed")  # something the schema script adds too, so that it runs
     real = MetaStore._upgrade
