@@ -70,8 +70,10 @@ def run(corpus: Path, index: Path) -> dict:
     t1 = time.perf_counter()
     for i in range(0, len(part), 256):
         model.embed(part[i: i + 256])
-    out["model_alone_s"] = round(len(texts) / (len(part) / (time.perf_counter() - t1)), 1)
-    out["ratio"] = round(t_all / out["model_alone_s"], 2)
+    took = time.perf_counter() - t1
+    # No bar on a corpus without chunks (or too small to time): said as such, not a division by zero.
+    out["model_alone_s"] = round(took * len(texts) / len(part), 1) if part and took > 0 else None
+    out["ratio"] = round(t_all / out["model_alone_s"], 2) if out["model_alone_s"] else None
     eng.close()
     return out
 

@@ -230,3 +230,30 @@ def test_the_vector_pass_never_waits_for_a_process_that_does_not_run(ws: Path, t
     with Engine(ws, index_dir=str(tmp_path / "ref"), index_workers=1) as eng:
         eng.index()
     assert _vectors(tmp_path / "idx") == _vectors(tmp_path / "ref")
+
+
+def test_processes_that_cannot_start_leave_the_run_to_the_vector_pass_and_say_so(ws: Path, tmp_path: Path, monkeypatch):
+    """Their pool failing to start (a limit on processes, no memory) failed the run and left the parse workers'
+    pool open (noticed, sessions 32-33); the run goes on, the vector pass embeds every chunk, and the report says
+    why."""
+    from delphi_ls.indexing.workers import PreparePool
+
+    pools: list[PreparePool] = []
+    real = PreparePool.__init__
+
+    def kept(self, *a, **k):  # type: ignore[no-untyped-def]
+        real(self, *a, **k)
+        pools.append(self)
+
+    def refuse(*_a, **_k):  # type: ignore[no-untyped-def]
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(PreparePool, "__init__", kept)
+    monkeypatch.setattr(pipeline, "EmbedAhead", refuse)
+    with Engine(ws, index_dir=str(tmp_path / "idx"), index_workers=2) as eng:
+        rep = eng.index()
+        counts = eng.meta.counts()
+    assert not rep.errors and rep.vectors_ahead == 0
+    assert any("embedding beside the lexical pass not started" in n and "Errno 11" in n for n in rep.notes), rep.notes
+    assert counts["vectors"] == counts["chunks"] > 0
+    assert pools and all(p._pool._shutdown_thread for p in pools)  # noqa: SLF001

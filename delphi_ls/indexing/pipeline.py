@@ -319,8 +319,16 @@ class Indexer:
         stream = pool.stream(items) if pool is not None else prepare_in_process(self.root, self._options(), items)
         if pool is not None and self.embed_ahead and self.embedder is not None:
             self.close_ahead()  # one run's processes at a time
-            self._ahead = EmbedAhead(self.settings.embedder, self.embedder.identity.weights_sha256, embed_text,
-                                     processes=pool.workers)
+            try:
+                self._ahead = EmbedAhead(self.settings.embedder, self.embedder.identity.weights_sha256, embed_text,
+                                         processes=pool.workers)
+            except Exception as e:  # cannot start processes (a limit on them, no memory): the vector pass embeds all
+                log.warning("embedding beside the lexical pass not started: %s", e)
+                rep.notes.append(f"embedding beside the lexical pass not started ({type(e).__name__}: {e}); "
+                                 "the vector pass embedded every chunk in-process")
+            except BaseException:
+                pool.close()  # created before the try below, which closes it otherwise (Ctrl-C here)
+                raise
         stopped = True
         try:
             if bulk:
