@@ -747,7 +747,9 @@ class Indexer:
                     with contextlib.suppress(Exception):
                         self.meta.cache_vectors(ident.weights_sha256, list(ahead.items()))
                 raise
-            if fed is None:
+            if fed is None:  # nothing left to mark: what came back last is only cached
+                if ahead:
+                    self.meta.cache_vectors(ident.weights_sha256, list(ahead.items()))
                 break
             done = rep.chunks_embedded - embedded_before
             if progress:
@@ -761,7 +763,8 @@ class Indexer:
                      rep: IndexReport) -> int | None:
         """One step of the vector pass (index_vectors): the processes' vectors ``ahead`` cached and the chunks
         fed to them marked, the newest chunks not embedded embedded (or taken from the cache) and marked, in
-        one transaction; then the processes fed. Returns the feed's cursor, or None when every chunk is embedded."""
+        one transaction; then the processes fed. Returns the feed's cursor, or None when every chunk is embedded
+        (then ``ahead`` is left to the caller)."""
         arrived = [r for h in ahead for r in self._fed.pop(h, ())]
         # With embedding processes still at work, from the other end: they take their tasks in the order
         # written, so a pass in that order reached each task as they did and embedded it again (spring-boot:
@@ -769,8 +772,6 @@ class Indexer:
         rows = self.meta.unembedded(max(VECTOR_PASS_ROWS, self.settings.embed_batch),
                                     newest_first=self._ahead is not None)
         if not rows:  # every chunk is marked (the ones arrived too: they were not embedded, so read above)
-            if ahead:
-                self.meta.cache_vectors(ident.weights_sha256, list(ahead.items()))
             return None
         hashes = sorted({r.content_hash for r in rows} - ahead.keys())
         if self.defer_chroma:  # which are cached is enough: Chroma is written later, from the cache

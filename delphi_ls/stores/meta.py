@@ -444,10 +444,8 @@ class MetaStore:
                                 self.path, ", ".join(sorted(_SCHEMA_NAMES - have)), e)
             self._parsed_kept = "parsed" in {r[0] for r in self.db.execute(
                 "SELECT name FROM sqlite_master WHERE name='parsed'")}
-            self._flag_schema = -1
-            self._flag_column = True
-            self._flag_column = self._flagged()
-            if not self._flag_column:
+            self._flag_schema, self._flag_column = -1, True  # until _flagged() has looked
+            if not self._flagged():
                 self._drop_flag_index()
             if self._parsed_kept:
                 self._seed_parsed()
