@@ -21,6 +21,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -181,6 +182,7 @@ class PhaseTimer:
         self.calls: dict[str, int] = {}
         self.tokenize_outside_add = False  # tantivy's tokens made before add_document, not inside it
         self._undo: list[tuple[Any, str, Any]] = []
+        self._local = threading.local()  # .inside: the phases this thread is timing now (nested calls counted once)
 
     def _wrap(self, owner: Any, name: str, phase: str, materialise: bool = False) -> None:
         orig = getattr(owner, name, None)
@@ -189,11 +191,16 @@ class PhaseTimer:
         timer = self
 
         def timed(*a: Any, **k: Any) -> Any:
+            inside = timer._local.__dict__.setdefault("inside", set())
+            if phase in inside:  # a call inside another of the same phase is counted once, by the outer one
+                return orig(*a, **k)
+            inside.add(phase)
             t = time.perf_counter()
             try:
                 r = orig(*a, **k)
                 return list(r) if materialise else r  # a generator's work happens when it is read
             finally:
+                inside.discard(phase)
                 timer.seconds[phase] = timer.seconds.get(phase, 0.0) + time.perf_counter() - t
                 timer.calls[phase] = timer.calls.get(phase, 0) + 1
 
@@ -231,6 +238,8 @@ class PhaseTimer:
             self.tokenize_outside_add = getattr(tantivy_store.TantivyStore, "takes_tokens", False)
             self._wrap(tantivy_store.TantivyWriter, "delete_path", "tantivy delete")
             self._wrap(tantivy_store.TantivyWriter, "commit", "tantivy commit (+ its threads, merges)")
+            # Inside commit (a writer per batch), or once at the end of a run's writer (session 35).
+            self._wrap(tantivy_store.TantivyWriter, "_release", "tantivy commit (+ its threads, merges)")
         # A batch's files in one transaction (session 13), which replace_file calls too; older code: per file.
         self._wrap(meta.MetaStore, "replace_files" if hasattr(meta.MetaStore, "replace_files") else "replace_file",
                    "sqlite manifest")

@@ -4,6 +4,7 @@ one-file re-index, a damaged or missing folder found and rebuilt from the manife
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -333,3 +334,83 @@ def test_a_commit_in_the_same_clock_tick_with_the_same_size_is_seen(copy):
     os.utime(meta, ns=(st.st_atime_ns, st.st_mtime_ns))  # in the same tick
     assert meta.stat().st_size == st.st_size and meta.stat().st_mtime_ns == st.st_mtime_ns
     assert reader.searcher() is not first
+
+
+def _other_writer_opens(folder: Path) -> bool:
+    """Whether another store on ``folder`` can take tantivy's writer (one writer per index: a writer still
+    held anywhere refuses it), releasing it at once."""
+    from delphi_ls.stores.tantivy_store import TantivyStore
+
+    other = TantivyStore(folder)
+    try:
+        w = other.writer()
+    except Exception:
+        return False
+    w.cancel()
+    return True
+
+
+def test_a_runs_writer_commits_each_batch_and_is_released_at_its_end(tmp_path: Path):
+    """Inside run_writer every batch gets the same writer; each commit is seen by a searcher at once and kept
+    (a cancel goes back to it); the writer stays held until the block ends, an exception's end included."""
+    from delphi_ls.stores.tantivy_store import TantivyStore
+
+    store = TantivyStore(tmp_path / "tv")
+    with store.run_writer():
+        first = store.writer()
+        TantivyStore.add_chunk(first, "c1", "a.py", "code", "def alpha(): pass", ["alpha"])
+        first.commit(merge=False)
+        assert store.doc_count() == 1  # committed: seen now, not at the block's end
+        second = store.writer()
+        assert second is first
+        TantivyStore.add_chunk(second, "c2", "b.py", "code", "def beta(): pass", ["beta"])
+        second.cancel()  # back to the last commit; the writer stays for the next batch
+        third = store.writer()
+        assert third is first
+        TantivyStore.add_chunk(third, "c3", "c.py", "code", "def gamma(): pass", ["gamma"])
+        third.commit(merge=False)
+        assert not _other_writer_opens(tmp_path / "tv")  # still held between batches
+    assert _other_writer_opens(tmp_path / "tv")
+    assert store.doc_count() == 2 and [p for _c, p, _s in store.search_terms(["beta"], 10)] == []
+    with pytest.raises(RuntimeError, match="a batch failed"), store.run_writer():
+        w = store.writer()
+        TantivyStore.add_chunk(w, "c4", "d.py", "code", "def delta(): pass", ["delta"])
+        raise RuntimeError("a batch failed")
+    assert _other_writer_opens(tmp_path / "tv")
+    batch = store.writer()  # outside a block: a writer per batch, released by its commit
+    TantivyStore.add_chunk(batch, "c5", "e.py", "code", "def epsilon(): pass", ["epsilon"])
+    batch.commit()
+    assert _other_writer_opens(tmp_path / "tv") and store.doc_count() == 3
+
+
+def test_a_cold_run_makes_one_lexical_writer_for_all_its_batches(tmp_path: Path, monkeypatch):
+    """A run of several batches opens tantivy's writer once (a writer per batch waited for its merges each
+    time: 45.7 s of the indexer's thread at 100k files, bench/RESULTS.md session 35), answers the same as a run
+    with a writer per batch, and leaves the writer released for the next run."""
+    from delphi_ls.stores import tantivy_store
+
+    ws = tmp_path / "ws"
+    for i in range(120):
+        (ws / "pkg").mkdir(parents=True, exist_ok=True)
+        (ws / "pkg" / f"mod{i}.py").write_text(f"def handler_{i}(request):\n    return request.path + '{i}'\n")
+    made = []
+    real_init = tantivy_store.TantivyWriter.__init__
+
+    def counted(self, store):
+        made.append(self)
+        real_init(self, store)
+
+    monkeypatch.setattr(tantivy_store.TantivyWriter, "__init__", counted)
+    with _open(ws, tmp_path / "idx", "tantivy") as eng:
+        batches = []
+        rep = eng.index(progress=lambda stage, *_a: stage == "lexical" and batches.append(eng.lexical.doc_count()))
+        assert not rep.errors and rep.files_indexed == 120
+        assert len(batches) >= 3 and batches == sorted(batches) and batches[0] < 120  # several commits, seen as made
+        assert len(made) == 1
+        assert _other_writer_opens(tmp_path / "idx" / "tantivy")
+        got = _paths(eng, ["handler_7"])
+    monkeypatch.setattr(tantivy_store.TantivyStore, "run_writer", lambda self: contextlib.nullcontext())
+    with _open(ws, tmp_path / "per_batch", "tantivy") as eng:
+        assert not eng.index().errors
+        assert _paths(eng, ["handler_7"]) == got == ["pkg/mod7.py"]
+        assert eng.lexical.doc_count() == 120

@@ -330,7 +330,9 @@ class Indexer:
                 pool.close()  # created before the try below, which closes it otherwise (Ctrl-C here)
                 raise
         stopped = True
+        held = contextlib.ExitStack()
         try:
+            held.enter_context(self.lexical.run_writer())  # one lexical writer for the run's batches
             if bulk:
                 self.meta.defer_name_index()  # built once at the end of this loop (stores/meta.py)
             while i < len(todo):
@@ -392,7 +394,10 @@ class Indexer:
             # Every run, stopped or failed too (a lookup of a moment when present): lookups by name must not
             # scan the table from now on, and a run killed before building it (or one whose build failed) left
             # it to the next run, whatever its size.
-            self.meta.finish_name_index()
+            try:
+                self.meta.finish_name_index()
+            finally:
+                held.close()  # waits for the merges the lexical store's commits started (tantivy)
         # Whatever a stopped batch wrote, or a killed run left above the watermark: added now, before the
         # run says the lexical index is ready; then chunks are added row by row again (a no-op when the
         # trigram index holds every chunk and no run deferred it). A run whose vector pass follows adds

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import shutil
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from whoosh import index as windex
@@ -195,6 +197,12 @@ class LexicalStore:
 
     def writer(self) -> BulkSegmentWriter:
         return BulkSegmentWriter(self.ix, limitmb=256)
+
+    @contextmanager
+    def run_writer(self) -> Iterator[None]:
+        """The tantivy store's block for a run's batches; a Whoosh writer cannot be used after its commit,
+        so each batch makes its own here."""
+        yield
 
     def segment_sizes(self) -> list[int]:
         """Documents (deleted ones included) in each committed segment."""

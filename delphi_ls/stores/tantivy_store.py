@@ -24,7 +24,8 @@ import math
 import os
 import shutil
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -122,6 +123,7 @@ class TantivyWriter:
         self._store = store
         self._tv = store._tv
         self._w = store.ix.writer(heap_size=WRITER_HEAP, num_threads=writer_threads())
+        self._kept = False  # a run's writer: commit and cancel keep it (TantivyStore.run_writer releases it)
 
     @_panics_as_errors
     def add_document(self, id: str, path: str, kind: str, content: str = "", symbols: str = "",  # noqa: A002
@@ -147,16 +149,23 @@ class TantivyWriter:
     @_panics_as_errors
     def commit(self, merge: bool = True, **_kw: Any) -> None:
         """Commit, wait for the merges tantivy's merge policy started (its own threads), release the
-        writer. ``merge`` is the Whoosh writer's keyword: tantivy decides its merges itself."""
-        try:
+        writer. ``merge`` is the Whoosh writer's keyword: tantivy decides its merges itself. The writer
+        of a run (:meth:`TantivyStore.run_writer`) commits and stays: its merges go on in their threads."""
+        if self._kept:
             self._w.commit()
-        finally:
-            self._release()
+        else:
+            try:
+                self._w.commit()
+            finally:
+                self._release()
         self._store.refresh()
 
     @_panics_as_errors
     def cancel(self) -> None:
         if self._w is None:  # commit() released it already (a Ctrl-C inside commit lands here: session 25)
+            return
+        if self._kept:  # back to the last commit; the run's writer stays for its next batch
+            self._w.rollback()
             return
         try:
             self._w.rollback()
@@ -181,6 +190,7 @@ class TantivyStore:
         folder.mkdir(parents=True, exist_ok=True)
         self.folder = folder
         self._lock = threading.RLock()
+        self._run: TantivyWriter | None = None  # the writer of a run_writer block
         self._searcher: Any = None
         self._seen: tuple[int, int, int] | None = None  # meta.json's (inode, mtime_ns, size) the searcher reads
         # Documents in the searcher's segments, deleted ones included: the N of tantivy's idf (its doc
@@ -260,9 +270,32 @@ class TantivyStore:
             self.created = True
 
     def writer(self) -> TantivyWriter:
+        """A writer for one batch; inside :meth:`run_writer`, the run's writer."""
         if self.unavailable:
             raise RuntimeError(f"lexical store tantivy is unavailable: {self.error}")
+        if self._run is not None:
+            return self._run
         return TantivyWriter(self)
+
+    @contextmanager
+    def run_writer(self) -> Iterator[None]:
+        """One writer for a run's batches (the engine's writer lock is held for the whole run): each batch
+        commits (queries see it, a kill keeps it) without waiting for the merges tantivy's policy starts
+        after each commit; they go on in tantivy's threads beside the next batches, and are waited for once,
+        when the block ends. A writer per batch, made and released and waiting for its merges each time,
+        held the indexer's thread 45.7 s of the 100k workspace's lexical pass (18.9 s so) and its peak RSS
+        was 80-90 MB higher; on 2 busy cores the pass took as long either way (bench/RESULTS.md, session 35)."""
+        if self.unavailable or self._run is not None:
+            yield
+            return
+        w = self._run = TantivyWriter(self)
+        w._kept = True
+        try:
+            yield
+        finally:
+            self._run = None
+            with panics_as(TantivyPanic, "tantivy panicked"):
+                w._release()
 
     # The indexer may tokenize in its worker processes (field_tokens there, add_tokens here): Whoosh's
     # analyzer runs inside its own writer, tantivy's fields are tokenized in Python before they are handed over.
