@@ -774,8 +774,8 @@ class Indexer:
         # With embedding processes still at work, from the other end: they take their tasks in the order
         # written, so a pass in that order reached each task as they did and embedded it again (spring-boot:
         # 43-45k embeddings for 35k distinct chunks, session 13). From the end, the two meet once.
-        rows = self.meta.unembedded(max(VECTOR_PASS_ROWS, self.settings.embed_batch),
-                                    newest_first=self._ahead is not None)
+        rows = self.meta.unembedded_keys(max(VECTOR_PASS_ROWS, self.settings.embed_batch),
+                                         newest_first=self._ahead is not None)
         if not rows:  # every chunk is marked (the ones arrived too: they were not embedded, so read above)
             return None
         hashes = sorted({r.content_hash for r in rows} - ahead.keys())
@@ -783,15 +783,18 @@ class Indexer:
             cached: dict[str, Any] = dict.fromkeys(self.meta.cached_hashes(ident.weights_sha256, hashes))
         else:
             cached = self.meta.cached_vectors(ident.weights_sha256, hashes)
-        need: dict[str, ChunkRow] = {}
+        need: dict[str, str] = {}  # content hash -> the id of a chunk with that text
         for r in rows:
             if r.content_hash not in cached and r.content_hash not in ahead:
-                need.setdefault(r.content_hash, r)
+                need.setdefault(r.content_hash, r.id)
         fresh: list[tuple[str, np.ndarray]] = list(ahead.items())
         if need:
             if self._ahead is not None:
                 self._ahead.cancel_for(need)  # embedded here: not again there, if not started
-            texts = [embed_text(r) for r in need.values()]
+            # The texts of these alone: the others' vectors are cached or came from the processes.
+            # (This run holds the writer lock: no chunk read above is deleted in between.)
+            read = self.meta.chunks_by_ids(list(need.values()))
+            texts = [embed_text(read[i]) for i in need.values()]
             step = max(1, self.settings.embed_batch)  # the model's calls stay this size (padding, memory)
             vecs = [v for i in range(0, len(texts), step) for v in self.embedder.embed(texts[i: i + step])]
             fresh += zip(need.keys(), vecs, strict=True)
