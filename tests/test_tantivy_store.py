@@ -344,7 +344,9 @@ def _other_writer_opens(folder: Path) -> bool:
     other = TantivyStore(folder)
     try:
         w = other.writer()
-    except Exception:
+    except ValueError as e:
+        if "LockBusy" not in str(e):
+            raise
         return False
     w.cancel()
     return True
@@ -409,8 +411,37 @@ def test_a_cold_run_makes_one_lexical_writer_for_all_its_batches(tmp_path: Path,
         assert len(made) == 1
         assert _other_writer_opens(tmp_path / "idx" / "tantivy")
         got = _paths(eng, ["handler_7"])
+        made.clear()
+        assert not eng.index().errors and made == []  # a run that writes nothing opens no writer
     monkeypatch.setattr(tantivy_store.TantivyStore, "run_writer", lambda self: contextlib.nullcontext())
     with _open(ws, tmp_path / "per_batch", "tantivy") as eng:
         assert not eng.index().errors
         assert _paths(eng, ["handler_7"]) == got == ["pkg/mod7.py"]
         assert eng.lexical.doc_count() == 120
+
+
+def test_the_runs_writer_is_released_when_the_runs_end_fails(tmp_path: Path, monkeypatch):
+    """Whatever fails while a run ends (its parse workers' pool closing, here), tantivy's writer is released:
+    the next run or another process can write (a review of session 35: the release came after the pool's close)."""
+    from delphi_ls.indexing import workers
+
+    ws = tmp_path / "ws"
+    for i in range(300):  # enough files for a pool of parse workers (POOL_MIN_FILES)
+        (ws / "pkg").mkdir(parents=True, exist_ok=True)
+        (ws / "pkg" / f"mod{i}.py").write_text(f"def handler_{i}(request):\n    return {i}\n")
+    real_close = workers.PreparePool.close
+
+    def failing(self):  # type: ignore[no-untyped-def]
+        real_close(self)
+        raise RuntimeError("the pool failed to close")
+
+    monkeypatch.setattr(workers.PreparePool, "close", failing)
+    with Engine(ws, index_dir=str(tmp_path / "idx"), reranker="off", vectors=False, lexical_store="tantivy",
+                index_workers=2) as eng:
+        with pytest.raises(RuntimeError, match="failed to close") as failed:
+            eng.index()
+        # The error is still held (its traceback keeps the run's frames alive, as a caller logging it would):
+        # a writer released only when those are collected would still hold tantivy's lock here.
+        assert failed.tb is not None and _other_writer_opens(tmp_path / "idx" / "tantivy")
+        monkeypatch.setattr(workers.PreparePool, "close", real_close)
+        assert not eng.index().errors and eng.lexical.doc_count() == 300

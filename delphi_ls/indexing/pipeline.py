@@ -387,17 +387,17 @@ class Indexer:
                     progress("lexical", done, len(todo), rep.chunks_written)
             stopped = bool(rep.errors)
         finally:
-            if pool is not None:
-                pool.close()
-            if stopped:  # stopped or failed: no vector pass follows this run
-                self.close_ahead()
-            # Every run, stopped or failed too (a lookup of a moment when present): lookups by name must not
-            # scan the table from now on, and a run killed before building it (or one whose build failed) left
-            # it to the next run, whatever its size.
             try:
+                if pool is not None:
+                    pool.close()
+                if stopped:  # stopped or failed: no vector pass follows this run
+                    self.close_ahead()
+                # Every run, stopped or failed too (a lookup of a moment when present): lookups by name must not
+                # scan the table from now on, and a run killed before building it (or one whose build failed)
+                # left it to the next run, whatever its size.
                 self.meta.finish_name_index()
             finally:
-                held.close()  # waits for the merges the lexical store's commits started (tantivy)
+                held.close()  # whatever raised above (a Ctrl-C in pool.close): tantivy's writer is released
         # Whatever a stopped batch wrote, or a killed run left above the watermark: added now, before the
         # run says the lexical index is ready; then chunks are added row by row again (a no-op when the
         # trigram index holds every chunk and no run deferred it). A run whose vector pass follows adds

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import math
 import os
 import shutil
@@ -99,6 +100,7 @@ def _schema(tv: Any) -> Any:
 
 SCHEMA_FIELDS = ("id", "path", "kind", *BOOSTS)
 F = TypeVar("F", bound=Callable[..., Any])
+log = logging.getLogger(__name__)
 
 
 class TantivyPanic(RuntimeError):
@@ -190,7 +192,8 @@ class TantivyStore:
         folder.mkdir(parents=True, exist_ok=True)
         self.folder = folder
         self._lock = threading.RLock()
-        self._run: TantivyWriter | None = None  # the writer of a run_writer block
+        self._in_run = False  # inside a run_writer block
+        self._run: TantivyWriter | None = None  # that block's writer, once a batch asked for one
         self._searcher: Any = None
         self._seen: tuple[int, int, int] | None = None  # meta.json's (inode, mtime_ns, size) the searcher reads
         # Documents in the searcher's segments, deleted ones included: the N of tantivy's idf (its doc
@@ -270,12 +273,16 @@ class TantivyStore:
             self.created = True
 
     def writer(self) -> TantivyWriter:
-        """A writer for one batch; inside :meth:`run_writer`, the run's writer."""
+        """A writer for one batch; inside :meth:`run_writer`, the run's writer (made at the run's first call:
+        a run that writes nothing, a catch-up with no change, opens none)."""
         if self.unavailable:
             raise RuntimeError(f"lexical store tantivy is unavailable: {self.error}")
-        if self._run is not None:
-            return self._run
-        return TantivyWriter(self)
+        if not self._in_run:
+            return TantivyWriter(self)
+        if self._run is None:
+            self._run = TantivyWriter(self)
+            self._run._kept = True
+        return self._run
 
     @contextmanager
     def run_writer(self) -> Iterator[None]:
@@ -285,17 +292,30 @@ class TantivyStore:
         when the block ends. A writer per batch, made and released and waiting for its merges each time,
         held the indexer's thread 45.7 s of the 100k workspace's lexical pass (18.9 s so) and its peak RSS
         was 80-90 MB higher; on 2 busy cores the pass took as long either way (bench/RESULTS.md, session 35)."""
-        if self.unavailable or self._run is not None:
+        if self._in_run:
             yield
             return
-        w = self._run = TantivyWriter(self)
-        w._kept = True
+        self._in_run = True
         try:
             yield
-        finally:
-            self._run = None
+        except BaseException:
+            self._end_run(quiet=True)  # the run's own error is the one to see
+            raise
+        self._end_run()
+
+    def _end_run(self, quiet: bool = False) -> None:
+        """Release the run's writer (waiting for its merges); ``quiet``: a failure is logged, not raised."""
+        self._in_run = False
+        w, self._run = self._run, None
+        if w is None:
+            return
+        try:
             with panics_as(TantivyPanic, "tantivy panicked"):
                 w._release()
+        except Exception as e:
+            if not quiet:
+                raise
+            log.warning("%s: releasing the run's lexical writer: %s", self.folder, e)
 
     # The indexer may tokenize in its worker processes (field_tokens there, add_tokens here): Whoosh's
     # analyzer runs inside its own writer, tantivy's fields are tokenized in Python before they are handed over.
@@ -445,6 +465,9 @@ class TantivyStore:
 
     def close(self) -> None:
         with self._lock:
+            # A run's writer still held (an engine closed before its run ended): released, not left holding
+            # tantivy's lock; a batch after this finds no index and fails, as it did before run writers.
+            self._end_run(quiet=True)
             self._searcher = None
             self.ix = None  # tantivy-py has no close: its files are released with the last reference
 
