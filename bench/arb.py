@@ -100,6 +100,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             idx = Path(ov["index_dir"])
             repo_key = cdir.name.rsplit("__", 1)[0] + (":novec" if overrides.get("vectors") is False else "")
             seeded = False
+            builds = (name == "engine" or overrides.get("vectors") is False) and not own_lex
+            if builds and args.fresh_indexes:
+                # From scratch means its folder too: a folder a run before left under --index-root was taken up
+                # again with nothing to index (0 files), so a "fresh" run measured an older code's indexes
+                # (session 35 found it; the rankings came out the same that time).
+                shutil.rmtree(idx, ignore_errors=True)
             if not idx.exists() and repo_key in last_index_of_repo and not args.fresh_indexes:
                 # The same repository at another commit: start from its index, so only the
                 # files that differ are re-chunked and re-embedded.
@@ -112,7 +118,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 rep = eng.index()  # the switch found at open: the lexical index rebuilt from the manifest
                 index_stats.append({"corpus": cdir.name, "variant": name, "seconds": round(time.perf_counter() - t0, 3),
                                     "repaired": rep.repaired})
-            elif (name == "engine" or overrides.get("vectors") is False) and not own_lex:
+            elif builds:
                 last_index_of_repo[repo_key] = idx
                 t0 = time.perf_counter()
                 rep = eng.index()
@@ -229,9 +235,10 @@ def build_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--out", default="bench/out/arb")
     ap.add_argument("--index-root", help="where corpora indexes live (reused across runs)")
     ap.add_argument("--fresh-indexes", action="store_true",
-                    help="index every corpus from scratch instead of from the same repository's index at another "
-                         "commit: slower, but a run no longer depends on index history (Whoosh keeps deleted "
-                         "documents in its BM25 statistics until segments merge, which moved MRR by ~0.02 between runs)")
+                    help="index every corpus from scratch: its folder under --index-root deleted first, and no index "
+                         "seeded from the same repository at another commit: slower, but a run no longer depends on "
+                         "index history (Whoosh keeps deleted documents in its BM25 statistics until segments merge, "
+                         "which moved MRR by ~0.02 between runs) or on the code that built an index left there")
     ap.add_argument("--embedder", default="potion-base-8M")
     ap.add_argument("--baselines", default="lexical,bm25,grep,heuristic")
     ap.add_argument("--ablate", nargs="?", const="all",

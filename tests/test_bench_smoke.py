@@ -47,6 +47,20 @@ def test_arb_benchmark_small_run(corpora, tmp_path: Path):
     assert recs[0]["anchors"] == ["shipyard/retry.py"] and recs[0]["top"][0]["branches"]
 
 
+def test_arb_fresh_indexes_index_from_scratch_again(corpora, tmp_path: Path):
+    """``--fresh-indexes`` indexes every corpus from scratch, even where a run before left its index under
+    ``--index-root`` (that index was taken up with nothing to do: 0 files, whatever code had built it)."""
+    samples, root = corpora
+    common = ["--samples", str(samples), "--corpora", str(root), "--index-root", str(tmp_path / "idx"),
+              "--baselines", "lexical"]
+    files = []
+    for n, extra in enumerate([[], ["--fresh-indexes"], []]):
+        arb.run(arb.build_args([*common, "--out", str(tmp_path / f"out{n}"), *extra]))
+        stats = json.loads((tmp_path / f"out{n}" / "summary.json").read_text())["index"]
+        files.append(sum(s.get("files", 0) for s in stats if s["variant"] == "engine"))
+    assert files[0] > 0 and files[1] == files[0] and files[2] == 0
+
+
 def test_arb_scoring_rules():
     assert scoring.metrics(["a", "b", "c"], ["c", "z"]) == {"mrr": 1 / 3, "r@5": 0.5, "r@10": 0.5, "r@20": 0.5}
     assert scoring.gold_of({"task_type": "code2test", "gold": {"related_tests": ["t"], "root_cause_files": ["r"]}}) == ["t"]
