@@ -44,8 +44,16 @@ def _workspace(root: Path) -> Path:
     return root
 
 
-def _open(ws: Path, idx: Path, store: str) -> Engine:
-    return Engine(ws, index_dir=str(idx), reranker="off", vectors=False, lexical_store=store)
+def _open(ws: Path, idx: Path, store: str, **settings) -> Engine:
+    return Engine(ws, index_dir=str(idx), reranker="off", vectors=False, lexical_store=store, **settings)
+
+
+def _handlers(ws: Path, n: int) -> Path:
+    """``n`` small Python files, ``pkg/mod{i}.py`` each defining ``handler_{i}``."""
+    (ws / "pkg").mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        (ws / "pkg" / f"mod{i}.py").write_text(f"def handler_{i}(request):\n    return request.path + '{i}'\n")
+    return ws
 
 
 @pytest.fixture(scope="module")
@@ -391,10 +399,7 @@ def test_a_cold_run_makes_one_lexical_writer_for_all_its_batches(tmp_path: Path,
     with a writer per batch, and leaves the writer released for the next run."""
     from delphi_ls.stores import tantivy_store
 
-    ws = tmp_path / "ws"
-    for i in range(120):
-        (ws / "pkg").mkdir(parents=True, exist_ok=True)
-        (ws / "pkg" / f"mod{i}.py").write_text(f"def handler_{i}(request):\n    return request.path + '{i}'\n")
+    ws = _handlers(tmp_path / "ws", 120)
     made = []
     real_init = tantivy_store.TantivyWriter.__init__
 
@@ -425,10 +430,7 @@ def test_the_runs_writer_is_released_when_the_runs_end_fails(tmp_path: Path, mon
     the next run or another process can write (a review of session 35: the release came after the pool's close)."""
     from delphi_ls.indexing import workers
 
-    ws = tmp_path / "ws"
-    for i in range(300):  # enough files for a pool of parse workers (POOL_MIN_FILES)
-        (ws / "pkg").mkdir(parents=True, exist_ok=True)
-        (ws / "pkg" / f"mod{i}.py").write_text(f"def handler_{i}(request):\n    return {i}\n")
+    ws = _handlers(tmp_path / "ws", 300)  # enough files for a pool of parse workers (POOL_MIN_FILES)
     real_close = workers.PreparePool.close
 
     def failing(self):  # type: ignore[no-untyped-def]
@@ -436,8 +438,7 @@ def test_the_runs_writer_is_released_when_the_runs_end_fails(tmp_path: Path, mon
         raise RuntimeError("the pool failed to close")
 
     monkeypatch.setattr(workers.PreparePool, "close", failing)
-    with Engine(ws, index_dir=str(tmp_path / "idx"), reranker="off", vectors=False, lexical_store="tantivy",
-                index_workers=2) as eng:
+    with _open(ws, tmp_path / "idx", "tantivy", index_workers=2) as eng:
         with pytest.raises(RuntimeError, match="failed to close") as failed:
             eng.index()
         # The error is still held (its traceback keeps the run's frames alive, as a caller logging it would):

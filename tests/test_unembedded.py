@@ -44,15 +44,19 @@ def _as_before_the_table(meta_path: Path, unembedded_path: str) -> int:
         db.close()
 
 
-def _indexed_then_older(tmp_path: Path) -> tuple[Path, Path, int, int, str]:
-    """The shipyard fixture indexed with vectors, its manifest then made as before the table
-    (:func:`_as_before_the_table`): (workspace, index folder, chunks, chunks of TARGET, the model's sha)."""
+def _indexed(tmp_path: Path) -> tuple[Path, Path, int, str]:
+    """The shipyard fixture indexed with vectors: (workspace, index folder, chunks, the model's sha)."""
     ws = copy_fixture("shipyard", tmp_path / "ws")
     idx = tmp_path / "idx"
     with Engine(ws, index_dir=str(idx), reranker="off") as eng:
         eng.index()
-        n = eng.counts()["chunks"]
-        sha = eng.embedder.identity.weights_sha256
+        return ws, idx, eng.counts()["chunks"], eng.embedder.identity.weights_sha256
+
+
+def _indexed_then_older(tmp_path: Path) -> tuple[Path, Path, int, int, str]:
+    """:func:`_indexed`, its manifest then made as before the table (:func:`_as_before_the_table`): (workspace,
+    index folder, chunks, chunks of TARGET, the model's sha)."""
+    ws, idx, n, sha = _indexed(tmp_path)
     k = _as_before_the_table(idx / "meta.sqlite", TARGET)
     assert 0 < k < n
     return ws, idx, n, k, sha
@@ -205,11 +209,7 @@ def test_a_vector_pass_reads_the_text_of_the_chunks_it_embeds_only(tmp_path: Pat
     """Chunks whose vectors are cached (embedded by the processes beside the lexical pass, or by an earlier run)
     are marked from their keys; only a chunk without a cached vector has its text read and embedded (reading
     every chunk's text: 3.2-3.7 s of CPU at 100k files, 1.35 s so; session 35)."""
-    ws = copy_fixture("shipyard", tmp_path / "ws")
-    idx = tmp_path / "idx"
-    with Engine(ws, index_dir=str(idx), reranker="off") as eng:
-        eng.index()
-        n = eng.counts()["chunks"]
+    ws, idx, n, _sha = _indexed(tmp_path)
     db = sqlite3.connect(str(idx / "meta.sqlite"), isolation_level=None)
     try:
         db.execute("INSERT INTO unembedded SELECT rowid FROM chunks")  # every chunk to mark again

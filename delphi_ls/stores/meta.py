@@ -938,16 +938,20 @@ class MetaStore:
             out[r[1]] = _chunk(r)
         return out
 
-    def unembedded(self, limit: int, newest_first: bool = False) -> list[ChunkRow]:
-        """Chunks not yet embedded, in the order written or (``newest_first``) the last written first; both
-        read off the ``unembedded`` table, which holds the rowids in order (no sort)."""
+    def _unembedded(self, cols: str, limit: int, newest_first: bool) -> list[tuple[Any, ...]]:
+        """``cols`` (names in the chunk table) of the chunks not yet embedded, in the order written or the last
+        written first, read off the ``unembedded`` table, which holds the rowids in order (no sort); an
+        older manifest read only (``_flagged``) by its flags."""
         order = "DESC" if newest_first else "ASC"
         with self._lock:
-            sql = (f"SELECT {_CHUNK_COLS} FROM chunks WHERE embedded=0 ORDER BY rowid {order} LIMIT ?" if self._flagged()
-                   else f"SELECT {_CHUNK_COLS_C} FROM unembedded u CROSS JOIN chunks c ON c.rowid = u.rid "
-                        f"ORDER BY u.rid {order} LIMIT ?")
-            rows = self.db.execute(sql, (limit,)).fetchall()
-        return [_chunk(r) for r in rows]
+            sql = (f"SELECT {cols} FROM chunks WHERE embedded=0 ORDER BY rowid {order} LIMIT ?" if self._flagged()
+                   else f"SELECT {','.join('c.' + k for k in cols.split(','))} FROM unembedded u CROSS JOIN chunks c "
+                        f"ON c.rowid = u.rid ORDER BY u.rid {order} LIMIT ?")
+            return self.db.execute(sql, (limit,)).fetchall()
+
+    def unembedded(self, limit: int, newest_first: bool = False) -> list[ChunkRow]:
+        """Chunks not yet embedded, in the order written or (``newest_first``) the last written first."""
+        return [_chunk(r) for r in self._unembedded(_CHUNK_COLS, limit, newest_first)]
 
     def unembedded_keys(self, limit: int, newest_first: bool = False) -> list[ChunkKey]:
         """:meth:`unembedded`'s chunks without their text and symbols: what the vector pass needs of the chunks
@@ -955,13 +959,7 @@ class MetaStore:
         with embedding beside it); it reads the text of the others alone (:meth:`chunks_by_ids`). Reading every
         chunk this way at 100k files, 2,048 a step: 1.35 s of CPU against 3.2-3.7 s with texts and symbols
         (session 35, bench/RESULTS.md)."""
-        order = "DESC" if newest_first else "ASC"
-        with self._lock:
-            sql = (f"SELECT id,path,kind,content_hash FROM chunks WHERE embedded=0 ORDER BY rowid {order} LIMIT ?"
-                   if self._flagged()
-                   else "SELECT c.id,c.path,c.kind,c.content_hash FROM unembedded u CROSS JOIN chunks c ON "
-                        f"c.rowid = u.rid ORDER BY u.rid {order} LIMIT ?")
-            return [ChunkKey(*r) for r in self.db.execute(sql, (limit,))]
+        return [ChunkKey(*r) for r in self._unembedded("id,path,kind,content_hash", limit, newest_first)]
 
     def unembedded_after(self, rowid: int, limit: int, model: str) -> tuple[list[ChunkRow], int]:
         """Chunks above ``rowid`` neither embedded nor with a vector of ``model`` cached, in the order written,

@@ -125,7 +125,6 @@ class TantivyWriter:
         self._store = store
         self._tv = store._tv
         self._w = store.ix.writer(heap_size=WRITER_HEAP, num_threads=writer_threads())
-        self._kept = False  # a run's writer: commit and cancel keep it (TantivyStore.run_writer releases it)
 
     @_panics_as_errors
     def add_document(self, id: str, path: str, kind: str, content: str = "", symbols: str = "",  # noqa: A002
@@ -148,31 +147,34 @@ class TantivyWriter:
     def delete_all(self) -> None:
         self._w.delete_all_documents()
 
+    @property
+    def _kept(self) -> bool:
+        """This is a run's writer (:meth:`TantivyStore.run_writer`): commit and cancel keep it; the run's end
+        releases it."""
+        return self._store._run is self
+
     @_panics_as_errors
     def commit(self, merge: bool = True, **_kw: Any) -> None:
         """Commit, wait for the merges tantivy's merge policy started (its own threads), release the
         writer. ``merge`` is the Whoosh writer's keyword: tantivy decides its merges itself. The writer
-        of a run (:meth:`TantivyStore.run_writer`) commits and stays: its merges go on in their threads."""
-        if self._kept:
+        of a run commits and stays: its merges go on in their threads."""
+        try:
             self._w.commit()
-        else:
-            try:
-                self._w.commit()
-            finally:
+        finally:
+            if not self._kept:
                 self._release()
         self._store.refresh()
 
     @_panics_as_errors
     def cancel(self) -> None:
+        """Back to the last commit; a batch's writer is released, a run's stays for its next batch."""
         if self._w is None:  # commit() released it already (a Ctrl-C inside commit lands here: session 25)
-            return
-        if self._kept:  # back to the last commit; the run's writer stays for its next batch
-            self._w.rollback()
             return
         try:
             self._w.rollback()
         finally:
-            self._release()
+            if not self._kept:
+                self._release()
 
     def _release(self) -> None:
         w, self._w = self._w, None
@@ -281,7 +283,6 @@ class TantivyStore:
             return TantivyWriter(self)
         if self._run is None:
             self._run = TantivyWriter(self)
-            self._run._kept = True
         return self._run
 
     @contextmanager
