@@ -235,7 +235,10 @@ class Session:
         thread open it again (_reopen). Scheduled once: a poll every 0.2 s re-arming the debounce kept the run
         from ever starting (a review, session 30)."""
         root = eng.root
-        if root in self._reopen_due or not eng.index_replaced() or not self._present(root):
+        if (root in self._reopen_due or self.engines.get(root) is not eng or not eng.index_replaced()
+                or not self._present(root)):
+            # An engine already replaced (a poll that took it before the reopen) is not: its root stayed in
+            # _reopen_due with no reopen to come, and a later damage was never acted on (CI, session 36).
             return
         self._reopen_due.add(root)
         self._schedule(root, None)
@@ -530,6 +533,8 @@ class Session:
                 eng = self._reopen(root, eng)
                 if eng is None or self._stopping:
                     continue
+            else:
+                self._reopen_due.discard(root)  # nothing to reopen: a later damage must schedule its own
             warming = self._warming.pop(root, None)
             if warming is not None:
                 warming.wait(timeout=WARM_WAIT_S)

@@ -744,6 +744,43 @@ def test_a_removed_index_is_reopened_while_an_agent_polls_and_a_damage_not_confi
         s.shutdown()
 
 
+def test_a_poll_holding_the_engine_a_reopen_replaced_does_not_stop_later_damage_being_acted_on(
+        tmp_path: Path, monkeypatch):
+    """A status poll that took the engine before the reopen swapped it found that engine's manifest moved and marked
+    the folder due for a reopen; the run it scheduled had the new engine, nothing to reopen, and the mark stayed: a
+    damage found later was never acted on (the failed CI run of session 35, a race)."""
+    import shutil
+    import sqlite3
+
+    from delphi_ls.engine import Engine
+
+    ws, index, s, said = _told_session(tmp_path)
+    try:
+        s.start([ws])
+        assert s.wait_idle(120)
+        old = s.engines[ws.resolve()]
+        shutil.rmtree(index)
+        s.status()
+        deadline = time.monotonic() + 30
+        while s.engines[ws.resolve()] is old or not s.wait_idle(0.01):
+            assert time.monotonic() < deadline, said
+            time.sleep(0.1)
+        s._replaced(old)  # the late poll, made deterministic
+        assert s.wait_idle(30)
+        corrupt = sqlite3.DatabaseError("database disk image is malformed")
+        corrupt.sqlite_errorcode = 11
+
+        def answer(self, req, **kw):
+            raise corrupt
+        monkeypatch.setattr(Engine, "answer", answer)
+        with pytest.raises(sqlite3.DatabaseError):
+            s.context(ContextRequest(query="retry"))
+        assert s.wait_idle(30)
+        assert any(p["code"] == "store_error" for p in s.status()["workspaces"][0]["problems"]), said
+    finally:
+        s.shutdown()
+
+
 def test_a_writer_that_never_pauses_does_not_hold_questions(tmp_path: Path):
     """A log file appended every 10 ms (ignored or not) kept the watcher draining: each question waited for the
     burst's end, 0.87 s a question (a review, session 30). Such a writer is not waited for."""
