@@ -103,6 +103,43 @@ def test_the_branch_finds_a_file_by_its_role(engine: Engine, tmp_path: Path) -> 
     assert "scratch/usage_draft.py" not in {h.path for h in hits}
 
 
+def test_a_term_in_half_the_documents_or_more_is_not_matched_beside_a_term_with_weight(engine: Engine) -> None:
+    """FTS5's BM25 gives such a term an idf of 1e-6, yet the OR query scored every document it matched (61,340 of
+    104,789 for "test" at 100k files): it is left out while a weighted term fills the list, and used when none
+    does (the list is then what it was: the weighted matches first, the rest after)."""
+    fd = docs(engine)
+    n = fd.count()
+    lib = sorted(p for p, _k, _n in engine.files() if p.startswith("lib/"))
+    assert 2 * len(lib) >= n  # "lib" (a path word) is in half the documents or more
+    ranked: list[str] = []
+    engine.meta.db.set_trace_callback(ranked.append)
+    try:
+        top = fd.search(["lib", "backoff"], limit=1)
+        ranked_one = [s for s in ranked if "bm25(" in s]
+        ranked.clear()
+        filled = fd.search(["lib", "backoff"], limit=50)
+        ranked_all = [s for s in ranked if "bm25(" in s]
+    finally:
+        engine.meta.db.set_trace_callback(None)
+    assert [p for p, _s in top] == ["net/retry.go"]
+    assert len(ranked_one) == 1 and '"lib"' not in ranked_one[0]  # the code before matched "lib" OR "backoff"
+    assert [p for p, _s in filled][0] == "net/retry.go" and sorted(p for p, _s in filled[1:]) == lib
+    assert '"lib"' in ranked_all[-1]  # one weighted match for 50 places: the full query fills the rest
+    assert sorted(p for p, _s in fd.search(["lib"], limit=50)) == lib  # no weighted term: all of them
+    with engine.meta._lock:
+        assert fd._df(["lib"]) == (n, {"lib": len(lib)})  # FTS5's own row count, read from its averages record
+    # The counts follow writes: remove six of the eight lib documents, and "lib" weighs again.
+    fd.remove([f"lib/{t}.py" for t in ("cache", "colour", "config", "archive", "locale", "metrics")])
+    ranked.clear()
+    engine.meta.db.set_trace_callback(ranked.append)
+    try:
+        again = fd.search(["lib", "backoff"], limit=2)
+    finally:
+        engine.meta.db.set_trace_callback(None)
+    assert [p for p, _s in again][0] == "net/retry.go"
+    assert '"lib"' in [s for s in ranked if "bm25(" in s][0]
+
+
 def test_documents_follow_edits_additions_removals_and_new_ignores(engine: Engine) -> None:
     ws = engine.root
     fd = docs(engine)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import heapq
 import re
 import sqlite3
+import weakref
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -332,22 +333,74 @@ class FileDocs:
     def search(self, terms: list[str], limit: int) -> list[tuple[str, float]]:
         """(path, score) best first; score is FTS5's BM25 negated (higher is better). Empty when the
         table does not exist yet (an index from before it; the next full index run fills it)."""
-        match = fts_query(terms)
-        if not match:
+        terms = [t for t in terms if t.strip('"')]
+        if not terms:
             return []
         w = ", ".join(str(x) for x in COLUMN_WEIGHTS)
+        sql = ("SELECT d.path, h.s FROM (SELECT rowid AS id, bm25(file_docs_fts, "
+               f"{w}) AS s FROM file_docs_fts WHERE file_docs_fts MATCH ? ORDER BY s LIMIT ?) h "
+               "JOIN file_docs d ON d.rowid = h.id ORDER BY h.s, d.path")
         with self.meta._lock:
             try:
-                rows = self.meta.db.execute(
-                    "SELECT d.path, h.s FROM (SELECT rowid AS id, bm25(file_docs_fts, "
-                    f"{w}) AS s FROM file_docs_fts WHERE file_docs_fts MATCH ? ORDER BY s LIMIT ?) h "
-                    "JOIN file_docs d ON d.rowid = h.id ORDER BY h.s, d.path",
-                    (match, limit)).fetchall()
+                weighed = self._weighed(terms)
+                rows = self.meta.db.execute(sql, (fts_query(weighed), limit)).fetchall()
+                if len(rows) < limit and len(weighed) < len(terms):
+                    # Fewer than asked for: the documents only the weightless terms match fill the rest, as
+                    # before (a small folder; at 100k files the weighted terms fill it).
+                    rows = self.meta.db.execute(sql, (fts_query(terms), limit)).fetchall()
             except sqlite3.OperationalError as e:
                 if "no such table" in str(e):
                     return []
                 raise
         return [(p, -s) for p, s in rows]
+
+    # FTS5's BM25 gives a term found in half the documents or more an idf of 1e-6 (log((N - n + 0.5) / (n + 0.5))
+    # is not positive; fts5_aux.c floors it), yet an OR query scores every document that matches any term: on the
+    # 100,000-file workspace "test" is in 61,340 and "version" in 71,806 of 104,789 documents, and the branch
+    # was 96-124 ms of the four slowest warm questions (session 35). Such terms are left out of the MATCH when a
+    # term with weight remains; what changes is only what 1e-6 decided: ties, and documents matched by nothing
+    # else, which fill the list only when the weighted terms match fewer than it holds.
+    def _weighed(self, terms: list[str]) -> list[str]:
+        """The terms with a weight in FTS5's BM25 (in fewer than half the documents); all of them when none has.
+        Called with the lock held."""
+        n_docs, df = self._df(terms)
+        kept = [t for t in terms if 2 * df[t] < n_docs]
+        return kept or terms
+
+    def _df(self, terms: list[str]) -> tuple[int, dict[str, int]]:
+        """The number of documents FTS5 counts (its averages record) and each term's document count, the
+        latter as FTS5 counts it for BM25 (a phrase query: its stemming, its columns). Kept until this
+        connection writes or another commits: a common term's count is a few milliseconds at 100k files."""
+        db = self.meta.db
+        key = (int(db.execute("PRAGMA data_version").fetchone()[0]), db.total_changes)
+        held = _DF.get(self.meta)
+        if held is None or held[0] != key:
+            row = db.execute("SELECT block FROM file_docs_fts_data WHERE id=1").fetchone()
+            held = (key, _varint(row[0]) if row and row[0] else 0, {})
+            _DF[self.meta] = held
+        counts = held[2]
+        for t in terms:
+            if t not in counts:
+                counts[t] = int(db.execute("SELECT count(*) FROM file_docs_fts WHERE file_docs_fts MATCH ?",
+                                           (fts_query([t]),)).fetchone()[0])
+        return held[1], {t: counts[t] for t in terms}
+
+
+# Per manifest connection: (its write key, FTS5's document count, term -> document count); see FileDocs._df.
+_DF: weakref.WeakKeyDictionary[MetaStore, tuple[tuple[int, int], int, dict[str, int]]] = weakref.WeakKeyDictionary()
+
+
+def _varint(b: bytes) -> int:
+    """The first SQLite varint of ``b`` (big-endian 7-bit groups, a ninth byte of 8 bits): the number of rows
+    in an FTS5 index's averages record (id 1 of its ``_data`` table)."""
+    v = 0
+    for i, c in enumerate(b[:9]):
+        if i == 8:
+            return (v << 8) | c
+        v = (v << 7) | (c & 0x7F)
+        if not c & 0x80:
+            return v
+    return v
 
 
 def top_level_names(symbols: Iterable[tuple[str, str, int, int, str]]) -> list[str]:
