@@ -119,3 +119,23 @@ def test_stored_messages_keep_paths_with_newlines(tmp_path: Path):
     meta = MetaStore(tmp_path / "meta.sqlite")
     meta.set_cochange({}, "abc", 1, 5, {}, [("Fix odd names", ["a\nb.py", "c.py"])])
     assert meta.commit_messages() == [("Fix odd names", ["a\nb.py", "c.py"])]
+
+
+def test_a_secret_in_a_commit_message_is_in_no_store_and_no_answer(workspace: Path, tmp_path: Path):
+    """A key pasted into a commit message was stored in the manifest and shown in the commits branch's why-line
+    (a newcomer, session 36): messages are redacted as a file's text is."""
+    key_id, secret = "AKIAZ7QW4XJ2LMNB5PRT", "q8Wm3Zx7Lp2Vn5Rt9Ys4Bk6Hd1Fg0Jc8Ea3Ku7Ni"
+    _history(workspace)
+    _commit(workspace, "shipyard/retry.py", f"Rotate the uploader's credentials {key_id} {secret} zebra quokka", 7)
+    assert change_history(workspace, {"shipyard/retry.py"}).messages[0][0] == (
+        "Rotate the uploader's credentials [redacted AWS access key id] [redacted AWS secret access key] "
+        "zebra quokka")
+    with Engine(workspace, index_dir=str(tmp_path / "idx"), reranker="off") as eng:
+        eng.index(vectors=False)
+        res = eng.context("zebra quokka credentials")
+        hit = next(r for r in res["results"] if r["path"] == "shipyard/retry.py")
+        assert "[redacted AWS access key id]" in hit["why"]
+        assert key_id not in str(res) and secret not in str(res)
+    for p in (tmp_path / "idx").rglob("*"):
+        if p.is_file():
+            assert key_id.encode() not in p.read_bytes() and secret.encode() not in p.read_bytes(), p

@@ -58,6 +58,25 @@ def test_each_kind_is_replaced_and_the_lines_stay():
     assert in_words({"private key": 2, "GitHub token": 1}) == "GitHub token, private key ×2"
 
 
+def test_an_s3cmd_config_and_a_bare_secret_beside_its_key_id_are_replaced():
+    """s3cmd's `secret_key = …`, and a README's code block with the key id and, on the next line, the secret with no
+    name: both were shown by `delphi context` (a newcomer, session 36)."""
+    key_id, secret = SECRETS["AWS access key id"], SECRETS["AWS secret access key"]
+    s3cfg = f"[default]\nsecret_key = {secret}\nSECRET_KEY: {secret}\nbucket_location = US\n"
+    notes = f"Credentials for the test bucket:\n\n```\n{key_id}\n{secret}\n```\n"
+    for text in (s3cfg, notes):
+        out, found = redact(text)
+        assert secret not in out and key_id not in out
+        assert out.count("\n") == text.count("\n")
+    assert redact(s3cfg)[1] == {"AWS secret access key": 2}
+    assert redact(notes)[1] == {"AWS access key id": 1, "AWS secret access key": 1}
+    # Far from any key id, a 40-character base64 word is data; a hex digest under that name is no key.
+    far = f"{key_id}\n" + "\n" * 4 + f"blob = {secret}\n"
+    assert secret in redact(far)[0]
+    digest = 'SECRET_KEY = "d41d8cd98f00b204e9800998ecf8427e3b0c4429"\n'
+    assert redact(digest) == (digest, {})
+
+
 @pytest.mark.parametrize("text", [
     # Code that talks about keys is not a key.
     'if line.startswith("-----BEGIN RSA PRIVATE KEY-----"):\n    body = read_until(lines, "-----END RSA '

@@ -28,9 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.git import ask_git
+from ..workspace.secrets import redact
 
-COCHANGE_VERSION = 5  # 2: strengths normalised by each file's own change count; 3: those counts kept;
-# 4: commit messages kept with their files; 5: paths read NUL-separated, messages capped
+COCHANGE_VERSION = 6  # 2: strengths normalised by each file's own change count; 3: those counts kept;
+# 4: commit messages kept with their files; 5: paths read NUL-separated, messages capped; 6: messages redacted
 MAX_MESSAGE = 4000  # characters of a message kept (subject and the start of the body say what a change is)
 
 
@@ -78,7 +79,9 @@ def change_history(root: Path, files: set[str], max_commits: int = 500, max_file
         if not changed or len(changed) > max_files:
             continue
         if message.strip():  # a cloned repository's messages are its own: at most MAX_MESSAGE characters kept
-            messages.append((message.strip()[:MAX_MESSAGE], changed))
+            # Redacted as a file's text is: a key pasted into a commit message was stored and shown in the
+            # commits branch's why-line (a newcomer, session 36).
+            messages.append((redact(message.strip())[0][:MAX_MESSAGE], changed))
         w = 1.0 / math.log2(1 + len(changed))
         for a in changed:
             changes[a] += w

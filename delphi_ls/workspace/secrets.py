@@ -45,6 +45,10 @@ def _has_digit_and_letter(s: str) -> bool:
     return any(c.isdigit() for c in s) and any(c.isalpha() for c in s) and "--" not in s
 
 
+def _mixed(s: str) -> bool:
+    return any(c.isupper() for c in s) and any(c.islower() for c in s) and any(c.isdigit() for c in s)
+
+
 def _not_placeholder(s: str) -> bool:
     # `postgres://user:${DB_PASSWORD}@db`, `://user:<password>@`, `://u:****@` name a secret, they are none.
     return not (s.startswith(("$", "<", "{", "%", "*")) or s.lower() in {"password", "pass", "secret", "pwd"})
@@ -63,6 +67,14 @@ _RULES: tuple[_Rule, ...] = (
     _Rule("AWS secret access key",
           re.compile(r"ECRET_ACCESS_KEY\W{0,5}?[:=]>?\W{0,3}?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"), group=1,
           after_word=True),
+    # s3cmd's `.s3cfg` and many INI files say `secret_key = …` (a newcomer's config leaked, session 36): the same
+    # 40 characters of base64, with a capital, a small letter and a digit (a hex digest under that name is none).
+    _Rule("AWS secret access key",
+          re.compile(r"ecret_key\W{0,5}?[:=]>?\W{0,3}?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"), group=1,
+          check=_mixed, after_word=True),
+    _Rule("AWS secret access key",
+          re.compile(r"ECRET_KEY\W{0,5}?[:=]>?\W{0,3}?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"), group=1,
+          check=_mixed, after_word=True),
     _Rule("GitHub token", re.compile(r"gh[pousr]_[A-Za-z0-9]{36,255}" + _END)),
     _Rule("GitHub token", re.compile(r"github_pat_[A-Za-z0-9_]{22,255}" + _END)),
     _Rule("GitLab token", re.compile(r"glpat-[A-Za-z0-9_-]{20,}")),
@@ -133,7 +145,31 @@ def redact(text: str) -> tuple[str, dict[str, int]]:
             return whole[:start] + _mark(rule.kind) + whole[end:]
 
         text = rule.pattern.sub(sub, text)
+    if "AWS access key id" in found:
+        text = _beside_key_ids(text, found)
     return text, found
+
+
+# An AWS secret key written bare (a README's code block: the key id on one line, the secret on the next) has no
+# name to find it by; beside a key id, within NEAR_KEY_LINES lines, a 40-character base64 word with a capital,
+# a small letter and a digit is taken for one (a newcomer's notes leaked one, session 36). Anywhere else such a
+# word is left alone: base64 data and hashes are what code search must find.
+NEAR_KEY_LINES = 3
+_BARE_SECRET = re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
+
+
+def _beside_key_ids(text: str, found: dict[str, int]) -> str:
+    lines = text.split("\n")
+    near = {j for i, line in enumerate(lines) if _mark("AWS access key id") in line
+            for j in range(max(0, i - NEAR_KEY_LINES), min(len(lines), i + NEAR_KEY_LINES + 1))}
+    for j in sorted(near):
+        def sub(m: re.Match[str]) -> str:
+            if not _mixed(m.group(0)):
+                return m.group(0)
+            found["AWS secret access key"] = found.get("AWS secret access key", 0) + 1
+            return _mark("AWS secret access key")
+        lines[j] = _BARE_SECRET.sub(sub, lines[j])
+    return "\n".join(lines)
 
 
 def in_words(found: dict[str, int]) -> str:
