@@ -45,7 +45,23 @@ def test_token_string_is_the_joined_code_tokens():
 
     samples = ["getUserName grpc_proxy __init__ _private HTTPServerError x86_64 0x1F 12345",
                "a" * 64 + " " + "b" * 65 + " mixed_CamelCase_snake URLParser ÄÖÜ café naïve", "", "   \n\t",
-               "def f(x):\n    return x + 1  # 42 things", "__ _ ___a___ A_B_C aBC ABc"]
+               "def f(x):\n    return x + 1  # 42 things", "__ _ ___a___ A_B_C aBC ABc",
+               "test_a_broken_history_ranker_is_an_error_in_health_and_the_plain_one_answers q8Wm3Zx7Lp2Vn5Rt9Ys4Bk6"
+               "Hd1Fg0Jc8Ea3Ku7Niq8Wm3Zx7Lp2Vn5Rt9Ys4Bk6Hd1Fg0Jc8Ea3Ku7Ni " + "deadbeef0123" * 8]
     samples += [p.read_text(encoding="utf-8") for p in sorted(Path(__file__).parent.parent.glob("delphi_ls/**/*.py"))]
     for text in samples + samples:  # twice: the second time from the cache
         assert token_string(text) == " ".join(t for t, _pos in code_tokens(text))
+
+
+def test_a_word_longer_than_64_characters_gives_its_parts_when_it_is_made_of_words():
+    """A pytest name an agent pastes (76 characters) gave no token at all: bm25 and the file documents lost it and
+    the only file defining it ranked 17th (a newcomer, session 36). A blob (base64, hex) still gives none."""
+    from delphi_ls.core.tokens import query_terms, token_string
+
+    name = "test_a_broken_history_ranker_is_an_error_in_health_and_the_plain_one_answers"
+    assert token_string(name) == ("test a broken history ranker is an error in health and the plain one answers")
+    assert query_terms(f"why does {name} fail?") == ["test", "broken", "history", "ranker", "error", "health",
+                                                     "plain", "answers", "fail"]
+    assert token_string("q8Wm3Zx7Lp2Vn5Rt9Ys4Bk6Hd1Fg0Jc8Ea3Ku7Niq8Wm3Zx7Lp2Vn5Rt9Ys4Bk6Hd1Fg0Jc8Ea3Ku7Ni") == ""
+    assert token_string("d41d8cd98f00b204e9800998ecf8427e" * 3) == ""
+    assert token_string("x" * 65) == ""

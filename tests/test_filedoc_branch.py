@@ -223,3 +223,20 @@ def test_documents_are_kept_only_while_the_branch_can_run(tmp_path: Path) -> Non
     with Engine(ws, index_dir=index, vectors=False, branch_weights=OFF) as off:
         off.index()
         assert not FileDocs(off.meta).exists() and FileDocs(off.meta).search(["usage"], 5) == []
+
+
+def test_a_pasted_test_name_longer_than_64_characters_is_found_by_its_words(tmp_path: Path) -> None:
+    """Such a name gave no token: bm25 and the file documents found nothing and the one file defining it ranked
+    17th on this repository (a newcomer, session 36)."""
+    name = "test_a_broken_history_ranker_is_an_error_in_health_and_the_plain_one_answers"
+    files = {"tests/test_rerankers.py": f"def {name}():\n    assert health()['ranker'] == 'error'\n",
+             "tests/test_history.py": "def test_history_is_read():\n    assert read_history()\n",
+             "tests/test_health.py": "def test_health_lists_errors():\n    assert health()\n"}
+    for topic in ("cache", "colour", "config", "archive", "locale", "metrics"):
+        files[f"tests/test_{topic}.py"] = f"def test_{topic}_opens():\n    assert open_{topic}()\n"
+    write(tmp_path / "ws", files)
+    with Engine(tmp_path / "ws", index_dir=str(tmp_path / "index"), vectors=False, branch_weights=ON) as eng:
+        eng.index()
+        top = eng.context(f"why does {name} fail?", limit=5)["results"][0]
+    assert top["path"] == "tests/test_rerankers.py"
+    assert top["branches"].get("bm25") == 1 and top["branches"].get("filedoc") == 1, top["branches"]

@@ -85,12 +85,31 @@ def split_identifier(word: str) -> list[str]:
     return parts
 
 
+MAX_WHOLE = 64  # longer words are not tokens whole: base64, hex blobs, generated names
+
+
+def _long_parts(word: str) -> list[str]:
+    """The parts of a word longer than MAX_WHOLE when it is made of words (``test_a_broken_history_ranker_is_…``, a
+    pytest name an agent pastes, lost every word-match: a newcomer, session 36); none for a blob (base64 split at
+    its case changes gives parts of one or two characters)."""
+    parts = split_identifier(word)
+    if len(parts) < 2 or max(map(len, parts)) > MAX_WHOLE or len(word) / len(parts) < 3:
+        return []
+    return parts
+
+
 def code_tokens(text: str) -> Iterator[tuple[str, int]]:
     """(token, position) pairs; an identifier yields itself whole, then its parts."""
     pos = 0
     for word in words_of(text):
         low = word.lower()
-        if len(low) > 64:
+        if len(low) > MAX_WHOLE:
+            parts = _long_parts(word)
+            if not parts:
+                continue
+            for p in parts:
+                yield p, pos
+            pos += 1
             continue
         parts = split_identifier(word)
         yield low.strip("_") or low, pos
@@ -104,8 +123,8 @@ def code_tokens(text: str) -> Iterator[tuple[str, int]]:
 def _word_tokens(word: str) -> str:
     """One word's tokens as :func:`code_tokens` gives them, joined by spaces ("" for a word it skips)."""
     low = word.lower()
-    if len(low) > 64:
-        return ""
+    if len(low) > MAX_WHOLE:
+        return " ".join(_long_parts(word))
     parts = split_identifier(word)
     whole = low.strip("_") or low
     return " ".join([whole, *parts]) if len(parts) > 1 else whole

@@ -54,7 +54,8 @@ BATCH_FILES = 1000  # files per lexical commit once the first small batches are 
 # 5: a line longer than two windows is cut into pieces (its tail was dropped).
 # 6: lines end at "\n" only, a lone "\r" is a line end, UTF-16/32 files are text, no byte-order mark in chunks
 #    (core/text.py); words with letters beyond ASCII are whole tokens (core/tokens.py).
-# 7: `secret_key = …` and a bare AWS secret key beside its key id are redacted (workspace/secrets.py).
+# 7: `secret_key = …` and a bare AWS secret key beside its key id are redacted (workspace/secrets.py); a word
+#    longer than 64 characters made of words gives its parts as tokens (core/tokens.py).
 PARSER_VERSION = 7
 FIRST_BATCH_FILES = 25
 # A large run whose vector pass follows adds its chunks to the trigram index during that pass, on a thread
