@@ -596,6 +596,40 @@ def test_a_lone_surrogate_or_params_not_an_object_in_a_call_is_answered(ws: Path
         proc.wait()
 
 
+def test_a_line_the_protocol_cannot_read_is_answered_and_the_server_goes_on(ws: Path, tmp_path: Path):
+    """A batch, a `"jsonrpc": "1.0"` request, a line that is not JSON: the SDK's parser dropped each with no reply
+    and a client waited for ever for the ids (a newcomer, session 36). Each is answered as JSON-RPC says, under
+    its id where one can be read; a response from the client gets none; the next request is served."""
+    proc = subprocess.Popen([*CLI, "mcp", str(ws), "--index-dir", str(tmp_path / "index"), "--no-vectors"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+        raw = [json.dumps(init), '{"jsonrpc":"2.0","method":"notifications/initialized"}', "this is not json",
+               '[{"jsonrpc":"2.0","id":50,"method":"tools/list"},{"jsonrpc":"2.0","id":51,"method":"tools/list"}]',
+               '{"jsonrpc":"1.0","id":7,"method":"tools/list"}', '{"id":8}', '{"jsonrpc":"2.0","id":9,"result":{}}',
+               "", '{"jsonrpc":"2.0","id":10,"method":"tools/list"}']
+        proc.stdin.write(("\n".join(raw) + "\n").encode() + b"\xff\xfe garbage\n")
+        proc.stdin.flush()
+        got: list[dict] = []
+        deadline = time.monotonic() + 60
+        while not any(m.get("id") == 10 for m in got) or len(got) < 8:
+            assert select.select([proc.stdout], [], [], max(deadline - time.monotonic(), 0))[0], got
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read()[-2000:]
+            got.append(json.loads(line))
+        errors = {(m["id"], m["error"]["code"]) for m in got if "error" in m}
+        assert errors == {(None, -32700), (50, -32600), (51, -32600), (7, -32600), (8, -32600)}
+        assert sum(1 for m in got if m.get("id") is None) == 2  # the line that is not JSON, the garbage bytes
+        assert "MCP has no batches" in next(m for m in got if m.get("id") == 50)["error"]["message"]
+        assert '"jsonrpc" must be "2.0"' in next(m for m in got if m.get("id") == 7)["error"]["message"]
+        assert [t["name"] for t in next(m for m in got if m.get("id") == 10)["result"]["tools"]][:1] == ["context"]
+        assert not any(m.get("id") == 9 for m in got)  # a response from the client is not answered
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_ctrl_c_ends_delphi_mcp(ws: Path, tmp_path: Path):
     """Ctrl-C printed "interrupted" and `delphi mcp` went on serving, idle or mid-index (the SDK's stdin reader
     thread kept the event loop waiting; a newcomer, session 27): it now exits with 130 within seconds."""

@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import re
+import threading
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -125,32 +126,109 @@ def with_params_checked(line: str) -> str:
     return json.dumps({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {}}) + "\n"
 
 
+def _usable_id(rid: Any) -> bool:
+    return isinstance(rid, int | str) and not isinstance(rid, bool)
+
+
+def _error(rid: Any, code: int, message: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid if _usable_id(rid) else None, "error": {"code": code, "message": message}}
+
+
+def invalid_replies(line: str) -> list[dict[str, Any]]:
+    """JSON-RPC's answers to a line the SDK's parser refuses (it drops such a line with no reply, and a client
+    waited for ever for a batch's or a `"jsonrpc": "1.0"` request's id: a newcomer, session 36): -32700 for a
+    line that is not JSON, -32600 under each id that can be read otherwise; none for a response from the client
+    (a reply to a reply is not JSON-RPC) or a notification."""
+    try:
+        msg = json.loads(line)
+    except ValueError:
+        return [_error(None, -32700, "Parse error: the line is not JSON (one JSON-RPC message per line)")]
+    if isinstance(msg, list):
+        batch = "Invalid Request: MCP has no batches (since 2025-06-18); send each request on its own line"
+        ids = [m["id"] for m in msg if isinstance(m, dict) and "method" in m and _usable_id(m.get("id"))]
+        return [_error(i, -32600, batch) for i in ids] or [_error(None, -32600, batch)]
+    if not isinstance(msg, dict):
+        return [_error(None, -32600, "Invalid Request: a JSON-RPC message is an object")]
+    if "method" not in msg and ("result" in msg or "error" in msg):
+        return []
+    if isinstance(msg.get("method"), str) and "id" not in msg and msg.get("jsonrpc") == "2.0":
+        return []  # a notification is never answered, even a malformed one
+    if msg.get("jsonrpc") != "2.0":
+        why = '"jsonrpc" must be "2.0"'
+    elif not isinstance(msg.get("method"), str):
+        why = '"method" must be a string'
+    elif "id" in msg and not _usable_id(msg["id"]):
+        why = '"id" must be a string or an integer'
+    else:
+        why = "not a request or notification this server reads"
+    return [_error(msg.get("id"), -32600, f"Invalid Request: {why}")]
+
+
+class _Wire:
+    """The client's stdout, shared by the SDK's writer and the replies to lines it would drop: each write under
+    one lock, so a reply never lands inside another message."""
+
+    def __init__(self, text: io.TextIOWrapper) -> None:
+        self._text = text
+        self._lock = threading.Lock()
+
+    def write(self, s: str) -> int:
+        with self._lock:
+            return self._text.write(s)
+
+    def flush(self) -> None:
+        with self._lock:
+            self._text.flush()
+
+    def reply(self, msg: dict[str, Any]) -> None:
+        with self._lock:
+            self._text.write(json.dumps(msg) + "\n")
+            self._text.flush()
+
+
 class _Lines:
     """stdin's lines, each with its lone surrogate escapes replaced and a request whose params are not an
-    object made one the SDK answers (what ``stdio_server`` reads)."""
+    object made one the SDK answers (what ``stdio_server`` reads); a line the SDK's parser would refuse is
+    answered here (invalid_replies) and not passed on."""
 
-    def __init__(self, text: io.TextIOBase) -> None:
+    def __init__(self, text: io.TextIOBase, wire: _Wire) -> None:
         self._text = text
+        self._wire = wire
 
     def readline(self) -> str:
-        return with_params_checked(without_lone_surrogates(self._text.readline()))
+        while True:
+            line = with_params_checked(without_lone_surrogates(self._text.readline()))
+            if not line.strip():
+                return line  # the end of input, or a blank line (the SDK skips it)
+            try:
+                types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+            except ValueError:
+                replies = invalid_replies(line)
+                log.warning("refused a line the protocol cannot read (%d bytes): %s", len(line),
+                            replies[0]["error"]["message"] if replies else "a malformed response")
+                for reply in replies:
+                    self._wire.reply(reply)
+                continue
+            return line
 
 
-def _claimed_stdin() -> Any:
-    """The client's stdin for us alone: fd 0 then reads the null device, so a child process or a stray read
-    cannot take the protocol's bytes (what the SDK's own claim does, which an explicit stream skips)."""
-    import anyio
-
-    fd = os.dup(0)
+def _claimed_stdio() -> tuple[Any, Any]:
+    """The client's stdin and stdout for us alone: fd 0 then reads the null device and fd 1 writes to stderr, so
+    a child process or a stray read or print cannot take or break the protocol's bytes (what the SDK's own claim
+    does, which explicit streams skip)."""
+    fd_in, fd_out = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
-    text = io.TextIOWrapper(os.fdopen(fd, "rb"), encoding="utf-8", errors="replace")
-    return anyio.wrap_file(_Lines(text))  # type: ignore[arg-type]
+    os.dup2(2, 1)
+    wire = _Wire(io.TextIOWrapper(os.fdopen(fd_out, "wb"), encoding="utf-8"))
+    text = io.TextIOWrapper(os.fdopen(fd_in, "rb"), encoding="utf-8", errors="replace")
+    return anyio.wrap_file(_Lines(text, wire)), anyio.wrap_file(wire)  # type: ignore[arg-type]
 
 
 async def serve_stdio(server: Server[Any]) -> None:
     from mcp.server.stdio import stdio_server
 
-    async with stdio_server(stdin=_claimed_stdin()) as (read, write):
+    stdin, stdout = _claimed_stdio()
+    async with stdio_server(stdin=stdin, stdout=stdout) as (read, write):
         await server.run(read, write, server.create_initialization_options())
