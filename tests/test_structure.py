@@ -77,6 +77,25 @@ def test_cochange_from_history(workspace: Path, tmp_path: Path):
         assert eng.cochange_status.startswith("ready: 5 commits")
 
 
+def test_files_added_by_a_commit_without_a_parent_did_not_change_together(workspace: Path):
+    """In a one-commit repository every test "changed with" every source file: `related-code` of a test named an
+    unrelated settings file, and a cart test ranked second for retry.py by co-change (a newcomer, session 36). The
+    first commit (or a shallow clone's oldest) adds files; it makes no pairs, and still counts as their change."""
+    from delphi_ls.indexing.cochange import change_history
+
+    files = {"shipyard/retry.py", "shipyard/scheduler.py", "config/settings.yaml"}
+    git(workspace, "init", "-q")
+    git(workspace, "add", "-A")
+    git(workspace, "commit", "-qm", "initial")
+    h = change_history(workspace, files)
+    assert h.commits == 1 and h.pairs == {} and set(h.changes) == files
+    (workspace / "shipyard/retry.py").write_text((workspace / "shipyard/retry.py").read_text() + "\n# 1\n")
+    (workspace / "config/settings.yaml").write_text((workspace / "config/settings.yaml").read_text() + "# 1\n")
+    git(workspace, "commit", "-qam", "tune retries")
+    assert set(change_history(workspace, files).pairs) == {("shipyard/retry.py", "config/settings.yaml"),
+                                                           ("config/settings.yaml", "shipyard/retry.py")}
+
+
 def test_cochange_discounts_files_that_change_with_everything(tmp_path: Path):
     """A changelog touched by every commit co-changes with everything; the file that changes only
     with retry.py is the stronger partner."""

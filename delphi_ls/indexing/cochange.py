@@ -31,7 +31,8 @@ from ..core.git import ask_git
 from ..workspace.secrets import redact
 
 COCHANGE_VERSION = 6  # 2: strengths normalised by each file's own change count; 3: those counts kept;
-# 4: commit messages kept with their files; 5: paths read NUL-separated, messages capped; 6: messages redacted
+# 4: commit messages kept with their files; 5: paths read NUL-separated, messages capped; 6: messages redacted,
+# no pairs from a commit without a parent
 MAX_MESSAGE = 4000  # characters of a message kept (subject and the start of the body say what a change is)
 
 
@@ -64,7 +65,7 @@ def change_history(root: Path, files: set[str], max_commits: int = 500, max_file
     # Each commit opens with NUL SOH and its message ends with NUL; -z ends every path with NUL, unquoted
     # (git refuses NUL in a message, and no path holds one).
     res = subprocess.run(["git", "-C", str(root), "log", f"-n{max_commits}", "--no-merges", "--name-only", "-z",
-                          "--format=format:%x00%x01%s%n%n%b%x00"],
+                          "--format=format:%x00%x01%P%x02%s%n%n%b%x00"],
                          capture_output=True, text=True, errors="replace", timeout=120)
     if res.returncode != 0:
         raise RuntimeError(res.stderr.strip() or "git log failed")
@@ -73,7 +74,8 @@ def change_history(root: Path, files: set[str], max_commits: int = 500, max_file
     messages: list[tuple[str, list[str]]] = []
     commits = 0
     for block in res.stdout.split("\x00\x01")[1:]:
-        message, _, names = block.partition("\x00")
+        head, _, names = block.partition("\x00")
+        parents, _, message = head.partition("\x02")
         changed = sorted({n for n in names.removeprefix("\n").split("\x00") if n in files})
         commits += 1
         if not changed or len(changed) > max_files:
@@ -85,6 +87,11 @@ def change_history(root: Path, files: set[str], max_commits: int = 500, max_file
         w = 1.0 / math.log2(1 + len(changed))
         for a in changed:
             changes[a] += w
+        if not parents.strip():
+            # A commit without a parent (the first, or a shallow clone's oldest) lists every file it holds, added
+            # together, not changed together: in a one-commit repository every test "changed with" every source
+            # file (a newcomer, session 36). It still counts as a change of each (the churn columns).
+            continue
         for i, a in enumerate(changed):
             for b in changed[i + 1:]:
                 pairs[(a, b)] += w
