@@ -693,8 +693,10 @@ def _say_enclosing_project(path: str | None) -> None:
     the workspace (it was asked for); the note says the project around it and how to ask it instead."""
     if not path or not Path(path).is_dir():
         return
-    from .workspace.roots import enclosing_project
+    from .workspace.roots import enclosing_project, refusal
 
+    if refusal(Path(path).resolve()) is not None:
+        return  # refused (a `.git` folder inside its project): the error says why, a note would contradict it
     project = enclosing_project(Path(path))
     if project is not None:
         print(f"delphi: note: {Path(path).resolve()} is inside the project {project} (it holds .git or "

@@ -698,6 +698,10 @@ def test_a_folder_inside_a_project_is_searched_alone_and_the_note_says_so(tmp_pa
     out = delphi("related-tests", ".", "shipyard/retry.py", "--index-dir", str(tmp_path / "j"), "--no-vectors",
                  cwd=proj)
     assert out.returncode == 0 and "tests/test_retry.py" in out.stdout and "note:" not in out.stderr, out
+    # A `.git` folder is refused: no note first telling to search the project instead (a newcomer, session 36).
+    (proj / ".git").mkdir()
+    out = delphi("index", str(proj / ".git"), "--index-dir", str(tmp_path / "k"), "--no-vectors")
+    assert out.returncode == 2 and "it is a git folder" in out.stderr and "note:" not in out.stderr, out
 
 
 def test_a_hostile_environment_gets_one_line_not_a_traceback(tmp_path: Path) -> None:

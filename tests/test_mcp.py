@@ -213,6 +213,13 @@ async def test_http_daemon_token_two_clients_and_an_edit(ws: Path, tmp_path: Pat
             for headers in ({}, {"Authorization": "Bearer nope"}):
                 r = await raw.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, headers=headers)
                 assert r.status_code == 401
+            # Over the SDK's 4 MiB, posted straight to the daemon: refused with its size (it said only "Request
+            # body too large": a newcomer, session 36); no body is read.
+            big = b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"query":"' + b"x" * 4_200_000 + b'"}}'
+            r = await raw.post(url, content=big, headers={"Authorization": f"Bearer {token}",
+                                                          "Content-Type": "application/json"})
+            assert r.status_code == 413 and f"{len(big):,} bytes" in r.json()["error"], r.text
+            assert "at most 4,194,304" in r.json()["error"]
         http_a = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
         http_b = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
         async with http_a, http_b, Client(streamable_http_client(url, http_client=http_a)) as a, \

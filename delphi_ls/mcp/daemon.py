@@ -42,6 +42,9 @@ ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[dict[str, Any]]], Cal
                    Awaitable[None]]
 
 
+MAX_BODY_BYTES = 4 * 1024 * 1024  # the MCP SDK's own limit on a request's body (DEFAULT_MAX_REQUEST_BODY_SIZE)
+
+
 def require_token(app: ASGIApp, token: str) -> ASGIApp:
     """Refuse every HTTP request without ``Authorization: Bearer <token>`` (401), before the MCP app."""
     expected = f"Bearer {token}".encode()
@@ -55,6 +58,15 @@ def require_token(app: ASGIApp, token: str) -> ASGIApp:
                             "headers": [(b"content-type", b"application/json"),
                                         (b"www-authenticate", b"Bearer")]})
                 await send({"type": "http.response.body", "body": body})
+                return
+            size = dict(scope.get("headers") or []).get(b"content-length", b"")
+            if size.isdigit() and int(size) > MAX_BODY_BYTES:
+                # The SDK refuses it too, with "Request body too large" and no sizes (a newcomer, session 36).
+                why = (f"this request's body is {int(size):,} bytes; the Delphi daemon takes at most "
+                       f"{MAX_BODY_BYTES:,} (send a shorter question: a long one is searched by its head and tail)")
+                await send({"type": "http.response.start", "status": 413,
+                            "headers": [(b"content-type", b"application/json")]})
+                await send({"type": "http.response.body", "body": json.dumps({"error": why}).encode()})
                 return
         await app(scope, receive, send)
 
