@@ -139,3 +139,17 @@ def test_a_secret_in_a_commit_message_is_in_no_store_and_no_answer(workspace: Pa
     for p in (tmp_path / "idx").rglob("*"):
         if p.is_file():
             assert key_id.encode() not in p.read_bytes() and secret.encode() not in p.read_bytes(), p
+
+
+def test_messages_stored_before_redaction_are_redacted_when_read(workspace: Path, tmp_path: Path):
+    """An index whose history was read by an older Delphi holds its messages as written until its next run reads
+    the history again (after the run's lexical pass): answers meanwhile show them redacted (a review, session 36)."""
+    key_id = "AKIAZ7QW4XJ2LMNB5PRT"
+    _history(workspace)
+    with Engine(workspace, index_dir=str(tmp_path / "idx"), reranker="off") as eng:
+        eng.index(vectors=False)
+        eng.meta.set_cochange({}, "old-head", 1, 5, {}, [(f"Rotate credentials {key_id} zebra quokka",
+                                                          ["shipyard/retry.py"])])
+        res = eng.context("zebra quokka credentials")
+        hit = next(r for r in res["results"] if r["path"] == "shipyard/retry.py")
+        assert "[redacted AWS access key id]" in hit["why"] and key_id not in str(res)

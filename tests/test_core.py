@@ -65,3 +65,5 @@ def test_a_word_longer_than_64_characters_gives_its_parts_when_it_is_made_of_wor
     assert token_string("q8Wm3Zx7Lp2Vn5Rt9Ys4Bk6Hd1Fg0Jc8Ea3Ku7Niq8Wm3Zx7Lp2Vn5Rt9Ys4Bk6Hd1Fg0Jc8Ea3Ku7Ni") == ""
     assert token_string("d41d8cd98f00b204e9800998ecf8427e" * 3) == ""
     assert token_string("x" * 65) == ""
+    assert token_string("JBSWY3DPEHPK3PXP" * 5) == ""  # base32 (a review: 65% of random ones gave parts)
+    assert token_string("SETTING_" * 9) == "setting " * 8 + "setting"  # a long constant is made of words

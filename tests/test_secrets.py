@@ -62,13 +62,15 @@ def test_an_s3cmd_config_and_a_bare_secret_beside_its_key_id_are_replaced():
     """s3cmd's `secret_key = …`, and a README's code block with the key id and, on the next line, the secret with no
     name: both were shown by `delphi context` (a newcomer, session 36)."""
     key_id, secret = SECRETS["AWS access key id"], SECRETS["AWS secret access key"]
-    s3cfg = f"[default]\nsecret_key = {secret}\nSECRET_KEY: {secret}\nbucket_location = US\n"
+    s3cfg = (f"[default]\nsecret_key = {secret}\nSECRET_KEY: {secret}\nbucket_location = US\n"
+             f"minio = Minio(endpoint, secretKey: '{secret}')\nSecret_Key = {secret}\n")
     notes = f"Credentials for the test bucket:\n\n```\n{key_id}\n{secret}\n```\n"
-    for text in (s3cfg, notes):
+    shell = f"export AWS_ACCESS_KEY_ID={key_id}\nexport AWS_SECRET={secret}\n"  # `=` before it (a review)
+    for text in (s3cfg, notes, shell):
         out, found = redact(text)
         assert secret not in out and key_id not in out
         assert out.count("\n") == text.count("\n")
-    assert redact(s3cfg)[1] == {"AWS secret access key": 2}
+    assert redact(s3cfg)[1] == {"AWS secret access key": 4}
     assert redact(notes)[1] == {"AWS access key id": 1, "AWS secret access key": 1}
     # Far from any key id, a 40-character base64 word is data; a hex digest under that name is no key.
     far = f"{key_id}\n" + "\n" * 4 + f"blob = {secret}\n"

@@ -114,8 +114,8 @@ def with_params_checked(line: str) -> str:
         return line
     try:
         msg = json.loads(line)
-    except ValueError:
-        return line
+    except (ValueError, RecursionError):
+        return line  # the SDK's parser refuses it too, and _Lines answers it
     if not isinstance(msg, dict) or not isinstance(msg.get("method"), str) or msg.get("params") is None:
         return line
     rid = msg.get("id")
@@ -134,14 +134,18 @@ def _error(rid: Any, code: int, message: str) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": rid if _usable_id(rid) else None, "error": {"code": code, "message": message}}
 
 
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")  # Python's parser takes NaN and Infinity
+
+
 def invalid_replies(line: str) -> list[dict[str, Any]]:
     """JSON-RPC's answers to a line the SDK's parser refuses (it drops such a line with no reply, and a client
     waited for ever for a batch's or a `"jsonrpc": "1.0"` request's id: a newcomer, session 36): -32700 for a
     line that is not JSON, -32600 under each id that can be read otherwise; none for a response from the client
     (a reply to a reply is not JSON-RPC) or a notification."""
     try:
-        msg = json.loads(line)
-    except ValueError:
+        msg = json.loads(line, parse_constant=_not_json)
+    except (ValueError, RecursionError):  # nested past Python's recursion limit: 2 KB of brackets (a review)
         return [_error(None, -32700, "Parse error: the line is not JSON (one JSON-RPC message per line)")]
     if isinstance(msg, list):
         batch = "Invalid Request: MCP has no batches (since 2025-06-18); send each request on its own line"
@@ -202,7 +206,7 @@ class _Lines:
                 return line  # the end of input, or a blank line (the SDK skips it)
             try:
                 types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-            except ValueError:
+            except (ValueError, RecursionError):
                 replies = invalid_replies(line)
                 log.warning("refused a line the protocol cannot read (%d bytes): %s", len(line),
                             replies[0]["error"]["message"] if replies else "a malformed response")
@@ -216,11 +220,19 @@ def _claimed_stdio() -> tuple[Any, Any]:
     """The client's stdin and stdout for us alone: fd 0 then reads the null device and fd 1 writes to stderr, so
     a child process or a stray read or print cannot take or break the protocol's bytes (what the SDK's own claim
     does, which explicit streams skip)."""
-    fd_in, fd_out = os.dup(0), os.dup(1)
+    import fcntl
+
+    # Above the standard descriptors (a duplicate landing on 0-2 would be taken back below), closed in children.
+    fd_in, fd_out = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3), fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
-    os.dup2(2, 1)
+    try:
+        os.dup2(2, 1)
+    except OSError:  # stderr closed (`2>&-`): stray output goes nowhere rather than onto the protocol
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.close(null)
     wire = _Wire(io.TextIOWrapper(os.fdopen(fd_out, "wb"), encoding="utf-8"))
     text = io.TextIOWrapper(os.fdopen(fd_in, "rb"), encoding="utf-8", errors="replace")
     return anyio.wrap_file(_Lines(text, wire)), anyio.wrap_file(wire)  # type: ignore[arg-type]

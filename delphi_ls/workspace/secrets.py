@@ -75,6 +75,9 @@ _RULES: tuple[_Rule, ...] = (
     _Rule("AWS secret access key",
           re.compile(r"ECRET_KEY\W{0,5}?[:=]>?\W{0,3}?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"), group=1,
           check=_mixed, after_word=True),
+    _Rule("AWS secret access key",  # `secretKey: "…"` (MinIO's and other S3 clients' option), `Secret_Key`
+          re.compile(r"ecret_?Key\W{0,5}?[:=]>?\W{0,3}?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"), group=1,
+          check=_mixed, after_word=True),
     _Rule("GitHub token", re.compile(r"gh[pousr]_[A-Za-z0-9]{36,255}" + _END)),
     _Rule("GitHub token", re.compile(r"github_pat_[A-Za-z0-9_]{22,255}" + _END)),
     _Rule("GitLab token", re.compile(r"glpat-[A-Za-z0-9_-]{20,}")),
@@ -155,7 +158,7 @@ def redact(text: str) -> tuple[str, dict[str, int]]:
 # a small letter and a digit is taken for one (a newcomer's notes leaked one, session 36). Anywhere else such a
 # word is left alone: base64 data and hashes are what code search must find.
 NEAR_KEY_LINES = 3
-_BARE_SECRET = re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
+_BARE_SECRET = re.compile(r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")  # `AWS_SECRET=…` too
 
 
 def _beside_key_ids(text: str, found: dict[str, int]) -> str:

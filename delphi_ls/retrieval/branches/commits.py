@@ -16,6 +16,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from ...core.tokens import useful_tokens
+from ...workspace.secrets import redact
 from ..context import SearchContext
 from ..description import clean_request
 from ..query import QueryInfo
@@ -82,7 +83,9 @@ class CommitsBranch:
         cached = self._cached
         if cached is not None and cached[0] == key:
             return cached[1]
-        index = MessageIndex.build(ctx.meta.commit_messages())
+        # Redacted again when read: an index whose history was read before messages were redacted (session 36)
+        # holds them until its next run reads the history again, which comes after the run's lexical pass.
+        index = MessageIndex.build([(redact(m)[0], f) for m, f in ctx.meta.commit_messages()])
         self._cached = (key, index)
         return index
 
