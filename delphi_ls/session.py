@@ -511,7 +511,7 @@ class Session:
                 work, self.pending = self.pending, {}
                 self._flush = False
                 self._busy = True
-                self._running = work
+                self._running = dict(work)  # a copy: each root leaves it when its run ends (_run_work)
             try:
                 self._run_work(work)
             except Exception:  # the one indexing thread must not die of one folder's failure
@@ -577,6 +577,11 @@ class Session:
                 if paths is None:
                     self._full_failed[root] = True
             finally:
+                with self._cv:
+                    # The run is done: what follows (problems, lenses) must not count as a full pass under way,
+                    # or a question after an editor's first buffer did not wait for that buffer's run and
+                    # answered without it (a newcomer, session 36: the first didOpen after the start).
+                    self._running.pop(root, None)
                 if first is not None:
                     first.set()
             self._staleness.pop(root, None)  # a run just brought it up to date: look afresh next time

@@ -781,6 +781,34 @@ def test_a_poll_holding_the_engine_a_reopen_replaced_does_not_stop_later_damage_
         s.shutdown()
 
 
+def test_a_buffer_opened_while_a_full_pass_finishes_is_waited_for(tmp_path: Path, monkeypatch):
+    """The first didOpen after the start came while the catch-up's run had ended but its problems were still being
+    published: the session still counted a full pass under way, so the question did not wait for the buffer's
+    run and answered without it (a newcomer, session 36)."""
+    ws = build_workspace(tmp_path / "ws")
+    s = Session(None, {"indexDir": str(tmp_path / "index"), "vectors": False})
+    publishing, release = threading.Event(), threading.Event()
+    real = Session.publish_problems
+
+    def slow(self, eng):  # the after-run work, held open until the buffer is in
+        publishing.set()
+        release.wait(10)
+        return real(self, eng)
+    try:
+        s.start([ws])
+        assert s.wait_idle(120)
+        monkeypatch.setattr(Session, "publish_problems", slow)
+        s.reindex()
+        assert publishing.wait(30)
+        s.buffer_changed(ws / "shipyard" / "spectral.py", "def spectral_ghost_invoice():\n    return 1\n")
+        threading.Timer(0.3, release.set).start()
+        ans = s.context(ContextRequest(query="spectral_ghost_invoice"))
+        assert [r["path"] for r in ans["results"]][:1] == ["shipyard/spectral.py"], ans["results"][:3]
+    finally:
+        release.set()
+        s.shutdown()
+
+
 def test_a_writer_that_never_pauses_does_not_hold_questions(tmp_path: Path):
     """A log file appended every 10 ms (ignored or not) kept the watcher draining: each question waited for the
     burst's end, 0.87 s a question (a review, session 30). Such a writer is not waited for."""
