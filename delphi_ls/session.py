@@ -780,6 +780,14 @@ class Session:
         self.watch_state[root] = f"waiting for the workspace folder to come back: {why}"
         self.events.message("warning", f"Delphi: {why}")
 
+    def _look_for_gone(self) -> None:
+        """From questions and status polls: a language server has no watch loop, and a folder that came back (a
+        re-clone) while the editor sent no file events was never indexed again; its answers kept the deleted
+        files (a newcomer, session 36)."""
+        if self._gone:
+            with self._watch_lock:
+                self._check_gone()
+
     def _check_gone(self) -> None:
         """Gone folders that are back (moved back, re-cloned, remounted): changes learnt of as before (events
         again, or the poll), and one full pass for what changed while away. Called with ``_watch_lock`` held."""
@@ -801,6 +809,9 @@ class Session:
         else:
             self.watch_state[root] = before
         if full_pass:
+            with self._engines_lock:
+                # A catch-up as at the start: a question waits for it on a small folder, and answers say it.
+                self._caught_up[root] = threading.Event()
             self._schedule(root, None)
 
     def _fall_back(self, root: Path, why: str) -> None:
@@ -913,6 +924,7 @@ class Session:
         """The answer and the folder that gave it, as the editor named it (the MCP tool names it when several
         are open: it asked ``engine_for`` again after answering, which a folder added or reopened meanwhile
         could change, and named the link's target for a folder opened through a link)."""
+        self._look_for_gone()
         eng = self.engine_for(req.workspace, req.anchors)
         self._replaced(eng)  # found removed, replaced or damaged: the indexing thread opens it again (_reopen)
         reopening = self._reopening.get(eng.root)
@@ -997,6 +1009,7 @@ class Session:
         """Per folder: indexing progress, readiness, staleness (scanned at most every 10 s) and problems;
         no model re-probe, no Chroma check (those are `health()`'s)."""
         self._retry_lost()
+        self._look_for_gone()
         out = []
         for root, eng in list(self.engines.items()):
             self._replaced(eng)  # said, and opened again by the indexing thread (_reopen)

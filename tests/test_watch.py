@@ -332,3 +332,26 @@ def test_an_editor_s_folder_moved_away_and_back_is_caught_up_whole(tmp_path: Pat
         assert root not in s._gone
     finally:
         s.shutdown()
+
+
+def test_a_folder_back_with_no_editor_event_is_caught_up_by_the_next_question(tmp_path: Path):
+    """Re-cloned while the editor sent no file event (a client without file watching): the language server has no
+    watch loop, and its answers kept the deleted files for good (a newcomer, session 36). A question (or a status
+    poll) finds the folder back; a small folder's question waits for that catch-up, as at the start."""
+    ws, _ = _tree(tmp_path)
+    s = Session(_Quiet(), {"indexDir": str(tmp_path / "index"), "vectors": False})
+    s.start([ws])
+    root = ws.resolve()
+    try:
+        assert s.wait_idle(120)
+        away = tmp_path / "away"
+        ws.rename(away)
+        s.reindex()
+        assert s.wait_idle(30) and root in s._gone
+        (away / "src" / "pkg" / "added.py").write_text("def zanzibar_quokka():\n    return 3\n")
+        away.rename(ws)
+        ans = s.context(ContextRequest(query="zanzibar_quokka"))  # the first question after: no event came
+        assert [r["path"] for r in ans["results"]][:1] == ["src/pkg/added.py"], ans["results"][:3]
+        assert root not in s._gone
+    finally:
+        s.shutdown()
