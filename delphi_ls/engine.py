@@ -1463,6 +1463,11 @@ class Engine:
                 trace_file: str | Path | None = None) -> ContextAnswer:
         """The Python API's spelling of :meth:`answer` (keyword arguments instead of a request)."""
         # A pathlib.Path is a path here as in the constructor (it was refused: a newcomer, session 29).
+        if isinstance(anchors, str | os.PathLike):
+            # One path where a list goes was read as its letters ("anchors: 's' does not exist": a newcomer,
+            # session 36): refused as the request refuses it, naming what to pass.
+            raise RequestError("anchors", f"must be a list of non-empty paths or URIs, not one path: "
+                                          f"anchors=[{os.fspath(anchors)!r}]")
         anchors = [os.fspath(a) if isinstance(a, os.PathLike) else a for a in anchors or []]
         req = ContextRequest(query=query, anchors=anchors, draft=draft, limit=limit,
                              budget_tokens=budget_tokens, kinds=kinds)

@@ -556,6 +556,10 @@ def test_the_python_api_takes_path_objects_and_checks_a_symbols_limit(tmp_path: 
         assert [r["path"] for r in eng.related_tests(root / "app.py")] == ["tests/test_app.py"]
         with pytest.raises(RequestError, match="limit"):
             eng.symbols("alpha", limit=-1)
+        # One path where the list goes was read as its letters: "anchors: 't' does not exist" (session 36).
+        for one in ("tests/test_app.py", Path("tests/test_app.py")):
+            with pytest.raises(RequestError, match=r"not one path: anchors=\['tests/test_app.py'\]"):
+                eng.context("alpha", anchors=one)  # type: ignore[arg-type]
 
 
 def test_a_refused_snapshot_setting_is_said_by_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str],

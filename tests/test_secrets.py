@@ -227,3 +227,15 @@ def test_credentials_under_generic_names_and_shell_histories_are_secret_files():
         assert is_secret_file(rel), rel
     for rel in ["src/config", "history.py", "docs/history.md", "app/.kube_config_example", "k8s/config"]:
         assert not is_secret_file(rel), rel
+
+
+def test_a_secret_pasted_in_a_question_is_not_echoed_in_the_answer(tmp_path: Path):
+    """The answer's `query.terms` and `query.identifiers` carried a GitHub token pasted in a question (a newcomer,
+    session 36); an agent passes the answer on. It is left out of what is searched, its mark too."""
+    ws = _write(tmp_path / "ws", WORKSPACE)
+    with Engine(ws, index_dir=str(tmp_path / "idx"), vectors=False, reranker="off") as eng:
+        eng.index()
+        answer = eng.context(f"why does upload fail with token {SECRETS['GitHub token']} here")
+    assert _leaks(json.dumps(answer)) == []
+    assert "upload" in answer["query"]["terms"] and "redacted" not in answer["query"]["terms"]
+    assert answer["results"][0]["path"] == "app/upload.py"

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from ..core import Kind, Shape
 from ..core.tokens import STOPWORDS, is_identifier_like, query_terms
 from ..languages import FRAME_PATTERNS, SPECS, TRACE_MARKERS
+from ..workspace.secrets import redact
 from .description import clean_request
 
 _QUOTED = re.compile(r"`([^`\n]{3,200})`|\"([^\"\n]{4,200})\"|'([^'\n]{4,200})'")
@@ -82,15 +83,22 @@ QUESTION_TAIL_CHARS = 4_000
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+_MARK = re.compile(r"\[redacted [^\]\n]{1,40}\]")
+
+
 def question_read(text: str) -> str:
     """The part of a question that is searched: all of it up to QUESTION_HEAD_CHARS + QUESTION_TAIL_CHARS
     characters, else its head and its tail joined by a line break. Lone surrogates (a command-line
     argument's undecodable bytes, a JSON ``\\udcff``) become U+FFFD: the model's tokenizer raised on them and
     the vector branch failed the question (a security audit, session 26)."""
     text = _SURROGATE.sub("\ufffd", text)
-    if len(text) <= QUESTION_HEAD_CHARS + QUESTION_TAIL_CHARS:
-        return text
-    return text[:QUESTION_HEAD_CHARS] + "\n" + text[-QUESTION_TAIL_CHARS:]
+    if len(text) > QUESTION_HEAD_CHARS + QUESTION_TAIL_CHARS:
+        text = text[:QUESTION_HEAD_CHARS] + "\n" + text[-QUESTION_TAIL_CHARS:]
+    # A key pasted in a question (a log line with a token) came back in the answer's `query.terms`, which an agent
+    # passes on (a newcomer, session 36); no store holds it, so it can match nothing. Left out, mark and all: the
+    # mark's words would find the files whose secrets were redacted.
+    redacted, found = redact(text)
+    return _MARK.sub(" ", redacted) if found else text
 
 
 def cut_note(chars: int) -> dict[str, int]:
