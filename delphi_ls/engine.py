@@ -47,7 +47,7 @@ from .retrieval.branches.registry import BranchSpec, registered
 from .retrieval.context import IndexView, SearchContext
 from .retrieval.features import feature_names
 from .retrieval.query import analyse, cut_note, question_read
-from .retrieval.retriever import IndexState, Retrieval, Retriever
+from .retrieval.retriever import MIN_HISTORY_COMMITS, IndexState, Retrieval, Retriever
 from .settings import RERANKERS, Settings
 from .stores.exact import ExactVectors, exact_bound
 from .stores.exact_file import ExactFile
@@ -427,7 +427,8 @@ class Engine:
         try:
             ltr = _checked_ranker(SHIPPED_LTR_HISTORY, names)
             self.ltr_history = ltr
-            return f"where git history is read: {ltr.identity.name} (warm, window {ltr.window})"
+            return (f"where git history is read (at least {MIN_HISTORY_COMMITS} commits): {ltr.identity.name} "
+                    f"(warm, window {ltr.window})")
         except Exception as e:
             self.problems["reranker_history"] = f"history ranker failed to load: {e}"
             return (f"error: history ranker failed to load: {e}; "

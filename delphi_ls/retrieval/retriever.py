@@ -41,6 +41,12 @@ from .query import QueryInfo
 from .rerank import implementation_first, learned_rerank, rerank
 from .router import SEED_ANCHOR_WEIGHT, SEED_TOP, SEED_TOP_WEIGHT, weights_for
 
+# The history ranker learnt from windows of up to 500 commits of long-lived repositories; a history of a few
+# commits is outside what it saw. In a one-commit repository every file "changed" equally (the first commit adds
+# them all) and it put an unrelated Go file second for a question about a Python cart (a newcomer, session 36).
+MIN_HISTORY_COMMITS = 10
+_HISTORY_COMMITS = re.compile(r"ready: (\d+) commits")
+
 
 @dataclass(frozen=True)
 class IndexState:
@@ -235,10 +241,12 @@ class Retriever:
 
     def ranker_for(self, state: IndexState) -> LearnedRanker | None:
         """The history ranker where the workspace's history was read (co-change ready: its change counts
-        are live), the plain one elsewhere: on a plain tree those columns are zero, and the plain ranker
-        was measured better there."""
+        are live) and holds at least MIN_HISTORY_COMMITS commits, the plain one elsewhere: on a plain tree those
+        columns are zero, and the plain ranker was measured better there."""
         if self.ltr_history is not None and state_of(state.cochange_status) == State.READY:
-            return self.ltr_history
+            read = _HISTORY_COMMITS.match(state.cochange_status)
+            if read is not None and int(read.group(1)) >= MIN_HISTORY_COMMITS:
+                return self.ltr_history
         return self.ltr
 
     def candidates(self, r: Retrieval, depth: int, passages: int) -> list[dict[str, Any]]:
