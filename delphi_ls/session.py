@@ -421,9 +421,17 @@ class Session:
                     f"Delphi cannot open {root}: {why}" for root, why in self.open_failures.items()))
             raise RequestError("workspace", "no workspace folder is open")
         if workspace is not None:
-            root = uri_to_path(workspace).resolve()
-            if root not in self.engines:
-                raise RequestError("workspace", f"{workspace!r} is not an open workspace folder")
+            if "://" not in workspace and not os.path.isabs(workspace):
+                # A folder's name ("proj"): resolved against the server's own working folder it named whatever
+                # folder the editor was started in (a newcomer, session 36). Matched by name among those open.
+                named = [e for r, e in self.engines.items() if workspace.strip("/") in (r.name, self.shown_root(e).name)]
+                if len(named) == 1:
+                    return named[0]
+            root = uri_to_path(workspace).resolve() if "://" in workspace or os.path.isabs(workspace) else None
+            if root is None or root not in self.engines:
+                shown = ", ".join(str(self.shown_root(e)) for e in self.engines.values())
+                raise RequestError("workspace", f"{workspace!r} is not an open workspace folder (open: {shown}; "
+                                                "give its path, its file:// URI or, when unique, its name)")
             return self.engines[root]
         for p in paths:
             found = self.locate(p)

@@ -969,3 +969,25 @@ def test_an_outer_folders_diagnostics_do_not_clear_an_inner_ones(tmp_path: Path)
     assert (skipped.as_uri(), 0) not in sent  # the outer folder never published it: never cleared by it
     events.problems(inner, [])
     assert sent[-2:] == [(skipped.as_uri(), 0), ((inner / "delphi.toml").as_uri(), 0)]  # the inner one clears its own
+
+
+def test_a_workspace_named_by_its_folder_name_is_that_folder_wherever_the_server_started(tmp_path: Path):
+    """`"workspace": "proj2"` was resolved against the server's working folder: it worked only when the editor
+    started there (a newcomer, session 36). A name matches the open folder of that name; anything else is refused
+    with the folders that are open."""
+    a = build_workspace(tmp_path / "a" / "proj")
+    b = tmp_path / "b" / "proj2"
+    (b / "lib").mkdir(parents=True)
+    (b / "lib" / "widgets.py").write_text("def frobnicate_widgets():\n    return 2\n")
+    s = Session(None, {"indexDir": str(tmp_path / "index"), "vectors": False})
+    try:
+        s.start([a, b])
+        assert s.wait_idle(120)
+        ans = s.context(ContextRequest(query="frobnicate_widgets", workspace="proj2"))
+        assert [r["path"] for r in ans["results"]][:1] == ["lib/widgets.py"]
+        assert s.engine_for(str(b)).root == b.resolve() and s.engine_for(b.as_uri()).root == b.resolve()
+        for wrong in ("proj3", "b/proj2", str(tmp_path / "elsewhere")):
+            with pytest.raises(RequestError, match=r"is not an open workspace folder \(open: .*proj2"):
+                s.context(ContextRequest(query="frobnicate_widgets", workspace=wrong))
+    finally:
+        s.shutdown()
