@@ -46,7 +46,7 @@ from .retrieval import related
 from .retrieval.branches.registry import BranchSpec, registered
 from .retrieval.context import IndexView, SearchContext
 from .retrieval.features import feature_names
-from .retrieval.query import analyse, cut_note, question_read
+from .retrieval.query import QUESTION_HEAD_CHARS, QUESTION_TAIL_CHARS, analyse, cut_note, question_read
 from .retrieval.retriever import MIN_HISTORY_COMMITS, IndexState, Retrieval, Retriever
 from .settings import RERANKERS, Settings
 from .stores.exact import ExactVectors, exact_bound
@@ -1507,7 +1507,7 @@ class Engine:
             # file has still gets the files nearest in meaning (and their graph neighbours), which read as an
             # answer unless said (an editor newcomer, session 25).
             out["query"]["meaningOnly"] = True
-        if len(query) < len(req.query):  # said, with what was read: a long paste is not searched whole
+        if len(req.query) > QUESTION_HEAD_CHARS + QUESTION_TAIL_CHARS:  # said: a long paste is not searched whole
             out["query"]["cut"] = cut_note(len(req.query))
         if not self.root.is_dir():  # moved or unmounted under a server: said with the answer, not only in health
             out["query"]["workspaceGone"] = str(self.root)

@@ -38,17 +38,22 @@ from typing import IO, TYPE_CHECKING, Any
 import cattrs
 from cattrs.errors import ClassValidationError
 from lsprotocol import types
+from pygls.constants import ATTR_EXECUTE_IN_THREAD
 from pygls.exceptions import (
     JsonRpcException,
     JsonRpcInvalidParams,
     JsonRpcInvalidRequest,
     JsonRpcMethodNotFound,
+    JsonRpcRequestCancelled,
     JsonRpcServerNotInitialized,
 )
+from pygls.feature_manager import is_thread_function
 from pygls.io_ import StdoutWriter
 from pygls.protocol import default_converter
 from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage, JsonRPCResponseMessage
 from pygls.protocol.language_server import LanguageServerProtocol, lsp_method
+
+from .core import cancel
 
 if TYPE_CHECKING:
     from collections.abc import Generator
@@ -318,6 +323,37 @@ class DelphiProtocol(LanguageServerProtocol):
         self.exit_code: int | None = None
         # Set by serve_stdio: ends the serve loop with a status.
         self.on_exit: Callable[[int], None] | None = None
+        # A request answered on a thread, by id: set by its `$/cancelRequest` (core/cancel.py).
+        self._cancels: dict[Any, threading.Event] = {}
+
+    # ------------------------------------------------------------------ cancellation
+    # pygls cancels a request only before it starts; one that runs (a hover or a question waiting for the
+    # catch-up, seconds) went on and answered a request the editor had dropped (a newcomer, session 36). A
+    # request run on a thread runs inside core.cancel.cancellable, which the session's waits and the retrieval
+    # branches check; it then ends with RequestCancelled (-32800), as the LSP asks.
+    def _execute_handler(self, msg_id: Any, handler: Any, callback: Any, args: Any = None,
+                         kwargs: Any = None) -> None:
+        if is_thread_function(handler):
+            event = self._cancels[msg_id] = threading.Event()
+            inner = handler
+
+            def handler(*a: Any, **k: Any) -> Any:
+                try:
+                    with cancel.cancellable(event):
+                        return inner(*a, **k)
+                except cancel.Cancelled:
+                    raise JsonRpcRequestCancelled(f"request {msg_id!r} was cancelled") from None
+                finally:
+                    self._cancels.pop(msg_id, None)
+
+            setattr(handler, ATTR_EXECUTE_IN_THREAD, True)
+        super()._execute_handler(msg_id, handler, callback, args, kwargs)
+
+    def _handle_cancel_notification(self, msg_id: Any) -> None:
+        event = self._cancels.get(msg_id)
+        if event is not None:
+            event.set()
+        super()._handle_cancel_notification(msg_id)
 
     # ------------------------------------------------------------------ incoming
     def handle_raw(self, raw: Any) -> None:

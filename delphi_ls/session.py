@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .api import ContextAnswer, ContextRequest, RelatedRequest, RequestError, SymbolsRequest, uri_to_path
+from .core import cancel
 from .engine import Engine, EngineClosed, IndexReport, manifest_fails_check, move_manifest_aside
 from .indexing.pipeline import WorkspaceGone, folder_readable
 from .settings import Settings, SettingsError
@@ -421,18 +422,19 @@ class Session:
                     f"Delphi cannot open {root}: {why}" for root, why in self.open_failures.items()))
             raise RequestError("workspace", "no workspace folder is open")
         if workspace is not None:
+            engines = list(self.engines.items())
+            root = uri_to_path(workspace).resolve()  # a relative path: from the server's working folder ("." )
+            if root in self.engines:
+                return self.engines[root]
             if "://" not in workspace and not os.path.isabs(workspace):
                 # A folder's name ("proj"): resolved against the server's own working folder it named whatever
                 # folder the editor was started in (a newcomer, session 36). Matched by name among those open.
-                named = [e for r, e in self.engines.items() if workspace.strip("/") in (r.name, self.shown_root(e).name)]
+                named = [e for r, e in engines if workspace.strip("/") in (r.name, self.shown_root(e).name)]
                 if len(named) == 1:
                     return named[0]
-            root = uri_to_path(workspace).resolve() if "://" in workspace or os.path.isabs(workspace) else None
-            if root is None or root not in self.engines:
-                shown = ", ".join(str(self.shown_root(e)) for e in self.engines.values())
-                raise RequestError("workspace", f"{workspace!r} is not an open workspace folder (open: {shown}; "
-                                                "give its path, its file:// URI or, when unique, its name)")
-            return self.engines[root]
+            shown = ", ".join(str(self.shown_root(e)) for _r, e in engines)
+            raise RequestError("workspace", f"{workspace!r} is not an open workspace folder (open: {shown}; "
+                                            "give its path, its file:// URI or, when unique, its name)")
         for p in paths:
             found = self.locate(p)
             if found:
@@ -792,7 +794,7 @@ class Session:
         """From questions and status polls: a language server has no watch loop, and a folder that came back (a
         re-clone) while the editor sent no file events was never indexed again; its answers kept the deleted
         files (a newcomer, session 36)."""
-        if self._gone:
+        if self._gone and not self._polling:  # a watch loop looks itself, and arms the folder's events with it
             with self._watch_lock:
                 self._check_gone()
 
@@ -818,8 +820,11 @@ class Session:
             self.watch_state[root] = before
         if full_pass:
             with self._engines_lock:
-                # A catch-up as at the start: a question waits for it on a small folder, and answers say it.
-                self._caught_up[root] = threading.Event()
+                # A catch-up as at the start: a question waits for it on a small folder, and answers say it. One
+                # still to come is kept (a question may wait on it).
+                held = self._caught_up.get(root)
+                if held is None or held.is_set():
+                    self._caught_up[root] = threading.Event()
             self._schedule(root, None)
 
     def _fall_back(self, root: Path, why: str) -> None:
@@ -863,10 +868,11 @@ class Session:
             return
         if eng.is_indexed():
             if eng.counts()["files"] <= CATCH_UP_WAIT_FILES:
-                first.wait(CATCH_UP_WAIT_S)
+                cancel.wait(first, CATCH_UP_WAIT_S)
             return
         deadline = time.monotonic() + CATCH_UP_WAIT_S
         while not first.wait(0.05) and time.monotonic() < deadline:
+            cancel.check()
             run = eng.indexing
             if run is not None and run.get("total", 0) > CATCH_UP_WAIT_FILES:
                 return
@@ -923,7 +929,8 @@ class Session:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return
-                self._ran.wait(left)
+                self._ran.wait(min(left, 0.1))  # in slices: a cancelled question stops waiting
+                cancel.check()
 
     def context(self, req: ContextRequest) -> ContextAnswer:
         return self.context_in(req)[0]
@@ -937,13 +944,14 @@ class Session:
         self._replaced(eng)  # found removed, replaced or damaged: the indexing thread opens it again (_reopen)
         reopening = self._reopening.get(eng.root)
         if reopening is not None:  # asked while it is closed and opened again: the new one answers
-            reopening.wait(REOPEN_WAIT_S)
+            cancel.wait(reopening, REOPEN_WAIT_S)
             eng = self.engine_for(req.workspace, req.anchors)
         self._await_events(eng.root)
         self._await_first(eng)
         self._flush_edits(eng)
         if eng.root in self._named and req.anchors:  # paths under the folder as the editor named it
             req = replace(req, anchors=[self._rel(eng, a) for a in req.anchors])
+        cancel.check()
         with self._ask_cv:
             self._asking += 1
         try:
@@ -973,6 +981,7 @@ class Session:
     # related_tests, related_code and symbols wait for a first run as context does: they answered "0 tests"
     # and "0 definitions" from an empty or old index, with nothing saying so (an agent newcomer, session 26).
     def related_tests(self, req: RelatedRequest) -> list[dict[str, Any]]:
+        self._look_for_gone()
         eng = self.engine_for(req.workspace, (req.path,))
         self._await_first(eng)
         self._flush_edits(eng)
@@ -980,6 +989,7 @@ class Session:
         return self._with_uris(eng, rows)
 
     def related_code(self, req: RelatedRequest) -> list[dict[str, Any]]:
+        self._look_for_gone()
         eng = self.engine_for(req.workspace, (req.path,))
         self._await_first(eng)
         self._flush_edits(eng)

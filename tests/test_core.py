@@ -67,3 +67,24 @@ def test_a_word_longer_than_64_characters_gives_its_parts_when_it_is_made_of_wor
     assert token_string("x" * 65) == ""
     assert token_string("JBSWY3DPEHPK3PXP" * 5) == ""  # base32 (a review: 65% of random ones gave parts)
     assert token_string("SETTING_" * 9) == "setting " * 8 + "setting"  # a long constant is made of words
+
+
+def test_cancellation_is_checked_only_inside_a_cancellable_request():
+    """core.cancel: a check outside a request never raises; inside, a set event stops a wait early."""
+    import threading
+    import time
+
+    from delphi_ls.core import cancel
+
+    never = threading.Event()
+    cancel.check()
+    assert cancel.wait(never, 0.01) is False  # outside: a plain wait
+    event = threading.Event()
+    with cancel.cancellable(event):
+        cancel.check()
+        threading.Timer(0.1, event.set).start()
+        t0 = time.monotonic()
+        with pytest.raises(cancel.Cancelled):
+            cancel.wait(never, 5.0)
+        assert time.monotonic() - t0 < 1.0
+    cancel.check()  # the request's end takes its event away

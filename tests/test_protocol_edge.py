@@ -378,3 +378,38 @@ def test_a_request_over_the_body_limit_is_answered_with_its_id(server: tuple[Wir
     assert errors and errors[0]["error"]["code"] == -32600, w.seen[seen:]
     assert "exceeds the 67108864-byte limit" in errors[0]["error"]["message"]
     assert_alive(w, "a request over the body limit")
+
+
+def test_a_question_cancelled_while_it_waits_ends_with_request_cancelled(tmp_path: Path) -> None:
+    """pygls cancels a request only before it starts: a question (or hover) waiting for an edit's run went on
+    waiting and answered a request the editor had dropped (a newcomer, session 36). Another process holds the
+    index's writer lock, so the buffer's run waits and the question waits for it (up to 2 s); cancelled after
+    0.3 s, it ends at once with -32800, and the next question is answered."""
+    from delphi_ls.stores.writer_lock import WriterLock
+
+    w, ws = start(tmp_path)
+    try:
+        deadline = time.monotonic() + 60
+        while w.call("delphi/status", {}, timeout=ALIVE_S)["result"]["workspaces"][0]["state"] != "ready":
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        lock = WriterLock(tmp_path / "index")
+        assert lock.try_acquire()
+        try:
+            new = (ws / "pkg" / "fresh.py").as_uri()
+            w.notify("textDocument/didOpen", {"textDocument": {"uri": new, "languageId": "python", "version": 1,
+                                                               "text": "def spectral_ghost_invoice():\n    pass\n"}})
+            asked = time.monotonic()
+            rid = w.request("delphi/context", {"query": "spectral_ghost_invoice"})
+            time.sleep(0.3)
+            w.notify("$/cancelRequest", {"id": rid})
+            ans = w.response(rid, timeout=ALIVE_S)
+            took = time.monotonic() - asked
+            assert ans.get("error", {}).get("code") == -32800, ans  # the code before: a result after 2 s
+            assert took < 1.5, took
+        finally:
+            lock.release()
+        ans = w.call("delphi/context", {"query": "spectral_ghost_invoice"}, timeout=ALIVE_S)
+        assert ans["result"]["results"][0]["path"] == "pkg/fresh.py", ans
+    finally:
+        w.close()

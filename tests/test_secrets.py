@@ -238,4 +238,5 @@ def test_a_secret_pasted_in_a_question_is_not_echoed_in_the_answer(tmp_path: Pat
         answer = eng.context(f"why does upload fail with token {SECRETS['GitHub token']} here")
     assert _leaks(json.dumps(answer)) == []
     assert "upload" in answer["query"]["terms"] and "redacted" not in answer["query"]["terms"]
+    assert "cut" not in answer["query"]  # shorter once redacted, yet not cut (a review)
     assert answer["results"][0]["path"] == "app/upload.py"

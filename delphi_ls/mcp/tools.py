@@ -40,7 +40,8 @@ FIELD_DOCS = {
     "budget_tokens": f"Token budget for the packed code spans (default {DEFAULT_BUDGET_TOKENS}, "
                      f"at most {MAX_BUDGET_TOKENS}).",
     "kinds": "Only files of these kinds: code, test, doc, config, other.",
-    "workspace": "Which open workspace folder to ask, when the server serves several (path or file:// URI).",
+    "workspace": "Which open workspace folder to ask, when the server serves several (its path, file:// URI, or "
+                 "its folder name when unique).",
     "path": "A file in the workspace (workspace-relative, absolute, or a file:// URI).",
     "symbol": "A function, class or method defined in that file: only tests that exercise it.",
 }

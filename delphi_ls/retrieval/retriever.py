@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core import Kind, Need, Shape, State, state_of
+from ..core import Kind, Need, Shape, State, cancel, state_of
 from ..models.cross_encoder import CrossEncoder
 from ..models.embedders import Embedder
 from ..models.ltr import LearnedRanker
@@ -192,6 +192,7 @@ class Retriever:
             if r.weights.get(b.name, 0) <= 0:
                 r.ready[b.name] = "ready (not used for this query shape)"
                 continue
+            cancel.check()  # outside the try: a cancelled request is not a failing branch
             t0 = time.perf_counter()
             try:
                 r.lists[b.name] = b.search(q, ctx)
