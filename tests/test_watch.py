@@ -8,7 +8,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -311,21 +311,28 @@ def test_a_settings_file_edited_under_a_server_applies_its_ignores_and_says_what
         s.shutdown()
 
 
-def test_an_editor_s_folder_moved_away_and_back_is_caught_up_whole(tmp_path: Path):
-    """The language server has no watch loop: the editor's events tell it the folder is back, and the run they
-    start is followed by a full pass for what changed while it was away (review, session 29)."""
+def _gone_with_a_new_file(tmp_path: Path, tell: Callable[[Session, Path], object]) -> tuple[Session, Path, Path, Path]:
+    """An indexed folder moved away, a run told of it (``tell``) finding it gone, and a file added while away."""
     ws, _ = _tree(tmp_path)
     s = Session(_Quiet(), {"indexDir": str(tmp_path / "index"), "vectors": False})
     s.start([ws])
     root = ws.resolve()
+    assert s.wait_idle(120)
+    away = tmp_path / "away"
+    ws.rename(away)
+    tell(s, root)
+    assert s.wait_idle(30) and root in s._gone
+    assert s.engines[root].counts()["files"] >= 2
+    (away / "src" / "pkg" / "added.py").write_text("def zanzibar_quokka():\n    return 3\n")
+    return s, ws, root, away
+
+
+def test_an_editor_s_folder_moved_away_and_back_is_caught_up_whole(tmp_path: Path):
+    """The language server has no watch loop: the editor's events tell it the folder is back, and the run they
+    start is followed by a full pass for what changed while it was away (review, session 29)."""
+    s, ws, root, away = _gone_with_a_new_file(tmp_path, lambda s, root: s.file_changed(
+        str(root / "src" / "pkg" / "mod.py"), saved=True))
     try:
-        assert s.wait_idle(120)
-        away = tmp_path / "away"
-        ws.rename(away)
-        s.file_changed(str(root / "src" / "pkg" / "mod.py"), saved=True)
-        assert s.wait_idle(30) and root in s._gone
-        assert s.engines[root].counts()["files"] >= 2
-        (away / "src" / "pkg" / "added.py").write_text("def zanzibar_quokka():\n    return 3\n")
         away.rename(ws)
         s.file_changed(str(root / "src" / "pkg" / "mod.py"), saved=True)  # only this file is named
         assert _found(s, "zanzibar_quokka", 10.0)
@@ -338,17 +345,8 @@ def test_a_folder_back_with_no_editor_event_is_caught_up_by_the_next_question(tm
     """Re-cloned while the editor sent no file event (a client without file watching): the language server has no
     watch loop, and its answers kept the deleted files for good (a newcomer, session 36). A question (or a status
     poll) finds the folder back; a small folder's question waits for that catch-up, as at the start."""
-    ws, _ = _tree(tmp_path)
-    s = Session(_Quiet(), {"indexDir": str(tmp_path / "index"), "vectors": False})
-    s.start([ws])
-    root = ws.resolve()
+    s, ws, root, away = _gone_with_a_new_file(tmp_path, lambda s, _root: s.reindex())
     try:
-        assert s.wait_idle(120)
-        away = tmp_path / "away"
-        ws.rename(away)
-        s.reindex()
-        assert s.wait_idle(30) and root in s._gone
-        (away / "src" / "pkg" / "added.py").write_text("def zanzibar_quokka():\n    return 3\n")
         away.rename(ws)
         ans = s.context(ContextRequest(query="zanzibar_quokka"))  # the first question after: no event came
         assert [r["path"] for r in ans["results"]][:1] == ["src/pkg/added.py"], ans["results"][:3]
