@@ -350,7 +350,7 @@ class DelphiProtocol(LanguageServerProtocol):
         super()._execute_handler(msg_id, handler, callback, args, kwargs)
 
     def _handle_cancel_notification(self, msg_id: Any) -> None:
-        event = self._cancels.get(msg_id)
+        event = self._cancels.pop(msg_id, None)  # taken out here too: one cancelled before it ran never ends
         if event is not None:
             event.set()
         super()._handle_cancel_notification(msg_id)
