@@ -28,6 +28,11 @@ class RequestError(ValueError):
         self.field = field
 
 
+def jsonrpc_id(x: object) -> bool:
+    """A usable JSON-RPC request id: a string or an integer (a bool is neither), for the LSP and MCP fronts."""
+    return isinstance(x, str) or (isinstance(x, int) and not isinstance(x, bool))
+
+
 def uri_to_path(uri: str) -> Path:
     """A ``file:`` URI or a plain path, as a path. ``%FF`` is the byte 0xFF, as the file system names it
     (``unquote`` made it U+FFFD: another name, one the skip rules for undecodable names never saw, so an

@@ -53,6 +53,7 @@ from pygls.protocol import default_converter
 from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage, JsonRPCResponseMessage
 from pygls.protocol.language_server import LanguageServerProtocol, lsp_method
 
+from .api import jsonrpc_id
 from .core import cancel
 
 if TYPE_CHECKING:
@@ -311,10 +312,6 @@ def strict_converter() -> cattrs.Converter:
     return converter
 
 
-def _valid_id(x: Any) -> bool:
-    return isinstance(x, str) or (isinstance(x, int) and not isinstance(x, bool))
-
-
 class DelphiProtocol(LanguageServerProtocol):
     """pygls' LSP protocol with every request answered, even malformed ones."""
 
@@ -369,7 +366,7 @@ class DelphiProtocol(LanguageServerProtocol):
         has_id = "id" in raw
         msg_id = raw.get("id")
         is_request = has_id and "method" in raw
-        if has_id and not _valid_id(msg_id) and not ("error" in raw and msg_id is None):
+        if has_id and not jsonrpc_id(msg_id) and not ("error" in raw and msg_id is None):
             return self._invalid(None, "id: must be an integer or a string", raw)
         if raw.get("jsonrpc") != "2.0":
             return self._invalid(msg_id if is_request else None, "jsonrpc: must be \"2.0\"", raw)
@@ -432,7 +429,7 @@ class DelphiProtocol(LanguageServerProtocol):
     def _invalid(self, msg_id: Any, why: str, raw: dict[str, Any]) -> None:
         log.warning("invalid message (%s): %s", why, _short(raw, 120))
         if msg_id is not None or ("method" in raw and "id" in raw):
-            self._error(msg_id if _valid_id(msg_id) else None, JsonRpcInvalidRequest.CODE, why)
+            self._error(msg_id if jsonrpc_id(msg_id) else None, JsonRpcInvalidRequest.CODE, why)
 
     def _error(self, msg_id: Any, code: int, message: str) -> None:
         self._send_data({"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message}})

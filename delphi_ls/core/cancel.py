@@ -10,6 +10,7 @@ and answered a request nobody read (a newcomer, session 36). Outside a cancellab
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -44,8 +45,6 @@ def wait(event: threading.Event, timeout: float) -> bool:
     """``event.wait(timeout)``, stopping early (Cancelled) when the request is cancelled meanwhile."""
     if getattr(_local, "event", None) is None:
         return event.wait(timeout)
-    import time
-
     deadline = time.monotonic() + timeout
     while True:
         check()

@@ -23,6 +23,7 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 
 from .. import __version__
+from ..api import jsonrpc_id
 from .tools import TOOLS, ToolOutput, run_tool
 
 if TYPE_CHECKING:
@@ -126,12 +127,8 @@ def with_params_checked(line: str) -> str:
     return json.dumps({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {}}) + "\n"
 
 
-def _usable_id(rid: Any) -> bool:
-    return isinstance(rid, int | str) and not isinstance(rid, bool)
-
-
 def _error(rid: Any, code: int, message: str) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": rid if _usable_id(rid) else None, "error": {"code": code, "message": message}}
+    return {"jsonrpc": "2.0", "id": rid if jsonrpc_id(rid) else None, "error": {"code": code, "message": message}}
 
 
 def _not_json(name: str) -> Any:
@@ -149,7 +146,7 @@ def invalid_replies(line: str) -> list[dict[str, Any]]:
         return [_error(None, -32700, "Parse error: the line is not JSON (one JSON-RPC message per line)")]
     if isinstance(msg, list):
         batch = "Invalid Request: MCP has no batches (since 2025-06-18); send each request on its own line"
-        ids = [m["id"] for m in msg if isinstance(m, dict) and "method" in m and _usable_id(m.get("id"))]
+        ids = [m["id"] for m in msg if isinstance(m, dict) and "method" in m and jsonrpc_id(m.get("id"))]
         return [_error(i, -32600, batch) for i in ids] or [_error(None, -32600, batch)]
     if not isinstance(msg, dict):
         return [_error(None, -32600, "Invalid Request: a JSON-RPC message is an object")]
@@ -161,7 +158,7 @@ def invalid_replies(line: str) -> list[dict[str, Any]]:
         why = '"jsonrpc" must be "2.0"'
     elif not isinstance(msg.get("method"), str):
         why = '"method" must be a string'
-    elif "id" in msg and not _usable_id(msg["id"]):
+    elif "id" in msg and not jsonrpc_id(msg["id"]):
         why = '"id" must be a string or an integer'
     else:
         why = "not a request or notification this server reads"

@@ -67,16 +67,14 @@ _RULES: tuple[_Rule, ...] = (
     _Rule("AWS secret access key",
           re.compile(r"ECRET_ACCESS_KEY\W{0,5}?[:=]>?\W{0,3}?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"), group=1,
           after_word=True),
-    # s3cmd's `.s3cfg` and many INI files say `secret_key = …` (a newcomer's config leaked, session 36): the same
-    # 40 characters of base64, with a capital, a small letter and a digit (a hex digest under that name is none).
+    # s3cmd's `.s3cfg` and many INI files say `secret_key = …` (a newcomer's config leaked, session 36), MinIO and
+    # other S3 clients `secretKey: "…"`: the same 40 characters of base64, with a capital, a small letter and a
+    # digit (a hex digest under that name is none).
     _Rule("AWS secret access key",
-          re.compile(r"ecret_key\W{0,5}?[:=]>?\W{0,3}?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"), group=1,
+          re.compile(r"ecret(?:_key|_?Key)\W{0,5}?[:=]>?\W{0,3}?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"), group=1,
           check=_mixed, after_word=True),
     _Rule("AWS secret access key",
           re.compile(r"ECRET_KEY\W{0,5}?[:=]>?\W{0,3}?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"), group=1,
-          check=_mixed, after_word=True),
-    _Rule("AWS secret access key",  # `secretKey: "…"` (MinIO's and other S3 clients' option), `Secret_Key`
-          re.compile(r"ecret_?Key\W{0,5}?[:=]>?\W{0,3}?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"), group=1,
           check=_mixed, after_word=True),
     _Rule("GitHub token", re.compile(r"gh[pousr]_[A-Za-z0-9]{36,255}" + _END)),
     _Rule("GitHub token", re.compile(r"github_pat_[A-Za-z0-9_]{22,255}" + _END)),
