@@ -4,6 +4,7 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pytest
 from safetensors.numpy import load_file, save_file
 
 from delphi_ls import Engine
@@ -104,7 +105,7 @@ def _texts() -> list[str]:
     # characters, DEL, accents, CJK, a vertical tab, mixed case, a text past the 512-token cut.
     out = [p.read_text(encoding="utf-8", errors="replace")[:3000] for p in sorted((repo / "delphi_ls").rglob("*.py"))[:40]]
     out += ["Héllo Wörld café", "日本語のテキスト and ASCII", "tab\there\r\nCRLF", "nul\x00byte", "bell\x07 and del\x7f",
-            "vertical\x0btab", "form\x0cfeed", "CamelCaseName snake_case_name HTTPServer", "", "   ", "x" * 300,
+            "vertical\x0btab", "form\x0cfeed", "x = \"[CLS] hello [MASK]\"", "[cls] and [Sep] lower", "CamelCaseName snake_case_name HTTPServer", "", "   ", "x" * 300,
             " ".join(f"Word{i}" for i in range(2000)), "emoji 🙂 ok", "\u00a0non-breaking space"]
     alphabet = [chr(i) for i in range(128)] + ["é", "ß", "中", "\u200b"]
     out += ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 400))) for _ in range(300)]
@@ -126,3 +127,17 @@ def test_static_embedder_fast_path_gives_the_full_tokenizers_ids() -> None:
     finally:
         emb.bare = bare
     assert np.array_equal(emb.embed(texts), slow)
+
+
+def test_static_embedder_piece_cache_refilled_when_full_gives_the_same_ids(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pieces' cache is bounded: emptied when a batch would overflow it, then refilled with that batch's
+    pieces (the first version emptied it after picking the new pieces, and the next lookup raised KeyError)."""
+    from delphi_ls.models import embedders
+
+    emb = embedders.load_embedder("potion-base-8M")
+    texts = _texts()
+    want = [enc.ids[: emb.max_tokens] for enc in emb.tokenizer.encode_batch(texts, add_special_tokens=False)]
+    monkeypatch.setattr(embedders, "PIECE_CACHE", 600)
+    got = [ids for k in range(0, len(texts), 16) for ids in emb.token_ids(texts[k:k + 16])]
+    assert got == want
+    assert 0 < len(emb._pieces) < len(set(embedders._PLAIN_PIECE.findall(" ".join(texts).lower())))  # it was emptied
