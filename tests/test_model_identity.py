@@ -141,3 +141,36 @@ def test_static_embedder_piece_cache_refilled_when_full_gives_the_same_ids(monke
     got = [ids for k in range(0, len(texts), 16) for ids in emb.token_ids(texts[k:k + 16])]
     assert got == want
     assert 0 < len(emb._pieces) < len(set(embedders._PLAIN_PIECE.findall(" ".join(texts).lower())))  # it was emptied
+
+
+def test_static_embedder_from_several_threads_gives_the_same_vectors(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One engine's embedder serves the index run and the questions: a thread that emptied the pieces' cache while
+    another read it made that one raise KeyError (review, session 37). New words in every batch and a small bound
+    make it refill all the time."""
+    import random
+    import threading
+
+    from delphi_ls.models import embedders
+
+    emb = embedders.load_embedder("potion-base-8M")
+    monkeypatch.setattr(embedders, "PIECE_CACHE", 2000)
+    errors: list[str] = []
+    done: list[tuple[list[str], np.ndarray]] = []
+
+    def work(seed: int) -> None:
+        rng = random.Random(seed)
+        try:
+            for _ in range(60):
+                texts = [" ".join(f"w{rng.randrange(10**6)}x" for _ in range(200)) for _ in range(4)]
+                done.append((texts, emb.embed(texts)))
+        except Exception as e:  # noqa: BLE001 (what the race raised)
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    alone = embedders.load_embedder("potion-base-8M")
+    assert all(np.array_equal(v, alone.embed(texts)) for texts, v in done[::20])

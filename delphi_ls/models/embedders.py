@@ -177,7 +177,10 @@ class StaticEmbedder:
         wanted = set(chain.from_iterable(pieces))
         new = wanted.difference(cache)
         if len(cache) + len(new) > PIECE_CACHE:
-            cache.clear()  # bounded (a long-lived embedding process), refilled as it goes
+            # Bounded (a long-lived embedding process; a batch with more pieces than the bound keeps them all
+            # until the next), refilled as it goes. Replaced, not cleared: another thread (a question while the
+            # index runs) may be reading the dict it was handed, and a cleared one raised KeyError (review).
+            self._pieces = cache = {}
             new = wanted
         if new:
             todo = list(new)
