@@ -105,6 +105,11 @@ def _check_int(wire: str, value: Any, lo: int, hi: int) -> int:
     return value
 
 
+def check_limit(value: Any) -> int:
+    """A request's ``limit``, as every front checks it (the Python API's related_tests took 0, -1 and "abc")."""
+    return _check_int("limit", value, 1, MAX_LIMIT)
+
+
 def _check_str_list(wire: str, value: Any, what: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         raise RequestError(wire, f"must be a list of {what}")

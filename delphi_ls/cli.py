@@ -339,7 +339,11 @@ def cmd_context(args: argparse.Namespace) -> int:
             print(f"      {shown_text(r['why'])}")
             if r["spans"]:
                 s = r["spans"][0]
-                print(f"      L{s['startLine']}-{s['endLine']}: {shown(s['preview'][:100])}")
+                # The preview is the span's best line, not always its first: its number is said when they differ
+                # (`L1802-1888: def _add_repr` sent a reader to line 1802, `_add_eq`; a newcomer, session 37).
+                at = s.get("previewLine") or s["startLine"]
+                where = f"L{s['startLine']}-{s['endLine']}" + (f" (L{at})" if at != s["startLine"] else "")
+                print(f"      {where}: {shown(s['preview'][:100])}")
         if not ans["results"]:
             print("no files match")
         for note in query_notes(q, named=False):  # the named anchor is in the header line above

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from . import health as health_mod
-from .api import ContextAnswer, ContextRequest, RequestError, uri_to_path
+from .api import ContextAnswer, ContextRequest, RequestError, check_limit, uri_to_path
 from .core import Need, State, SymbolRecord, state_of
 from .core.git import ask_git, is_slow, slow_status
 from .indexing.cochange import COCHANGE_VERSION, change_history, git_head
@@ -1609,12 +1609,22 @@ class Engine:
         # An empty query answers: LSP's workspace/symbol sends "" to list symbols (the CLI and MCP refuse it).
         ql = query.lower().strip()
         table = self.view().symbols
-        scored = {name: score for name in table.names() if (score := _fuzzy(ql, name)) is not None}
-        table.fetch(scored)  # the matching names' definitions, a query per 500
         out: list[tuple[float, SymbolRecord]] = []
-        for name, score in scored.items():
-            for d in table.get(name, ()):
-                out.append((score + (0.1 if d.kind in ("class", "struct", "interface", "trait") else 0), d))
+        # A qualified name as a trace or a review writes it (`OrderService.checkout`, `Polygon::area`,
+        # `Invoice#total`, `pkg.mod.Class.method`): the member's name, in a container of that name. It matched
+        # nothing (a newcomer, session 37); with no such member, the whole text is searched as before.
+        qualified = _QUALIFIED.fullmatch(ql)
+        searches = [(qualified.group(2), qualified.group(1)), (ql, None)] if qualified else [(ql, None)]
+        for q, container in searches:
+            scored = {name: score for name in table.names() if (score := _fuzzy(q, name)) is not None}
+            table.fetch(scored)  # the matching names' definitions, a query per 500
+            for name, score in scored.items():
+                for d in table.get(name, ()):
+                    if container is not None and not _contained(d.container, container):
+                        continue
+                    out.append((score + (0.1 if d.kind in ("class", "struct", "interface", "trait") else 0), d))
+            if out:
+                break
         out.sort(key=lambda x: (-x[0], len(x[1].name), x[1].path, x[1].line))
         return [{"name": d.name, "kind": d.kind, "path": d.path, "line": d.line, "endLine": d.end_line,
                  "container": d.container, "uri": (self.root / d.path).as_uri()} for _s, d in out[:limit]]
@@ -1622,6 +1632,7 @@ class Engine:
     def related_tests(self, path: str, symbol: str | None = None, limit: int = 10) -> list[dict[str, Any]]:
         """Tests for a source file (named after it, importing it, in a folder named after it, or using
         what it defines), or for one symbol in it (tests that name the symbol, the file's own first)."""
+        check_limit(limit)
         self._open_or_raise()
         rel = self.normalise_anchor(path, field="path")
         ctx = SearchContext(self.settings, self.meta, self.lexical, None, None, self.view(), [rel])
@@ -1639,6 +1650,7 @@ class Engine:
     def related_code(self, test_path: str, limit: int = 10) -> list[dict[str, Any]]:
         """Source files a test exercises: named by it, imported by it (or through its helpers), in the
         folder it mirrors, defining names it uses, or changing together with it."""
+        check_limit(limit)
         self._open_or_raise()
         rel = self.normalise_anchor(test_path, field="path")
         view = self.view()
@@ -1744,6 +1756,15 @@ def _file_type(path: Path) -> str:
         if test(mode):
             return name
     return "not a file"
+
+
+_QUALIFIED = re.compile(r"(\S*?[^.:#\s])(?:::|\.|#)([^.:#\s]+)")
+
+
+def _contained(container: str | None, asked: str) -> bool:
+    """``asked`` (lower-case, as written: `orderservice`, `com.acme.orderservice`) names ``container``."""
+    c = (container or "").lower()
+    return bool(c) and (asked == c or asked.endswith(("." + c, "::" + c)) or c.endswith(("." + asked, "::" + asked)))
 
 
 def _fuzzy(q: str, name: str) -> float | None:

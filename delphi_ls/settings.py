@@ -157,7 +157,11 @@ class Settings:
              env: dict[str, str] | None = None, user_config: Path | None = None) -> Settings:
         """Merge the sources (module docstring); ``user_config`` defaults to :func:`user_config_path`."""
         env = os.environ if env is None else env
-        raw: dict[str, Any] = {}
+        # One entry per setting, keyed by its snake_case name, holding (the key as its source spelt it, the value):
+        # a later source replaces an earlier one however each spells the key. Keyed by spelling, a user file's
+        # `rerankerWindow` sat beside the environment's `reranker_window` and, applied later, won over it and over
+        # the editor's camelCase settings (a newcomer, session 37).
+        raw: dict[str, tuple[str, Any]] = {}
         refused: list[str] = []
         unknown: list[str] = []
         origin: dict[str, str] = {}  # setting name -> the source its value came from (for error messages)
@@ -175,7 +179,7 @@ class Settings:
                     continue
                 why = _repo_refusal(key, value)
                 if why is None:
-                    raw[key] = value
+                    raw[snake_case(key)] = (key, value)
                     origin[snake_case(key)] = str(repo_file)
                 else:
                     refused.append(f"{where} sets {why}, which only your own configuration may set "
@@ -186,17 +190,17 @@ class Settings:
         if user_config is None and env.get("DELPHI_CONFIG") and there is False:
             # A typo in the variable's path read no settings without a word (noticed session 29).
             own.append(f"DELPHI_CONFIG names {_shown(user_path)}, which is not a file; no user settings read")
-        raw.update(user)
+        raw.update({snake_case(k): (k, v) for k, v in user.items()})
         origin.update({snake_case(k): _shown(user_path) for k in user})
         from_env = _env_settings(env)
         own += _misspelt_env(env, known)
-        raw.update(from_env)
+        raw.update({snake_case(k): (k, v) for k, v in from_env.items()})
         origin.update({k: f"the environment variable DELPHI_{k.upper()}" for k in from_env})
-        raw.update(overrides or {})
+        raw.update({snake_case(k): (k, v) for k, v in (overrides or {}).items()})
         for k in overrides or {}:
             origin.pop(snake_case(k), None)  # an explicit override: the caller knows where it came from
         try:
-            s = cls.from_dict(raw)
+            s = cls.from_dict(dict(raw.values()))
         except SettingsError as e:
             source = origin.get(snake_case(e.key))
             if source is None or e.source is not None:

@@ -79,6 +79,12 @@ def test_workspace_symbols_and_related_tests(engine: Engine):
     syms = engine.symbols("grpcprox")
     assert syms[0]["name"] in ("GrpcProxy", "NewGrpcProxy")
     assert engine.symbols("RetryPolicy")[0]["path"] == "shipyard/retry.py"
+    # A qualified name as a trace or a review writes it: the member, in that container (a newcomer, session 37).
+    for q in ("RetryPolicy.delay_for", "RetryPolicy::delay_for", "shipyard.retry.RetryPolicy.delay_for"):
+        got = engine.symbols(q)
+        assert [(s["name"], s["container"], s["path"]) for s in got[:1]] == [("delay_for", "RetryPolicy",
+                                                                           "shipyard/retry.py")], q
+    assert all(s["container"] == "RetryPolicy" for s in engine.symbols("RetryPolicy.__init__"))
     rel = engine.related_tests("shipyard/retry.py")
     assert rel[0]["path"] == "tests/test_retry.py"
     assert engine.related_tests("proxy/grpc_proxy.go")[0]["path"] == "proxy/grpc_proxy_test.go"

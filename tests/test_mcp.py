@@ -259,11 +259,17 @@ async def test_stdio_forwards_to_a_running_daemon(ws: Path, tmp_path: Path):
     proc, url, _token = _start_daemon(ws, tmp_path / "index")
     try:
         async with Client(stdio_params(ws, tmp_path / "index")) as client:
+            # The settings of this process that the daemon does not take (--no-vectors) are said under its first
+            # answer, not only on stderr, which a client seldom shows (a newcomer, session 37).
+            first = await client.call_tool("index_status", {})
+            assert ("note: the daemon answers with its own settings; this process's vectors do not apply"
+                    in _text(first)), _text(first)
             await _ready(client)
             # The daemon answers: one warm index, not a second one opened by this process.
             assert (await client.call_tool("index_status", {})).structured_content["pid"] == proc.pid
             res = await client.call_tool("context", {"query": "BuildGraph"})
             assert res.structured_content["results"][0]["path"] == "engine/src/lib.rs"
+            assert "own settings" not in _text(res)  # once
         # Its own settings do not apply when a daemon answers: said on stderr (a newcomer, session 29).
         env = {**os.environ, "DELPHI_RRF_K": "40"}
         said = subprocess.run([*CLI, "mcp", str(ws), "--index-dir", str(tmp_path / "index"), "--no-vectors"],

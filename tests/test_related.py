@@ -4,7 +4,10 @@ source a test exercises; JavaScript packages imported by folder or by name; mirr
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from delphi_ls import Engine
+from delphi_ls.api import RequestError
 from delphi_ls.indexing.imports import Resolver, manifest_imports
 
 KOA_LIKE = {
@@ -62,6 +65,18 @@ def test_package_entry_points_resolve():
     assert r.resolve("__tests__/request/accepts.test.js", "js:left-pad") == []
 
 
+def test_a_rust_crates_integration_tests_import_it_by_name():
+    """`tests/x.rs` imports its crate by the name Cargo.toml gives (`kv-store` is written `kv_store`): it resolved
+    to nothing, so `lib.rs` had no related tests (a newcomer, session 37)."""
+    specs = manifest_imports("Cargo.toml", '[package]\nname = "kv-store"\n\n[dependencies]\nserde = "1"\n')
+    assert specs == ["crate:kv_store"] and manifest_imports("Cargo.toml", "not = [toml") == []
+    files = ["Cargo.toml", "src/lib.rs", "src/storage/mod.rs", "src/storage/mem.rs", "tests/store.rs"]
+    r = Resolver(files, [("Cargo.toml", s) for s in specs])
+    assert r.resolve("tests/store.rs", "rs:kv_store::{MemStore,Store}") == ["src/lib.rs"]
+    assert r.resolve("tests/store.rs", "rs:kv_store::storage::mem::MemStore") == ["src/storage/mem.rs"]
+    assert r.resolve("tests/store.rs", "rs:serde::Serialize") == []
+
+
 def test_mirrored_test_folders_and_related_both_ways(tmp_path: Path):
     ws = _write(tmp_path / "ws", KOA_LIKE)
     with Engine(ws, index_dir=str(tmp_path / "idx")) as eng:
@@ -92,6 +107,62 @@ def test_related_code_golden(engine: Engine):
     assert go[0]["path"] == "proxy/grpc_proxy.go"
     assert [c["path"] for c in engine.related_code("web/src/format.test.js")][:1] == ["web/src/format.js"]
     assert all(c["path"] != "tests/test_retry.py" for c in engine.related_code("tests/test_retry.py"))
+
+
+GO_WS = {
+    "httpx/middleware.go": """
+        package httpx
+
+        // Recover turns a panic into a 500.
+        func Recover(next int) int { return next }
+
+        // Get answers a GET.
+        func Get() int { return 1 }
+        """,
+    "httpx/middleware_test.go": """
+        package httpx
+
+        import "testing"
+
+        func TestRecover(t *testing.T) { Recover(1) }
+        """,
+    "cache/lru_test.go": """
+        package cache
+
+        import (
+            "net/http"
+            "testing"
+        )
+
+        func TestPanics(t *testing.T) {
+            defer func() { recover() }()
+            req, _ := http.NewRequest("GET", "/", nil)
+            _ = req
+        }
+        """,
+}
+
+
+def test_a_symbols_tests_mention_it_as_written(tmp_path: Path):
+    """Per-symbol related tests matched the lower-cased index: `Recover` was "mentioned" by a call of Go's builtin
+    `recover()` in another package, `Get` by `"GET"` (a newcomer, session 37)."""
+    ws = _write(tmp_path / "ws", GO_WS)
+    with Engine(ws, index_dir=str(tmp_path / "idx"), vectors=False) as eng:
+        eng.index()
+        rec = {r["path"]: r["why"] for r in eng.related_tests("httpx/middleware.go", symbol="Recover")}
+        assert "mentions `Recover`" in rec["httpx/middleware_test.go"] and "cache/lru_test.go" not in rec, rec
+        got = {r["path"]: r["why"] for r in eng.related_tests("httpx/middleware.go", symbol="Get")}
+        assert "cache/lru_test.go" not in got and all("mentions" not in w for w in got.values()), got
+
+
+@pytest.mark.parametrize("limit", [0, -1, "abc", 2.5, True, 501])
+def test_the_api_refuses_a_bad_limit_as_every_front_does(engine: Engine, limit: object):
+    """`Engine.related_tests(limit=0)` answered nothing, -1 dropped the last test, "abc" raised TypeError (a
+    newcomer, session 37); the LSP and MCP fronts refuse these with the same words."""
+    for call, path in ((engine.related_tests, "shipyard/retry.py"), (engine.related_code, "tests/test_retry.py")):
+        with pytest.raises(RequestError) as e:
+            call(path, limit=limit)  # type: ignore[operator]
+        assert e.value.field == "limit" and "between 1 and 500" in str(e.value)
 
 
 def test_older_parser_index_is_reparsed_once_without_reembedding(tmp_path: Path):

@@ -134,3 +134,32 @@ def test_a_home_folder_that_cannot_be_entered_is_a_warning(tmp_path: Path, monke
         assert len(s.own) == 1 and "cannot be entered (permission denied)" in s.own[0], s.own
     finally:
         (home / ".config").chmod(0o755)
+
+
+@pytest.mark.parametrize("repo_key,user_key,override_key", [
+    ("reranker_window", "rerankerWindow", "rerankerWindow"),
+    ("rerankerWindow", "reranker_window", "reranker_window"),
+    ("reranker-window", "rerankerWindow", "reranker_window"),
+])
+def test_a_later_source_wins_however_each_spells_the_key(tmp_path: Path, repo_key: str, user_key: str,
+                                                         override_key: str):
+    """Sources were merged by the key as spelt: a user file's `rerankerWindow` sat beside the environment's
+    `reranker_window`, was applied after it and won, over `Engine(reranker_window=…)` and the editor's camelCase
+    settings too (a newcomer, session 37)."""
+    (tmp_path / "delphi.toml").write_text(f"{repo_key} = 11\n")
+    (tmp_path / "user.toml").write_text(f"{user_key} = 22\n")
+    env = {"DELPHI_CONFIG": str(tmp_path / "user.toml")}
+    assert Settings.load(tmp_path, env=env).reranker_window == 22
+    env["DELPHI_RERANKER_WINDOW"] = "33"
+    assert Settings.load(tmp_path, env=env).reranker_window == 33
+    assert Settings.load(tmp_path, env=env, overrides={override_key: 44}).reranker_window == 44
+
+
+def test_an_override_replaces_a_bad_value_spelt_otherwise(tmp_path: Path):
+    """The editor's `rrfK` set, a bad `DELPHI_RRF_K` in the environment still refused the workspace, and the error
+    named no source."""
+    env = {"DELPHI_RRF_K": "abc"}
+    with pytest.raises(SettingsError) as e:
+        Settings.load(tmp_path, env=env)
+    assert "DELPHI_RRF_K" in str(e.value)
+    assert Settings.load(tmp_path, env=env, overrides={"rrfK": 10}).rrf_k == 10

@@ -192,13 +192,15 @@ def run_mcp(path: str | None, overrides: dict[str, Any], connect: bool = True, r
             names = {f.name for f in fields(Settings)} - {"index_dir"}  # the index folder found the daemon
             own = sorted({*(k for k in overrides if snake_case(k) in names),
                           *(k for k in os.environ if k.startswith("DELPHI_") and k[7:].lower() in names)})
+            note = None
             if own:  # they were dropped without a word (a newcomer, session 29)
-                print(f"delphi mcp: the daemon answers with its own settings; this process's {', '.join(own)} "
-                      "do not apply (run with --no-daemon to use them)", file=sys.stderr, flush=True)
+                note = (f"the daemon answers with its own settings; this process's {', '.join(own)} "
+                        "do not apply (run with --no-daemon to use them)")
+                print(f"delphi mcp: {note}", file=sys.stderr, flush=True)
             fallback = Opening(overrides, root)
             _exit_on_interrupt(fallback.close)
             try:
-                anyio.run(_proxy, url, token, root, index_dir, fallback)
+                anyio.run(_proxy, url, token, root, index_dir, fallback, note)
             finally:
                 fallback.close()
             return 0
@@ -246,12 +248,14 @@ def _cause(e: BaseException) -> BaseException:
     return e
 
 
-async def _proxy(url: str, token: str, root: Path, index_dir: Path, fallback: Opening | None = None) -> None:
+async def _proxy(url: str, token: str, root: Path, index_dir: Path, fallback: Opening | None = None,
+                 note: str | None = None) -> None:
     """Serve stdio, forwarding each call to the daemon. A client per call (connecting to loopback costs
     milliseconds): when the daemon restarts (an editor's "restart language server": new port, new token),
     the next call finds it again through `daemon.json` instead of hanging on the old address. When it is gone
     for good (no live daemon.json), ``fallback`` opens the index in this process and answers from then on, as
-    a `delphi mcp` started without a daemon would."""
+    a `delphi mcp` started without a daemon would. ``note``: said under the first answer the daemon gives (this
+    process's own settings that do not apply there: a client seldom shows a server's stderr; a newcomer, session 37)."""
     import mcp_types as types
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
@@ -262,12 +266,16 @@ async def _proxy(url: str, token: str, root: Path, index_dir: Path, fallback: Op
 
     where = [url, token]
     local: list[Any] = []  # the fallback's call, once the daemon is gone
+    notes = [f"note: {note}"] if note else []
 
     async def once(name: str, args: dict[str, Any]) -> Any:
         http = create_mcp_http_client(headers={"Authorization": f"Bearer {where[1]}"})
         async with http, Client(streamable_http_client(where[0], http_client=http), mode="2026-07-28") as upstream:
             with anyio.fail_after(CALL_TIMEOUT_S):
-                return await upstream.call_tool(name, args)
+                result = await upstream.call_tool(name, args)
+        if notes and not result.is_error:
+            result.content.append(types.TextContent(type="text", text=notes.pop()))
+        return result
 
     async def call(name: str, args: dict[str, Any]) -> Any:
         if name in FOLDER_TOOLS and "workspace" not in args:

@@ -148,8 +148,17 @@ def related_tests(ctx: SearchContext, lexical: LexicalStore, rel: str, symbol: s
         rows = [{"path": h.path, "why": h.note, "score": round(h.score, 4)} for h in file_level]
         return (own + [r for r in rows if r["path"] not in {o["path"] for o in own}])[:limit]
     out: dict[str, dict[str, Any]] = {}
-    for _cid, p, score in lexical.search_terms([symbol.lower()], limit=200, fields=("content",), kinds={"test"}):
-        if p not in out and p != rel:
+    hits = [(cid, p, score) for cid, p, score in
+            lexical.search_terms([symbol.lower()], limit=200, fields=("content",), kinds={"test"})
+            if p != rel]
+    # The index is lower-cased and splits `NewRequest` into `new`, `request`: a test "mentioned `Recover`" by
+    # calling Go's builtin `recover()`, `Get` by `"GET"`, `New` by `httptest.NewRequest` (a newcomer, session 37).
+    # A mention is the name as written, a whole word; the hits' chunk texts are read once.
+    spelt = re.compile(rf"(?<![\w$]){re.escape(symbol)}(?![\w$])")
+    rows = ctx.meta.chunks_by_ids([cid for cid, _p, _s in hits]) if hits else {}
+    for cid, p, score in hits:
+        row = rows.get(cid)
+        if p not in out and row is not None and spelt.search(row.text):
             out[p] = {"path": p, "why": f"mentions `{symbol}`", "score": round(score, 4)}
     mentioning = set(out)  # tests that spell the symbol out (ordered before those that only share the name)
     # The tests named after the file are the module's own: offered for every symbol in it, first, whether
