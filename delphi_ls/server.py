@@ -346,7 +346,8 @@ def _symbol_information(s: dict[str, Any]) -> lsp.SymbolInformation:
             "trait": lsp.SymbolKind.Interface, "impl": lsp.SymbolKind.Class, "module": lsp.SymbolKind.Module,
             "constructor": lsp.SymbolKind.Constructor, "type": lsp.SymbolKind.TypeParameter,
             "macro": lsp.SymbolKind.Function, "namespace": lsp.SymbolKind.Namespace,
-            "property": lsp.SymbolKind.Property}.get(s["kind"], lsp.SymbolKind.Variable)
+            "property": lsp.SymbolKind.Property, "object": lsp.SymbolKind.Object,
+            "constant": lsp.SymbolKind.Constant}.get(s["kind"], lsp.SymbolKind.Variable)
     # Whole lines: the end is the start of the line after the last (it was the last line's start, which left the
     # definition's last line out and made a one-line definition an empty range).
     rng = lsp.Range(lsp.Position(max(s["line"] - 1, 0), 0), lsp.Position(max(s["endLine"], s["line"], 1), 0))

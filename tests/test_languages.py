@@ -91,7 +91,9 @@ def test_c_chunks_follow_definitions() -> None:
     cf = chunk_file("src/hash.c", C["src/hash.c"], max_chars=400)
     assert cf.chunks[0].kind == "header" and "#include \"hash.h\"" in cf.chunks[0].text
     by_symbol = {s: c for c in cf.chunks for s in c.symbols}
-    assert by_symbol["resize"].text.lstrip().startswith(("/* Doubles", "static int resize"))
+    # A definition's comment is in its chunk (packing is greedy: a large function may begin inside a chunk that
+    # holds the end of the one before; keeping its head with its first lines lowered hunk_cov, session 37).
+    assert "/* Doubles" in by_symbol["resize"].text and "static int resize" in by_symbol["resize"].text
     assert by_symbol["hash_put"].text.lstrip().startswith("int hash_put")
     # the guarded header is chunked by what the guard holds, not as one block of line windows
     cf = chunk_file("include/minikv/kv.h", C["include/minikv/kv.h"], max_chars=300)
@@ -201,6 +203,7 @@ def test_csharp_usings_resolve_to_the_files_declaring_the_namespace() -> None:
     ("src/ring_buffer_unittest.cc", "ring_buffer"), ("LoggerTest.cpp", "Logger"), ("test.c", "test"),
     ("test/Serilog.Tests/Core/LoggerTests.cs", "Logger"), ("src/Foo/BarTest.cs", "Bar"),
     ("spec/RetryPolicySpecs.cs", "RetryPolicy"), ("Serilog.PerformanceTests/Support/Some.cs", "Some"),
+    ("test/Acme.Specs/OverdueInvoiceSpec.cs", "OverdueInvoice"), ("src/test/java/a/CartTest.java", "Cart"),
 ])
 def test_test_files_by_ecosystem_naming(path: str, stem: str) -> None:
     assert is_test_path(path) and file_kind(path) == "test", path
@@ -216,9 +219,28 @@ def test_cpp_inl_headers_are_named_after_their_header() -> None:
 
 
 @pytest.mark.parametrize("path", ["src/latest.c", "src/contest.cpp", "include/test.h", "src/Serilog/Core/Logger.cs",
-                                  "src/Testing.Abstractions/Attestation.cs", "src/unittest_helpers.h"])
+                                  "src/Testing.Abstractions/Attestation.cs", "src/unittest_helpers.h",
+                                  # a newcomer, session 37: taken for tests by name, ranked below unrelated files
+                                  "src/main/java/com/acme/release/Latest.java", "src/main/java/a/Contest.java",
+                                  "src/Acme.Billing/Specifications/OverdueInvoiceSpec.cs"])
 def test_code_files_are_not_tests(path: str) -> None:
     assert not is_test_path(path), path
+
+
+def test_dotted_names_link_only_their_own_tests() -> None:
+    """Angular and NestJS name files `<name>.<role>.ts`: the stem cut at the first dot made every `orders.*.spec.ts`
+    the test of every `orders.*.ts`, and the controller's spec was listed first for the service (a newcomer,
+    session 37). express's `res.send.js` still tests `response.js` (a one-part name on one side)."""
+    files = {"src/orders/orders.service.ts": "code", "src/orders/orders.controller.ts": "code",
+             "src/orders/orders.module.ts": "code", "src/orders/orders.service.spec.ts": "test",
+             "src/orders/orders.controller.spec.ts": "test", "test/app.e2e-spec.ts": "test", "src/app.ts": "code",
+             "src/orders/orders.service.integration.spec.ts": "test"}
+    g = FileGraph.build(files, [])
+    assert g.tests_of["src/orders/orders.service.ts"] == {"src/orders/orders.service.spec.ts",
+                                                          "src/orders/orders.service.integration.spec.ts"}  # review
+    assert g.tests_of["src/orders/orders.controller.ts"] == {"src/orders/orders.controller.spec.ts"}
+    assert not g.tests_of.get("src/orders/orders.module.ts")
+    assert g.tests_of["src/app.ts"] == {"test/app.e2e-spec.ts"}
 
 
 def test_tests_link_to_the_code_they_are_named_after() -> None:
@@ -268,6 +290,44 @@ def test_sanitizer_gdb_and_valgrind_frames() -> None:
     cc = analyse("include/tinylog/details/ring_buffer.hpp:31:5: error: no member named 'front'")
     assert ("include/tinylog/details/ring_buffer.hpp", 31) in cc.frames
     assert ("src\\net.cpp".replace("\\", "/"), 12) in analyse("src\\net.cpp(12): error C2065").frames
+
+
+def test_go_panic_frames_with_absolute_paths() -> None:
+    """Go prints a panic's frames with absolute paths (only -trimpath builds print module paths): none was read."""
+    panic = ("panic: runtime error: invalid memory address or nil pointer dereference\n\n"
+             "goroutine 18 [running]:\nexample.com/shop/cache.(*LRU[...]).Get(0x0, {0x6b1a2c, 0x3})\n"
+             "\t/home/dev/shop/cache/lru.go:49 +0x2c\nmain.main.func1({0x7f3c, 0xc000}, 0xc0001)\n"
+             "\t/home/dev/shop/cmd/server/main.go:17 +0x5a\n")
+    q = analyse(panic)
+    assert q.frames[:2] == [("/home/dev/shop/cache/lru.go", 49), ("/home/dev/shop/cmd/server/main.go", 17)]
+    assert q.shape.value == "trace" and q.paths[0] == "/home/dev/shop/cache/lru.go"
+
+
+def test_node_async_constructor_and_esm_frames() -> None:
+    """`at async …` (every awaited frame), `at new …`, `[as …]` and `file:///` frames were skipped."""
+    trace = ("Error: boom\n    at async OrderService.handleWebhook (/app/src/services/order.service.ts:30:7)\n"
+             "    at async Promise.all (index 0)\n    at new Cart (/app/src/cart.ts:8:11)\n"
+             "    at Layer.handle [as handle_request] (/app/lib/router/layer.js:95:5)\n"
+             "    at async file:///app/src/main.ts:12:3\n    at file:///C:/app/src/win.mjs:4:1\n")
+    assert analyse(trace).frames == [("/app/src/services/order.service.ts", 30), ("/app/src/cart.ts", 8),
+                                     ("/app/lib/router/layer.js", 95), ("/app/src/main.ts", 12),
+                                     ("C:/app/src/win.mjs", 4)]
+
+
+def test_jvm_frames_carry_their_package_as_folders() -> None:
+    """A JVM frame names its file bare (`OrderService.java`); with two such files neither was the frame's. The
+    package before the class gives the folders, and the file sharing most of them is the frame's (session 37)."""
+    from delphi_ls.retrieval.query import closest_by_tail
+
+    trace = ("java.lang.IllegalStateException: oops\n"
+             "\tat com.acme.orders.service.OrderService.lambda$checkout$0(OrderService.java:26)\n"
+             "\tat java.base/java.util.Optional.orElseThrow(Optional.java:403)\n"
+             "\tat Main.main(Main.java:3)\n")
+    frames = analyse(trace).frames
+    assert frames == [("com/acme/orders/service/OrderService.java", 26), ("java/util/Optional.java", 403),
+                      ("Main.java", 3)]
+    two = ["src/main/java/com/acme/legacy/OrderService.java", "src/main/java/com/acme/orders/service/OrderService.java"]
+    assert closest_by_tail(frames[0][0], two) == [two[1]]
 
 
 def test_dotnet_frames() -> None:

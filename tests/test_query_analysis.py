@@ -194,3 +194,19 @@ def test_a_bare_file_name_of_any_parsed_language_is_a_path(name: str) -> None:
 
 def test_a_sentence_with_a_dot_is_not_a_path() -> None:
     assert analyse("see e.g. this: the retry.count is wrong").paths == []
+
+
+@pytest.mark.parametrize("text", [
+    "x\n" + "\n" * 16000 + "y",          # `^\s*` under re.M ran from every blank line over the rest: 27 s
+    "at " + "a." * 8000,                 # a JVM frame pattern whose package and class overlapped: 65 s at 100 KB
+    "at " + "_." * 8000,
+    "Error: x\n" + "    \n" * 4000,
+])
+def test_a_hostile_question_is_analysed_in_linear_time(text: str):
+    """Questions reach analyse() cut to 16,000 characters; each of these took seconds to a minute (review,
+    session 37)."""
+    import time
+
+    start = time.perf_counter()
+    analyse(text)
+    assert time.perf_counter() - start < 1.0

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from ..core.tokens import stripped
 from ..languages import MANIFEST_KINDS
-from ..workspace.kinds import is_test_support, stem_of
+from ..workspace.kinds import is_test_support, other_dotted_name, stem_of
 from .imports import Resolver
 
 
@@ -99,13 +99,13 @@ class FileGraph:
         # Only the nearest files of the stem: a workspace with seven vendored copies of spring-boot linked
         # every copy's test to every copy's class (and every `package-info.java` under a test folder to all
         # 4,163 in main folders): 2.3 M of the 100k workspace's 2.4 M name links, and wrong ones.
-        exact = by_stem.nearest(stem, test)
+        exact = [c for c in by_stem.nearest(stem, test) if not other_dotted_name(c, test)]
         parts = [x for x in os.path.basename(test).split(".")[:-1] if x.lower() not in ("test", "spec")]
         if len(parts) < 2 or len(stem) < 2:
             return exact, None
         if stem not in cache:  # many tests share one object name (`res.*.js`): one scan of the stems each
             cache[stem] = [c for s, codes in by_stem.items() if abbreviates(stem, s) for c in codes]
-        abbrevs = cache[stem]
+        abbrevs = [c for c in cache[stem] if not other_dotted_name(c, test)]
         if not abbrevs:
             return exact, None
         self.links_read_imports = True

@@ -179,17 +179,17 @@ def mask_export_macros(data: bytes) -> bytes:
 C_EXTS = r"c|h|cc|cpp|cxx|c\+\+|hpp|hh|hxx|h\+\+|inl|ipp|tpp"
 # AddressSanitizer and gdb: `#0 0x4f5e3c in redisReaderFeed /src/read.c:642:5` (the function may carry spaces).
 SANITIZER_FRAME = re.compile(
-    rf"^\s*#\d+\s+0x[0-9a-fA-F]+\s+in\s.*?\s((?:[A-Za-z]:)?[^\s:()]+\.(?:{C_EXTS})):(\d+)", re.M)
+    rf"^[ \t]*#\d+\s+0x[0-9a-fA-F]+\s+in\s.*?\s((?:[A-Za-z]:)?[^\s:()]+\.(?:{C_EXTS})):(\d+)", re.M)
 # valgrind: `==12== at 0x4C2FB0F: malloc (vg_replace_malloc.c:299)`, `==12== by 0x1086: main (test.c:40)`.
 VALGRIND_FRAME = re.compile(rf"(?:at|by) 0x[0-9A-Fa-f]+: .*?\(([\w./+-]+\.(?:{C_EXTS})):(\d+)\)")
 # Compiler diagnostics on C++-only extensions (`include/x.hpp:12:3: error`; `.c/.h/.cc/.cpp` are read by
 # go.py's line-start pattern), and MSVC's `src\x.cpp(12): error`.
-LINE_START_FRAME = re.compile(r"^\s*((?:[\w.+-]+/)*[\w.+-]+\.(?:cxx|c\+\+|hpp|hh|hxx|h\+\+|inl|ipp|tpp)):(\d+)",
+LINE_START_FRAME = re.compile(r"^[ \t]*((?:[\w.+-]+/)*[\w.+-]+\.(?:cxx|c\+\+|hpp|hh|hxx|h\+\+|inl|ipp|tpp)):(\d+)",
                               re.M)
-MSVC_FRAME = re.compile(rf"^\s*((?:[A-Za-z]:)?[\w./\\+-]+\.(?:{C_EXTS}))\((\d+)\)", re.M)
+MSVC_FRAME = re.compile(rf"^[ \t]*((?:[A-Za-z]:)?[\w./\\+-]+\.(?:{C_EXTS}))\((\d+)\)", re.M)
 C_FRAMES = (SANITIZER_FRAME, VALGRIND_FRAME, LINE_START_FRAME, MSVC_FRAME)
 C_TRACE_MARKERS = (r"AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer|ThreadSanitizer",
-                   r"Segmentation fault", r"^\s*#\d+\s+0x[0-9a-fA-F]+ in ", r"^==\d+== (?:Invalid|Conditional|\s+at 0x)")
+                   r"Segmentation fault", r"^[ \t]*#\d+\s+0x[0-9a-fA-F]+ in ", r"^==\d+== (?:Invalid|Conditional|\s+at 0x)")
 C_TEST_PREFIXES = ("test-",)  # `test_` is shared
 C_TEST_SUFFIXES = ("-test", "-tests", "_unittest", "_unittests", "-unittest")
 # The preprocessor conditionals around whole headers and platform blocks: chunked by what they hold.

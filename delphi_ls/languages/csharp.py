@@ -102,9 +102,12 @@ LANGUAGE = Language(
                      name_of=name_of),
     ),
     resolvers={"cs": resolve},
-    test_names=(r".*Tests?\.cs$", r".*Specs?\.cs$"),
+    # `*Spec.cs` is a test by its folder only (an MSpec project `Acme.Specs/`, or `specs/`): in `src/` it is the
+    # Specification pattern (Ardalis.Specification, the .NET Clean Architecture templates), product code that
+    # was taken for a test and ranked below unrelated files (a newcomer, session 37).
+    test_names=(r".*Tests?\.cs$",),
     test_suffixes=("Specs", "Spec"),
-    test_dirs=(r"(^|/)[\w.-]+\.\w*tests?/",),  # `test/Serilog.Tests/`, `Serilog.PerformanceTests/`
+    test_dirs=(r"(^|/)[\w.-]+\.\w*(tests?|specs?)/",),  # `test/Serilog.Tests/`, `Serilog.PerformanceTests/`, `Acme.Specs/`
     stack_frames=(DOTNET_FRAME,),
     trace_markers=(r"\bin \S+\.cs:line \d+", r"--- End of stack trace"),
     manifest_kinds=("csns",),

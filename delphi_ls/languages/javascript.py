@@ -27,18 +27,46 @@ _FUNCTION_VALUES = ("arrow_function", "function_expression", "function", "class"
 _EXTS = (".ts", ".tsx", ".js", ".jsx", ".mjs", ".cjs", ".mts", ".cts", ".vue", ".svelte")
 
 
-EXTRA_TYPES = frozenset({"variable_declarator"})  # what extra_symbol answers for
+# What extra_symbol answers for.
+EXTRA_TYPES = frozenset({"variable_declarator", "assignment_expression", "field_definition", "public_field_definition"})
+# `exports.x = …`, `module.exports = …`, `module.exports.x = …`, `Foo.prototype.x = …`: a module's or a class's
+# member by assignment (CommonJS; the koa-compose and express shapes).
+_EXPORTED = re.compile(r"^(?:exports|module\.exports|module)(?:\.[\w$]+)?$|^[\w$]+\.prototype\.[\w$]+$")
 
 
 def extra_symbol(node: ts.Node) -> tuple[str, str] | None:
-    """``const f = () => ...`` / ``const C = class ...``: a function or class by its variable's name."""
-    if node.type != "variable_declarator":
-        return None
-    value = node.child_by_field_name("value")
-    if value is None or value.type not in _FUNCTION_VALUES:
-        return None
-    name = field_name(node)
-    return ("class" if value.type == "class" else "function", name) if name else None
+    """``const f = () => ...`` / ``const C = class ...``: a function or class by its variable's name; the same
+    assigned to a module's exports or a prototype (``exports.compose = function compose…``, ``module.exports =
+    class Layer…``), and a class field holding a function (``handleWebhook = async () => …``). The last three were
+    no symbols: absent from outlines, lenses, hover and the symbol branch (a newcomer, session 37)."""
+    t = node.type
+    if t == "variable_declarator":
+        value = node.child_by_field_name("value")
+        if value is None or value.type not in _FUNCTION_VALUES:
+            return None
+        name = field_name(node)
+        return ("class" if value.type == "class" else "function", name) if name else None
+    if t == "assignment_expression":
+        value, left = node.child_by_field_name("right"), node.child_by_field_name("left")
+        if value is None or left is None or value.type not in _FUNCTION_VALUES or left.type != "member_expression":
+            return None
+        target = node_text(left)
+        if not _EXPORTED.match(target):
+            return None
+        name = target.rpartition(".")[2]  # the name callers use: `exports.a = function b()` is `a`
+        if name in ("exports", "module"):  # `module.exports = class Layer`: its own name, if it has one
+            own = value.child_by_field_name("name")
+            if own is None:
+                return None
+            name = node_text(own)
+        return ("class" if value.type == "class" else "function", name)
+    if t in ("field_definition", "public_field_definition"):
+        value = node.child_by_field_name("value")
+        key = node.child_by_field_name("property" if t == "field_definition" else "name")
+        if value is None or key is None or value.type not in ("arrow_function", "function_expression", "function"):
+            return None
+        return ("method", node_text(key))
+    return None
 
 
 def import_node(node: ts.Node, out: list[str]) -> bool:
@@ -138,8 +166,12 @@ def resolve(ix: FileIndex, importer: str, target: str) -> list[str]:
     return [pkg_main[base]] if base in pkg_main else []  # a package folder: its entry point
 
 
-# `at fn (file.js:12:5)` / `at file.js:12`: Node's frames, and the same shape from other runtimes.
-AT_FRAME = re.compile(r"at (?:[\w$.<>\[\]]+ )?\(?((?:[A-Za-z]:)?[\w./\\@-]+\.\w+):(\d+)(?::\d+)?\)?")
+# `at fn (file.js:12:5)` / `at file.js:12`: Node's frames, and the same shape from other runtimes; an awaited
+# frame (`at async Foo.bar (…)`, every frame of async code), a constructor's (`at new Foo (…)`), an aliased
+# method's (`at Foo.bar [as baz] (…)`) and an ES module's URL (`at file:///app/src/main.ts:12:3`) were
+# skipped, so an async trace lost most of its frames (a newcomer, session 37).
+AT_FRAME = re.compile(r"at (?:async )?(?:new )?(?:[\w$.<>\[\]]+ )?(?:\[as [\w$]+\] )?\(?(?:file://(?:/(?=[A-Za-z]:))?)?"
+                      r"((?:[A-Za-z]:)?[\w./\\@-]+\.\w+):(\d+)(?::\d+)?\)?")
 
 LANGUAGE = Language(
     name="javascript",

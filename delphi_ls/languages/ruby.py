@@ -126,5 +126,5 @@ LANGUAGE = Language(
     test_suffixes=("_test", "_spec"),
     # `lib/x.rb:12:in 'meth'` (Ruby 3.4), `` lib/x.rb:12:in `meth' `` (older), with or without `from `.
     stack_frames=(re.compile(frame_file("rb|rake|ru|gemspec") + r":(\d+):in [`']"),),
-    trace_markers=(r"^\s+from \S+\.rb:\d+:in [`']", r"\.rb:\d+:in [`'][^\n]*\([\w:]+\)$"),
+    trace_markers=(r"^[ \t]+from \S+\.rb:\d+:in [`']", r"\.rb:\d+:in [`'][^\n]*\([\w:]+\)$"),
 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import tomllib
 
 import tree_sitter as ts
 
@@ -45,13 +46,50 @@ def _resolve_mod(ix: FileIndex, importer: str, target: str) -> list[str]:
     return []
 
 
+def cargo_toml(text: str) -> list[str]:
+    """A ``Cargo.toml``'s crate name as ``use`` writes it (``crate:kv_store`` for ``kv-store``; the ``[lib]``
+    name when it has one), so the crate's integration tests (``tests/x.rs``: ``use kv_store::Store``) and the
+    crates beside it resolve to its ``src/``. They resolved to nothing (a newcomer, session 37)."""
+    try:
+        data = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, UnicodeError):
+        return []
+    for table in ("lib", "package"):
+        name = data.get(table, {}).get("name") if isinstance(data.get(table), dict) else None
+        if isinstance(name, str) and name:
+            return [f"crate:{name.replace('-', '_')}"]
+    return []
+
+
+def _crates(ix: FileIndex) -> dict[str, list[str]]:
+    """Crate name -> the folders of the ``Cargo.toml`` files naming it."""
+    out: dict[str, list[str]] = {}
+    for path, spec in ix.manifest_specs:
+        kind, _, name = spec.partition(":")
+        if kind == "crate":
+            out.setdefault(name, []).append(os.path.dirname(path))
+    return out
+
+
 def _resolve_use(ix: FileIndex, importer: str, target: str) -> list[str]:
-    """``crate::a::b::C`` from the crate's ``src/``, ``super::x`` from the parent folder, else by suffix."""
+    """``crate::a::b::C`` from the crate's ``src/``, ``super::x`` from the parent folder, ``<a crate of the
+    workspace>::a::C`` from that crate's ``src/`` (its ``lib.rs`` for what it re-exports), else by suffix."""
     here = os.path.dirname(importer)
     segs = [s for s in re.split(r"::", target.split("{")[0]) if s and s not in ("self", "*")]
     if not segs:
         return []
     root = segs[0]
+    crates = ix.memo("rust_crates", _crates).get(root) if root not in ("crate", "super") else None
+    if crates:
+        # The crate folder sharing most of the importer's path (a workspace of crates may repeat a name).
+        folder = max(crates, key=lambda f: (len(os.path.commonpath([f"/{f}", f"/{importer}"])), f))
+        src = f"{folder}/src".lstrip("/")
+        for n in range(len(segs) - 1, 0, -1):
+            for c in (f"{src}/{'/'.join(segs[1:n + 1])}.rs", f"{src}/{'/'.join(segs[1:n + 1])}/mod.rs"):
+                if c in ix.files:
+                    return [c]
+        lib = f"{src}/lib.rs"
+        return [lib] if lib in ix.files else []
     if root == "crate":
         padded = f"/{here}/"
         cut = padded.find("/src/")
@@ -89,6 +127,8 @@ LANGUAGE = Language(
                      name_of=_name_of, import_node=_import_node),
     ),
     resolvers={"rs": _resolve_use, "rsmod": _resolve_mod},
+    manifests={"Cargo.toml": cargo_toml},
+    manifest_kinds=("crate",),
     test_names=(r".*_tests?\.rs$", r"^tests?\.rs$"),
     # `path/file.rs:12` frames are read by go.py's line-start pattern (it lists .rs).
     trace_markers=(r"panicked at",),

@@ -19,7 +19,9 @@ _PATHLIKE = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.[A-Za-z][A-Za-z0-9]{
 # Stack frames (group 1 the file, group 2 the line) and trace markers: each language's, from its module.
 _FRAME_PATTERNS = list(FRAME_PATTERNS)
 _TRACE_WORDS = re.compile("|".join((*TRACE_MARKERS, r"^\w*(Error|Exception): ")), re.M)
-_ERROR_LINE = re.compile(r"^\s*(?:[\w.]*(?:Error|Exception|panic|FAIL|fatal)\b[:!]?\s*)(.{6,200})$", re.M)
+# `^[ \t]*`, never `^\s*`, at the start of a line pattern (here and in the languages' frame patterns): with re.M,
+# `\s*` ran from each of 16,000 blank lines over all the rest, 27 s for one pasted question (review, session 37).
+_ERROR_LINE = re.compile(r"^[ \t]*(?:[\w.]*(?:Error|Exception|panic|FAIL|fatal)\b[:!]?\s*)(.{6,200})$", re.M)
 
 _CODE_Q = re.compile(r"\b(source files?|implement\w*|defin\w+|where is|which function|which class|code that|root cause|cause|"
                      r"how does)\b", re.I)  # "how does X handle Y": how something behaves is in its code
@@ -117,8 +119,13 @@ def analyse(text: str, cleaning: str = "squash") -> QueryInfo:
     raw = text
     frames: list[tuple[str, int]] = []
     for pat in _FRAME_PATTERNS:
+        named = "file" in pat.groupindex  # a pattern may name its groups: file, line, and pkg (folders, dotted)
         for m in pat.finditer(raw):
-            frames.append((m.group(1).replace("\\", "/"), int(m.group(2))))
+            if named:
+                pkg = m.group("pkg") if "pkg" in pat.groupindex else None
+                frames.append(((pkg or "").replace(".", "/") + m.group("file"), int(m.group("line"))))
+            else:
+                frames.append((m.group(1).replace("\\", "/"), int(m.group(2))))
     is_trace = bool(_TRACE_WORDS.search(raw)) or len(frames) >= 2
     if not is_trace:
         # A change description is searched without its links, trailers, checklists and bot lines
@@ -129,8 +136,13 @@ def analyse(text: str, cleaning: str = "squash") -> QueryInfo:
     identifiers = list(dict.fromkeys(w.rstrip(".") for w in words if is_identifier_like(w.rstrip("."))))
     literals = [next(g for g in m.groups() if g) for m in _QUOTED.finditer(text)]
     paths = [f for f, _ in frames]
+    # A frame's bare file name (`(OrderService.java:25)`) is that frame's, already read with its package: as a
+    # mention of its own it named every `OrderService.java` alike (review, session 37).
+    framed = {f.rpartition("/")[2] for f in paths}
     for m in _PATHLIKE.finditer(text):
         p = m.group(1)
+        if "/" not in p and p in framed:
+            continue
         if "/" in p or p[p.rfind("."):].lower() in _NAMED_EXTENSIONS:
             paths.append(p)
     paths = list(dict.fromkeys(paths))

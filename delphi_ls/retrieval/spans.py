@@ -257,12 +257,20 @@ class ScoredChunk:
 _LIBRARY_DIRS = ("/site-packages/", "/dist-packages/", "/node_modules/", "/vendor/", "/.cargo/registry/")
 
 
+_JVM_SOURCES = (".java", ".kt", ".scala")
+
+
 def _frame_names(frame: str, path: str) -> bool:
     """Whether a frame's file (as the trace wrote it: absolute, site-packages, relative) is ``path``. A library's
     frame (`.../site-packages/x/models.py`) is not the workspace's root-level `models.py`: a path of one part
     matches such a frame only whole (review, session 26)."""
     if frame == path:
         return True
+    if frame.endswith(_JVM_SOURCES) and not frame.startswith("/"):
+        # A JVM frame's folders are its class's package (`com/acme/Main.java`), which a source tree need not
+        # mirror (Kotlin's seldom does): any file of its name, and closest_by_tail prefers the package's.
+        base = frame.rpartition("/")[2]
+        return path == base or path.endswith("/" + base)
     if frame.endswith("/" + path):
         return "/" in path or not any(d in frame for d in _LIBRARY_DIRS)
     return "/" not in frame and path.endswith("/" + frame)

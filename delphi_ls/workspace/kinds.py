@@ -72,6 +72,25 @@ def file_kind(path: str) -> str:
     return "other"
 
 
+# Parts of a dotted file name that mark a test, not what it tests: `orders.service.spec.ts`, `app.e2e-spec.ts`.
+_TEST_NAME_PARTS = frozenset({"test", "tests", "spec", "specs", "e2e", "e2e-spec", "e2e-test", "unit", "int"})
+
+
+def dotted_parts(path: str) -> list[str]:
+    """A file name's dotted parts before its extension, test markers out: ``orders.service.spec.ts`` ->
+    ``orders``, ``service``; ``grpc_proxy.go`` -> ``grpc_proxy``."""
+    return [p for p in os.path.basename(path).lower().split(".")[:-1] if p not in _TEST_NAME_PARTS]
+
+
+def other_dotted_name(code: str, test: str) -> bool:
+    """Both names are dotted (`<name>.<role>`, Angular's and NestJS's layout) and differ after their shared stem:
+    ``orders.controller.spec.ts`` does not test ``orders.service.ts``, though :func:`stem_of` gives both
+    ``orders`` (a newcomer, session 37: it was listed first as the service's test). A one-part name on
+    either side (express's ``res.send.js`` testing ``response.js``) is left to the stem."""
+    a, b = dotted_parts(code), dotted_parts(test)
+    return len(a) >= 2 and len(b) >= 2 and b[:len(a)] != a  # `users.service.integration.spec.ts` is the service's
+
+
 def stem_of(path: str) -> str:
     """The name a source file's tests are named after: ``grpc_proxy.go`` -> ``grpc_proxy``."""
     base = os.path.basename(path)

@@ -6,7 +6,7 @@ import os
 
 from ...core.tokens import stripped
 from ...indexing.graph import dir_distance
-from ...workspace.kinds import stem_of
+from ...workspace.kinds import other_dotted_name, stem_of
 from ..context import SearchContext
 from ..query import QueryInfo
 from .base import Hit, ranked_hits
@@ -43,6 +43,8 @@ class AnchorTestsBranch:
             if len(stem) < 2 or ctx.files.get(anchor) == "test":
                 continue
             for t in tests:
+                if other_dotted_name(anchor, t):
+                    continue
                 tstem = stripped(stem_of(t))
                 if tstem == stem or (len(stem) >= 4 and stem in stripped(os.path.basename(t))):
                     s = 3.0 - 0.1 * dir_distance(anchor, t) + (0.5 if tstem == stem else 0.0)
