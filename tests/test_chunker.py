@@ -1,5 +1,8 @@
 import textwrap
 
+import pytest
+
+from delphi_ls.indexing import chunker
 from delphi_ls.indexing.chunker import chunk_file
 from delphi_ls.indexing.languages import grammar_status
 from tests.conftest import FILES
@@ -26,7 +29,7 @@ def test_symbols_per_language():
     assert names("shipyard/retry.py") == {"RetryPolicy": "class", "__init__": "method", "delay_for": "method",
                                           "with_backoff": "function"}
     go = names("proxy/grpc_proxy.go")
-    assert go["GrpcProxy"] == "type" and go["NewGrpcProxy"] == "function" and go["Listen"] == "method"
+    assert go["GrpcProxy"] == "struct" and go["NewGrpcProxy"] == "function" and go["Listen"] == "method"
     ts = names("web/src/api.ts")
     assert ts["UploadResult"] == "interface" and ts["uploadArtifact"] == "function" and ts["ArtifactClient"] == "class"
     assert ts["list"] == "method"
@@ -110,6 +113,10 @@ NESTED = {
                     "    class Local { void inner() {} }\n  }\n}\n",
                     ["Outer", "run", "anonymous", "Local", "inner"]),
     "nested.js": "function outer() {\n  const a = 1;\n  const inner = () => a;\n  return inner;\n}\n",
+    "exports.js": ("exports.compose = function compose(mw) {\n  return function (ctx) { ctx.x = () => 1; };\n}\n"
+                   "module.exports = class Layer {\n  match = (p) => p;\n  handle() { this.cb = function () {}; }\n}\n"
+                   "Router.prototype.route = function route(path) {};\n"),
+    "fields.ts": "export class S {\n  handleWebhook = async (p: number) => p;\n  private n = 1;\n  go() {}\n}\n",
     "nested.kt": ("class K {\n  val p = 1\n  fun f(): Int {\n    val local = 1\n    return local\n  }\n"
                   "  companion object {\n    fun g() = 1\n  }\n}\n\nfun top() {\n  class Local {\n    fun inner() = 1\n  }\n}\n"),
     "macro.c": "#define LIMIT 10\nint f(void) {\n  return LIMIT;\n}\n#ifdef X\n#define INNER 2\n#endif\n",
@@ -195,3 +202,88 @@ def test_a_line_longer_than_two_windows_is_kept_whole_in_pieces():
         assert len(pieces) > 1 and all(c.start_line == c.end_line == text.splitlines().index(
             next(ln for ln in text.splitlines() if "entry_00000" in ln)) + 1 for c in pieces), path
         assert max(len(c.text) for c in chunks) <= 3000
+
+
+def test_javascript_definitions_by_assignment_and_class_fields_are_symbols():
+    """`exports.compose = function compose…` (koa-compose), `module.exports = class Layer…` (express) and a class
+    field holding a function (`handleWebhook = async () => …`) were no symbols: missing from outlines, lenses,
+    hover and the symbol branch (a newcomer, session 37). A field holding a value, a function assigned to
+    `this.x` or a local object's member, and `module.exports = function () {}` give none."""
+    got = {(s.name, s.kind, s.container) for name in ("exports.js", "fields.ts")
+           for s in chunker.chunk_file(name, NESTED[name], 1500).symbols}
+    assert got == {("compose", "function", ""), ("Layer", "class", ""), ("match", "method", "Layer"),
+                   ("handle", "method", "Layer"), ("route", "function", ""), ("S", "class", ""),
+                   ("handleWebhook", "method", "S"), ("go", "method", "S")}
+
+
+def _methods(lang: str, n: int) -> str:
+    body = "\n".join(f"        let v{i} = {i} * 2;" for i in range(6))
+    if lang == "go":
+        return "\n".join(f"// Handle{i} handles case {i}.\n// It doubles.\nfunc (b *Big) Handle{i}() int {{\n"
+                         f"{body.replace('let ', '').replace(' = ', ' := ').replace(';', '')}\n        return 0\n}}\n"
+                         for i in range(n))
+    if lang == "ts":
+        return "\n".join(f"  /** Handles case {i}. */\n  @Log('case{i}')\n  handle{i}(x: number): number {{\n"
+                         f"{body.replace('let ', 'const ')}\n    return x;\n  }}\n" for i in range(n))
+    return "\n".join(f"    /// Handles case {i}.\n    #[inline]\n    pub fn handle_{i}(&self) -> i32 {{\n{body}\n        0\n    }}\n"
+                     for i in range(n))
+
+
+@pytest.mark.parametrize("name,text", [
+    ("big.go", "package big\n\nimport \"fmt\"\n\n" + _methods("go", 14)),
+    ("big.service.ts", "import { Log } from './log';\n\n/** The big service. */\nexport class Big {\n" + _methods("ts", 14) + "}\n"),
+    ("big.rs", "use std::fmt;\n\n/// A big store.\npub struct Big;\n\n/// Its cases.\nimpl Big {\n" + _methods("rs", 14) + "}\n"),
+])
+def test_doc_comments_decorators_and_attributes_open_their_definitions_chunk(name: str, text: str):
+    """At a chunk break, a method's doc comment and `@decorator` / `#[attribute]` ended the chunk before its own,
+    and a split container's first line was in two chunks (Rust: `impl Big {` after the imports); a newcomer,
+    session 37. Every chunk starts at a doc comment, a decorator or the module's first line; no line is in two
+    chunks; every line of the file is in one."""
+    chunks = chunker.chunk_file(name, text, 1500).chunks
+    assert len(chunks) >= 3
+    lines = text.split("\n")
+    for c in chunks:
+        first = lines[c.start_line - 1].strip()
+        assert c.start_line == 1 or first.startswith(("//", "/**", "@", "#[")), (name, c.start_line, first)
+    covered = [n for c in chunks for n in range(c.start_line, c.end_line + 1)]
+    assert len(covered) == len(set(covered))
+    assert {n for n, line in enumerate(lines, 1) if line.strip()} <= set(covered)
+
+
+@pytest.mark.parametrize("name,text", [
+    ("Big.java", "package a;\n\npublic class Big {\n"
+     + "".join(f"  private int field{i} = {i}; // the field number {i} xxxxxxxxxxxxxxx\n" for i in range(60)) + "}\n"),
+    ("big.ts", "export class Big {\n"
+     + "".join(f"  field{i}: number = {i}; // the field number {i} xxxxxxxxxxxxxxx\n" for i in range(60)) + "}\n"),
+    ("big.c", "".join(f"int field{i} = {i}; // the field number {i} xxxxxxxxxxxxxxx\n" for i in range(60))),
+    ("big.rs", "".join(f"const F{i}: i32 = {i}; // the field number {i} xxxxxxxxxxxxxxx\n" for i in range(60))),
+])
+def test_a_trailing_comment_stays_on_its_line(name: str, text: str):
+    """`int a = 1; // note`: the comment began the next chunk, which then began on the line the last one ended on
+    (review, session 37: Java's newly; TypeScript's and C's before too)."""
+    chunks = chunker.chunk_file(name, text, 1500).chunks
+    covered = [n for c in chunks for n in range(c.start_line, c.end_line + 1)]
+    assert len(chunks) >= 2 and len(covered) == len(set(covered)), [(c.start_line, c.end_line) for c in chunks]
+
+
+def test_a_long_run_of_comment_lines_is_chunked_in_linear_time():
+    """Each comment line carried the whole run before it to the next chunk, never flushed: 8,000 lines of a Go
+    file took a minute (review, session 37); at most half a chunk is carried now."""
+    import time
+
+    text = "package p\n\n" + "".join(f"// line {i} of a long commented-out block xxxxxxxxxxxxxxxxx\n" for i in range(8000))
+    start = time.perf_counter()
+    chunks = chunker.chunk_file("a.go", text + "func F() int {\n\treturn 1\n}\n", 1500).chunks
+    assert time.perf_counter() - start < 3.0  # 0.08 s here; 58 s before
+    assert max(len(c.text) for c in chunks) <= 1500 * 2
+
+
+def test_go_types_by_what_they_are_and_package_level_names():
+    """Go types were all `type` (an outline showed structs as type parameters), and `var ErrNotFound = …` was no
+    symbol (a newcomer, session 37); `var _ Iface = (*T)(nil)` is a compile-time check, not a name (review)."""
+    src = ("package cache\n\nvar ErrNotFound = errors.New(\"x\")\nvar _ Store = (*LRU)(nil)\n\nconst (\n\tA = 1\n)\n\n"
+           "type LRU struct{ n int }\n\ntype Store interface{ Get() }\n\ntype Key string\n\n"
+           "func (l *LRU) Get() { var local = 1; _ = local }\n")
+    got = {(s.name, s.kind) for s in chunker.chunk_file("cache/lru.go", src, 1500).symbols}
+    assert got == {("ErrNotFound", "variable"), ("A", "constant"), ("LRU", "struct"), ("Store", "interface"),
+                   ("Key", "type"), ("Get", "method")}

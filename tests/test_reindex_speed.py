@@ -207,7 +207,11 @@ def test_views_patched_after_a_named_update_equal_a_rebuild(engine: Engine, work
     order = {cid: i for i, cid in enumerate(reloaded.ids)}
     assert np.allclose(exact.matrix, reloaded.matrix[[order[c] for c in exact.ids]])
     q = engine.embedder.embed(["priority queue of zebra jobs"])[0]
-    assert exact.query(q, 5) == reloaded.query(q, 5)
+    # The same hits in the same order; scores equal up to float32 rounding (a patched matrix holds a row elsewhere,
+    # and BLAS may sum a row's products in another order by its place: 0.467154324 against 0.467154264).
+    got, want = exact.query(q, 5), reloaded.query(q, 5)
+    assert [h[:2] for h in got] == [h[:2] for h in want]
+    assert np.allclose([h[2] for h in got], [h[2] for h in want], rtol=0, atol=1e-6)
     # A catch-up (no path named: `delphi context`, the MCP poll) patches the files it found changed too.
     _edit(workspace, EDITED, "class ZebraQueue", "class OkapiQueue")
     rep = engine.index(reembed=False)

@@ -56,7 +56,11 @@ BATCH_FILES = 1000  # files per lexical commit once the first small batches are 
 #    (core/text.py); words with letters beyond ASCII are whole tokens (core/tokens.py).
 # 7: `secret_key = …` and a bare AWS secret key beside its key id are redacted (workspace/secrets.py); a word
 #    longer than 64 characters made of words gives its parts as tokens (core/tokens.py).
-PARSER_VERSION = 7
+# 8: a definition's doc comment, decorators and attributes are in its chunk, a comment ending a line of code in
+#    that line's (indexing/chunker.py); JavaScript definitions by assignment (`exports.x = function…`) and
+#    class fields holding functions are symbols; `Latest.java` and a C# `*Spec.cs` outside a test folder are code;
+#    Go's structs, interfaces, package-level vars and consts are symbols of their kinds; a Cargo.toml names its crate.
+PARSER_VERSION = 8
 FIRST_BATCH_FILES = 25
 # A large run whose vector pass follows adds its chunks to the trigram index during that pass, on a thread
 # of its own (start_grams), not after each batch: the bulk build is about 14 s of CPU on spring-boot (session
