@@ -174,3 +174,18 @@ def test_static_embedder_from_several_threads_gives_the_same_vectors(monkeypatch
     assert errors == []
     alone = embedders.load_embedder("potion-base-8M")
     assert all(np.array_equal(v, alone.embed(texts)) for texts, v in done[::20])
+
+
+def test_a_chunks_cache_key_is_the_hash_of_what_is_embedded(engine: Engine) -> None:
+    """The embedding cache was keyed by a chunk's text while the model reads its names and its text: a chunk that
+    gained a name on upgrade (a Go `var`, a class field holding a function) kept its old vector, and health's
+    model check, re-embedding it, called the vectors another model's (an upgrade newcomer, session 37)."""
+    import hashlib
+
+    from delphi_ls.indexing.pipeline import embed_text
+
+    rows = engine.meta.all_chunks()
+    assert any(r.symbols and r.symbols != ["<module>"] for r in rows)
+    for r in rows:
+        if r.text:
+            assert r.content_hash == hashlib.sha1(embed_text(r).encode("utf-8", errors="replace")).hexdigest(), r.path

@@ -40,6 +40,7 @@ from .workers import (
     Prepared,
     PreparePool,
     chunk_id,  # noqa: F401  (importable from here, where it was defined before workers.py)
+    embed_text_of,
     empty_id,
     prepare_in_process,
 )
@@ -182,8 +183,7 @@ def _folder_identity(root: Path) -> tuple[int, int] | None:
 
 
 def embed_text(row: ChunkRow) -> str:
-    syms = " ".join(s for s in row.symbols if s != "<module>")
-    return f"{syms}\n{row.text}" if syms else row.text
+    return embed_text_of(row.symbols, row.text)  # what row.content_hash is the hash of (workers.prepare_file)
 
 
 class Indexer:

@@ -99,6 +99,12 @@ class Prepared:
     doc: FileDoc | None = None  # the file's document for the filedoc branch, when Options.file_docs
 
 
+def embed_text_of(symbols: list[str], text: str) -> str:
+    """What the embedding model reads for a chunk: its names (the module mark left out), then its text."""
+    syms = " ".join(s for s in symbols if s != "<module>")
+    return f"{syms}\n{text}" if syms else text
+
+
 def chunk_id(path: str, ord_: int, content_hash: str) -> str:
     return hashlib.sha1(f"{path}\0{ord_}\0{content_hash}".encode()).hexdigest()[:24]
 
@@ -135,7 +141,10 @@ def prepare_file(root: Path, path: str, opts: Options, old_digest: str | None = 
     kind = file_kind(path)
     rows = []
     for n, c in enumerate(cf.chunks):
-        h = hashlib.sha1(c.text.encode("utf-8", errors="replace")).hexdigest()
+        # The hash of what is embedded (the chunk's names, then its text), which keys the embedding cache: keyed by
+        # the text alone, a chunk that gained a name kept its old vector across an upgrade, and health's model
+        # check, re-embedding it, found the vectors "from another model" (an upgrade newcomer, session 37).
+        h = hashlib.sha1(embed_text_of(c.symbols, c.text).encode("utf-8", errors="replace")).hexdigest()
         rows.append(ChunkRow(chunk_id(path, n, h), path, n, c.start_line, c.end_line, c.symbols, kind, h, c.text))
     out = Prepared(path, digest=digest, replaced=replaced, redacted=in_words(found), language=cf.language, rows=rows,
                    symbols=[(s.name, s.kind, s.line, s.end_line, s.container) for s in cf.symbols],
