@@ -176,8 +176,10 @@ def test_older_parser_index_is_reparsed_once_without_reembedding(tmp_path: Path)
         rep = eng.index()
         assert rep.files_indexed == len(KOA_LIKE) and rep.chunks_embedded == 0
         assert ("package.json", "pkgmain:lib/application.js") in eng.meta.all_imports()
+        # The run says why it parses every file (it said nothing; an upgrade newcomer, session 37).
+        assert any("the index was written by chunker version 1" in n for n in rep.notes), rep.notes
         again = eng.index()
-        assert again.files_indexed == 0 and again.files_unchanged == len(KOA_LIKE)
+        assert again.files_indexed == 0 and again.files_unchanged == len(KOA_LIKE) and again.notes == []
 
 
 def test_fusion_gives_tied_hits_one_rank():

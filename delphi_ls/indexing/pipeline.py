@@ -243,6 +243,12 @@ class Indexer:
             if self.filedocs is not None:
                 self.meta.set_state("filedocs_version", FILEDOCS_VERSION)
             reparse = False
+        if reparse:
+            # `delphi index` after an upgrade said "indexed 158 files (0 unchanged ...)" and nothing of why (an
+            # upgrade newcomer, session 37); `delphi index` prints a run's notes.
+            rep.notes.append(f"every file is parsed again: the index was written by chunker version "
+                             f"{self.meta.get_state('parser_version', 1)}, this Delphi's is {PARSER_VERSION} "
+                             "(vectors of unchanged chunks are reused)")
         if self.filedocs is None:
             if only is None:
                 FileDocs(self.meta).drop()  # turned off: not kept stale (turned on again, a full run refills them)
