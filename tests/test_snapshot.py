@@ -319,6 +319,8 @@ def test_another_index_format_parser_or_schema_is_refused_naming_each(built, tmp
     for what in ("engine index format", "chunker/parser version: the snapshot has 1", "manifest schema"):
         assert what in str(e.value)
     assert "lexical schema" not in str(e.value)  # only what differs
+    # ... and what to do (an upgrade newcomer, session 37: refused with no way on).
+    assert "build the snapshot again with this version of Delphi" in str(e.value)
     assert not (tmp_path / "ix" / "meta.sqlite").exists()
 
 

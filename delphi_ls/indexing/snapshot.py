@@ -341,7 +341,11 @@ def refusals(header: dict[str, Any], here: Built, serving: dict[str, Any] | None
              "chunk_chars": "chunk size (setting chunk_chars)"}
     for key, what in words.items():
         if built.get(key) != getattr(here, key):
-            out.append(f"{what}: the snapshot has {built.get(key)!r}, this machine {getattr(here, key)!r}")
+            # What to do, not only what differs (an upgrade newcomer, session 37: every snapshot a CI published
+            # before an upgrade is refused): the same setting, or a snapshot built by the same Delphi.
+            todo = ("set `chunk_chars` to the same, or build the snapshot with this one" if key == "chunk_chars"
+                    else "build the snapshot again with this version of Delphi (or index here: `delphi index`)")
+            out.append(f"{what}: the snapshot has {built.get(key)!r}, this machine {getattr(here, key)!r}; {todo}")
     stored = header.get("embedder")
     if serving is not None and stored is not None and stored != serving:
         out.append(f"embedding model: the snapshot was built with {stored.get('name')} "
