@@ -235,7 +235,8 @@ class Indexer:
         rep.files_seen = len(current)
         # An index written by an older parser is re-parsed once (chunks, symbols, imports); vectors
         # of unchanged chunks are reused, so this costs parsing, not embedding.
-        reparse = only is None and self.meta.get_state("parser_version", 1) != PARSER_VERSION
+        written_by = self.meta.get_state("parser_version", 1)
+        reparse = only is None and written_by != PARSER_VERSION
         if not stored:
             # A new index: all it will hold is this parser's output, so say so now. Set only at the end,
             # a first run stopped by Ctrl-C was re-parsed whole by the next one instead of resuming.
@@ -246,8 +247,8 @@ class Indexer:
         if reparse:
             # `delphi index` after an upgrade said "indexed 158 files (0 unchanged ...)" and nothing of why (an
             # upgrade newcomer, session 37); `delphi index` prints a run's notes.
-            rep.notes.append(f"every file is parsed again: the index was written by chunker version "
-                             f"{self.meta.get_state('parser_version', 1)}, this Delphi's is {PARSER_VERSION} "
+            rep.notes.append(f"every file is parsed again: the index was written by chunker version {written_by}, "
+                             f"this Delphi's is {PARSER_VERSION} "
                              "(vectors of unchanged chunks are reused)")
         if self.filedocs is None:
             if only is None:

@@ -80,22 +80,20 @@ def _resolve_use(ix: FileIndex, importer: str, target: str) -> list[str]:
         return []
     root = segs[0]
     crates = ix.memo("rust_crates", _crates).get(root) if root not in ("crate", "super") else None
+    lib = None  # a named crate's root module: what it re-exports (`use kv_store::Store`) is there
+    base: str | None
     if crates:
         # The crate folder sharing most of the importer's path (a workspace of crates may repeat a name).
         folder = max(crates, key=lambda f: (len(os.path.commonpath([f"/{f}", f"/{importer}"])), f))
-        src = f"{folder}/src".lstrip("/")
-        for n in range(len(segs) - 1, 0, -1):
-            for c in (f"{src}/{'/'.join(segs[1:n + 1])}.rs", f"{src}/{'/'.join(segs[1:n + 1])}/mod.rs"):
-                if c in ix.files:
-                    return [c]
-        lib = f"{src}/lib.rs"
-        return [lib] if lib in ix.files else []
-    if root == "crate":
+        base = f"{folder}/src".lstrip("/")
+        segs = segs[1:]
+        lib = f"{base}/lib.rs"
+    elif root == "crate":
         padded = f"/{here}/"
         cut = padded.find("/src/")
         crate_src = padded[: cut + 4].strip("/") if cut >= 0 else "src"
         segs = segs[1:]
-        base: str | None = crate_src
+        base = crate_src
     elif root == "super":
         base = os.path.dirname(here)
         segs = segs[1:]
@@ -111,7 +109,7 @@ def _resolve_use(ix: FileIndex, importer: str, target: str) -> list[str]:
                 hit = ix.suffix(c, importer)
                 if hit:
                     return hit
-    return []
+    return [lib] if lib is not None and lib in ix.files else []
 
 
 LANGUAGE = Language(
