@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NoReturn
 
-from . import __version__  # the package's __init__ is light: its heavy names load on first use
+from . import __version__, formats  # the package's __init__ is light: its heavy names load on first use
 from .core import KINDS, State, state_of  # standard library only, like this module's other imports
 from .shown import fenced, query_notes, shown, shown_text
 
@@ -503,7 +503,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="delphi", description="Delphi: a local context engine for code",
                                  epilog="FILE arguments (--anchor, related-tests, related-code) may be relative "
                                         "to the current folder or to the workspace root.")
-    ap.add_argument("--version", action="version", version=f"delphi {__version__}")
+    ap.add_argument("--version", action="version", version=f"delphi {__version__} ({formats.describe()})")
     sub = ap.add_subparsers(dest="cmd", required=True)
 
     def engine_options(p: argparse.ArgumentParser, output: bool = True) -> None:

@@ -28,6 +28,7 @@ from . import health as health_mod
 from .api import ContextAnswer, ContextRequest, RequestError, check_limit, uri_to_path
 from .core import Need, State, SymbolRecord, state_of
 from .core.git import ask_git, is_slow, slow_status
+from .formats import INDEX_FORMAT
 from .indexing.cochange import COCHANGE_VERSION, change_history, git_head
 from .indexing.graph import FileGraph
 from .indexing.pipeline import (
@@ -62,8 +63,6 @@ from .workspace import roots
 from .workspace.kinds import file_kind
 from .workspace.scan import utf8_name
 from .workspace.tracked import tracked_but_ignored
-
-INDEX_FORMAT = 3
 
 
 class EngineClosed(RuntimeError):

@@ -236,7 +236,13 @@ def report(engine: EngineState, check_staleness: bool = True, buffered: Collecti
                          "message": f"{len(tracked_ignored)} files git tracks are matched by ignore rules and not "
                                     f"indexed ({some}); Delphi follows the ignore rules, as ripgrep does"})
     parser = engine.meta.get_state("parser_version", 1)
-    if lexical_ready and parser != PARSER_VERSION:
+    if lexical_ready and isinstance(parser, int) and parser > PARSER_VERSION:
+        problems.append({"severity": "warning", "code": "newer_parser", "message": (
+            f"this index was made by a newer version of Delphi (chunker version {parser}, this one is "
+            f"{PARSER_VERSION}): this one indexes changed files only and keeps the rest as that version cut them; "
+            "stop this older Delphi (an editor or daemon not restarted after an upgrade), or to go back to it for "
+            "good run `delphi index --rebuild` with it")})
+    elif lexical_ready and parser != PARSER_VERSION:
         problems.append({"severity": "warning", "code": "older_parser", "message": (
             f"this index was made by another version of Delphi (chunker version {parser}, this one is "
             f"{PARSER_VERSION}): the next full run parses every file again (a running Delphi server does it "

@@ -355,8 +355,31 @@ def _symbol_information(s: dict[str, Any]) -> lsp.SymbolInformation:
                                  container_name=s.get("container") or None)
 
 
+def _arguments(argv: list[str] | None) -> list[str]:
+    """The command line: ``--help`` and ``--version`` answer and leave; ``--stdio`` (which vscode-languageclient
+    adds for its stdio transport) and ``--clientProcessId`` are accepted. ``delphi-ls --help`` used to start the
+    server, which then waited on the terminal for LSP frames without a word (session 37's noticed items)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(
+        prog="delphi-ls", description="Delphi's language server: it speaks LSP over stdin and stdout, for an editor "
+        "to start (README: VS Code, Neovim). For the command line, run `delphi`; for coding agents, `delphi mcp`.")
+    ap.add_argument("--version", action="version", version=f"delphi-ls {__version__}")
+    ap.add_argument("--stdio", action="store_true", help="talk over stdin and stdout (the default and only transport)")
+    ap.add_argument("--clientProcessId", help=argparse.SUPPRESS)
+    _, unknown = ap.parse_known_args(argv)
+    return unknown
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="delphi-ls %(levelname)s %(message)s")
+    unknown = _arguments(sys.argv[1:] if argv is None else argv)
+    if unknown:
+        # Not an error: an editor's client may add arguments of its own; said, so a typo is seen.
+        log.warning("arguments not understood, ignored: %s", " ".join(unknown))
+    if sys.stdin.isatty():
+        print("delphi-ls: waiting for an editor's LSP messages on stdin (Ctrl-D to leave). "
+              "Start it from your editor (README), or run `delphi --help` for the command line.", file=sys.stderr)
     return serve_stdio(server)  # 0 after shutdown+exit, 1 for exit without shutdown (LSP spec)
 
 

@@ -469,12 +469,24 @@ def test_an_unknown_key_in_a_repository_file_warns_and_an_unknown_key_of_yours_i
 
 def test_version_is_printed_without_loading_the_engine() -> None:
     import delphi_ls
+    from delphi_ls.formats import INDEX_FORMAT, PARSER_VERSION
 
     out = subprocess.run([sys.executable, "-X", "importtime", "-m", "delphi_ls.cli", "--version"],
                          capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0 and out.stdout.strip() == f"delphi {delphi_ls.__version__}"
+    assert out.returncode == 0 and out.stdout.strip() == f"delphi {delphi_ls.__version__} (index format {INDEX_FORMAT}, chunker {PARSER_VERSION})"
     imported = {ln.split("|")[-1].strip() for ln in out.stderr.splitlines() if ln.startswith("import time:")}
     assert not imported & {"numpy", "delphi_ls.engine", "delphi_ls.settings"}, imported
+
+
+def test_the_language_server_answers_help_and_version_instead_of_waiting() -> None:
+    """`delphi-ls --help` started the server, which waited on the terminal for LSP frames without a word."""
+    import delphi_ls
+
+    for args, said in ((["--help"], "speaks LSP over stdin and stdout"), (["--version"], delphi_ls.__version__)):
+        # stdin left open: the server before this change waited on it until the timeout.
+        out = subprocess.run([sys.executable, "-m", "delphi_ls", *args], capture_output=True, text=True, timeout=60,
+                             stdin=subprocess.PIPE)
+        assert out.returncode == 0 and said in out.stdout, (args, out)
 
 
 def test_related_code_on_a_source_file_says_it_takes_a_test(ws: Path, idx: list[str]) -> None:

@@ -85,3 +85,34 @@ def test_an_index_from_before_the_per_file_record_is_not_parsed_again(tmp_path: 
     db.close()
     with Engine(ws, index_dir=str(idx), vectors=False) as eng:
         assert not eng.meta.parsed_by_other(PARSER_VERSION) and eng.index().files_indexed == 0
+
+
+def test_an_index_a_newer_delphi_wrote_is_not_parsed_back_and_health_says_how_to_go_back(tmp_path: Path):
+    """An older server still running beside a newer one (or a downgrade): it re-parsed every file the newer one
+    wrote, at each full pass, and the newer one re-parsed them back (session 37's upgrade newcomer). Now the older
+    one indexes changed files only, keeps the index's version, says so, and `--rebuild` takes the index back."""
+    ws = copy_fixture("shipyard", tmp_path / "ws")
+    idx = tmp_path / "idx"
+    newer = PARSER_VERSION + 1
+    with Engine(ws, index_dir=str(idx), vectors=False) as eng:
+        eng.index()
+    db = sqlite3.connect(str(idx / "meta.sqlite"), isolation_level=None)
+    db.execute("UPDATE state SET value=? WHERE key='parser_version'", (str(newer),))
+    db.execute("UPDATE parsed SET version=?", (newer,))
+    db.close()
+    with Engine(ws, index_dir=str(idx), vectors=False) as eng:
+        said = [p for p in eng.health()["problems"] if p["code"] == "newer_parser"]
+        assert said and f"chunker version {newer}" in said[0]["message"] and "--rebuild" in said[0]["message"]
+        assert not [p for p in eng.health()["problems"] if p["code"] == "older_parser"]
+        rep = eng.index()
+        assert rep.files_indexed == 0 and not rep.errors, rep
+        assert any("newer Delphi" in n for n in rep.notes), rep.notes
+        assert eng.meta.get_state("parser_version") == newer
+        (ws / TARGET).write_text((ws / TARGET).read_text() + "\n\ndef backoff_cap():\n    return 30\n")
+        rep = eng.index()  # a changed file is indexed (with this chunker; the newer Delphi parses it once again)
+        assert rep.files_indexed == 1
+        assert eng.meta.get_state("parser_version") == newer
+        assert eng.meta.parsed_by_other(newer) == {TARGET}
+        assert eng.index(rebuild=True).files_indexed > 1  # the way back, as health says
+        assert eng.meta.get_state("parser_version") == PARSER_VERSION
+        assert not [p for p in eng.health()["problems"] if p["code"] in ("newer_parser", "older_parser")]

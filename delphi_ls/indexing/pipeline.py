@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ..formats import PARSER_VERSION  # defined there (delphi --version reads it); importable from here
 from ..models.embedders import Embedder, ModelIdentity
 from ..settings import Settings
 from ..stores.filedocs import FILEDOCS_VERSION, FileDocs
@@ -48,20 +49,6 @@ from .workers import (
 log = logging.getLogger(__name__)
 Progress = Callable[[str, int, int, int], None]  # phase, done, total, chunks so far
 BATCH_FILES = 1000  # files per lexical commit once the first small batches are in (issue 18: fewer, larger segments)
-# Bumped when chunking, symbols, import extraction or a file's kind change what they produce for the same bytes.
-# 2: package.json entry points and names (JS/TS packages imported by folder or by name).
-# 3: test support folders (`test-helpers/`, `testutil/`, `test-support/`) are kind "test".
-# 4: secrets inside files redacted (workspace/secrets.py): an older index's chunks may hold them.
-# 5: a line longer than two windows is cut into pieces (its tail was dropped).
-# 6: lines end at "\n" only, a lone "\r" is a line end, UTF-16/32 files are text, no byte-order mark in chunks
-#    (core/text.py); words with letters beyond ASCII are whole tokens (core/tokens.py).
-# 7: `secret_key = …` and a bare AWS secret key beside its key id are redacted (workspace/secrets.py); a word
-#    longer than 64 characters made of words gives its parts as tokens (core/tokens.py).
-# 8: a definition's doc comment, decorators and attributes are in its chunk, a comment ending a line of code in
-#    that line's (indexing/chunker.py); JavaScript definitions by assignment (`exports.x = function…`) and
-#    class fields holding functions are symbols; `Latest.java` and a C# `*Spec.cs` outside a test folder are code;
-#    Go's structs, interfaces, package-level vars and consts are symbols of their kinds; a Cargo.toml names its crate.
-PARSER_VERSION = 8
 FIRST_BATCH_FILES = 25
 # A large run whose vector pass follows adds its chunks to the trigram index during that pass, on a thread
 # of its own (start_grams), not after each batch: the bulk build is about 14 s of CPU on spring-boot (session
@@ -236,8 +223,12 @@ class Indexer:
         # An index written by an older parser is re-parsed once (chunks, symbols, imports); vectors
         # of unchanged chunks are reused, so this costs parsing, not embedding.
         written_by = self.meta.get_state("parser_version", 1)
-        reparse = only is None and written_by != PARSER_VERSION
-        if not stored:
+        # A newer Delphi's index (an older editor or daemon still running beside it, or a downgrade): its files are
+        # left as its chunker cut them and only changed files are indexed here; re-parsing them all made the two
+        # versions undo each other at every full pass. `delphi index --rebuild` is the way back (health says so).
+        newer = isinstance(written_by, int) and written_by > PARSER_VERSION
+        reparse = only is None and written_by != PARSER_VERSION and not newer
+        if not stored and only is None:
             # A new index: all it will hold is this parser's output, so say so now. Set only at the end,
             # a first run stopped by Ctrl-C was re-parsed whole by the next one instead of resuming.
             self.meta.set_state("parser_version", PARSER_VERSION)
@@ -250,6 +241,10 @@ class Indexer:
             rep.notes.append(f"every file is parsed again: the index was written by chunker version {written_by}, "
                              f"this Delphi's is {PARSER_VERSION} "
                              "(vectors of unchanged chunks are reused)")
+        if newer and only is None:
+            rep.notes.append(f"the index was written by a newer Delphi (chunker version {written_by}, this one's is "
+                             f"{PARSER_VERSION}): only changed files are indexed, the rest kept as that version cut "
+                             "them; stop this older Delphi, or to go back to it for good run `delphi index --rebuild`")
         if self.filedocs is None:
             if only is None:
                 FileDocs(self.meta).drop()  # turned off: not kept stale (turned on again, a full run refills them)
@@ -464,7 +459,7 @@ class Indexer:
         self.lexical.refresh()
         if not rep.errors:
             self.meta.set_state("lexical_ready", True)
-            if only is None:
+            if only is None and not newer:
                 self.meta.set_state("parser_version", PARSER_VERSION)
         self.meta.set_state("indexed_at", time.time())
         rep.seconds_lexical = time.perf_counter() - t0

@@ -698,7 +698,10 @@ class MetaStore:
             return self.db.execute("SELECT path, kind, n_chunks FROM files ORDER BY path").fetchall()
 
     def parsed_by_other(self, version: int) -> set[str]:
-        """Files whose chunks a parser other than ``version`` wrote (or an unknown one: another Delphi)."""
+        """Files whose chunks an older parser than ``version`` wrote (or an unknown one: a Delphi from before the
+        per-file record). A newer parser's files are left as it cut them: re-parsed by an older server still
+        running after an upgrade, and back by the new one, each full pass undid the other's (session 37's upgrade
+        newcomer); the newer one re-parses what the older one writes, once."""
         if not self._parsed_kept:
             return set()
         # Asked by every full run, a run that changes nothing included (an agent's poll every 2 s, each `delphi
@@ -709,7 +712,7 @@ class MetaStore:
             return set(self._parsed_other[1])
         with self._lock:
             found = {r[0] for r in self.db.execute(
-                "SELECT f.path FROM files f LEFT JOIN parsed p ON p.path = f.path WHERE p.version IS NOT ?",
+                "SELECT f.path FROM files f LEFT JOIN parsed p ON p.path = f.path WHERE p.version IS NULL OR p.version < ?",
                 (version,))}
         self._parsed_other = (key, found)
         return set(found)
