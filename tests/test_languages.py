@@ -314,6 +314,17 @@ def test_node_async_constructor_and_esm_frames() -> None:
                                      ("C:/app/src/win.mjs", 4)]
 
 
+def test_vitest_and_module_cache_frames() -> None:
+    """Vitest's `❯ fn path:line:col` frames were no frames, nor a Go module-cache path with `@v1.11.0` (session 38)."""
+    vitest = ("TypeError: Cannot read properties of null (reading 'parentNode')\n"
+              " ❯ Object.parentNode packages/runtime-dom/src/nodeOps.ts:85:27\n"
+              " ❯ packages/runtime-core/src/renderer.ts:994:13\n")
+    assert analyse(vitest).frames == [("packages/runtime-dom/src/nodeOps.ts", 85),
+                                      ("packages/runtime-core/src/renderer.ts", 994)]
+    go = "goroutine 87 [running]:\n\t/home/dev/go/pkg/mod/github.com/gin-gonic/gin@v1.11.0/tree.go:511 +0x7e5\n"
+    assert analyse(go).frames == [("/home/dev/go/pkg/mod/github.com/gin-gonic/gin@v1.11.0/tree.go", 511)]
+
+
 def test_jvm_frames_carry_their_package_as_folders() -> None:
     """A JVM frame names its file bare (`OrderService.java`); with two such files neither was the frame's. The
     package before the class gives the folders, and the file sharing most of them is the frame's (session 37)."""

@@ -39,6 +39,11 @@ ASKS_FOR_TESTS = [
     "where do we do testing of the cli?",
     "a flaky test in the proxy",
     "unit-tests for the parser",
+    "tests that cover the parser",
+    "where are the tests?",
+    "which specs cover the formatter",
+    "end-to-end tests for the proxy",
+    "run the tests of the scheduler",
 ]
 ASKS_FOR_CODE_OR_ANYTHING = [
     "how does the test client handle cookies?",
@@ -62,6 +67,11 @@ ASKS_FOR_CODE_OR_ANYTHING = [
     "where is this covered in the docs?",
     "the FlaskClient test client open method",
     "Which source files cause this failure?\nAssertionError in test_retry",
+    # A test runner's own features (pytest's repository, a newcomer in session 38: tests-only answers before).
+    "add an option that prints the slowest N tests at the end of the run",
+    "skip tests marked xfail when the run is strict",
+    "report tests that were skipped in the summary",
+    "how does clap test that argument names are unique when the command is built",
 ]
 
 
@@ -201,6 +211,9 @@ def test_a_sentence_with_a_dot_is_not_a_path() -> None:
     "at " + "a." * 8000,                 # a JVM frame pattern whose package and class overlapped: 65 s at 100 KB
     "at " + "_." * 8000,
     "Error: x\n" + "    \n" * 4000,
+    " ❯ " * 5000 + "a.ts:1",              # session 38's patterns and rules: Vitest frames, module-cache folders,
+    "\t/" + "a@v1.1/" * 2000 + "x.go:1",  # the plural's test intent
+    "the slowest tests " * 900,
 ])
 def test_a_hostile_question_is_analysed_in_linear_time(text: str):
     """Questions reach analyse() cut to 16,000 characters; each of these took seconds to a minute (review,

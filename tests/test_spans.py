@@ -337,3 +337,20 @@ def test_a_frame_names_a_file_only_when_it_can_be_told_apart() -> None:
     py = ('Traceback (most recent call last):\n  File "/usr/lib/python3/site-packages/django/db/models.py", line 15, '
           'in save\n  File "/srv/app/shop/models.py", line 25, in save\nValueError: x\n')
     assert lifted(py, ["models.py", "shop/models.py"]) == {"models.py": [], "shop/models.py": [25]}
+    # The workspace is the installed package's source (a user of the library pasted the trace; a newcomer, session
+    # 38): site-packages beside a src layout, Go's module cache, cargo's registry, node_modules. Two parts at least.
+    installed = [
+        ('  File "/home/ci/.venv/lib/python3.12/site-packages/_pytest/cacheprovider.py", line 15, in get\n',
+         {"src/_pytest/cacheprovider.py": [15], "testing/cacheprovider.py": []}),
+        ("goroutine 87 [running]:\n\t/home/dev/go/pkg/mod/github.com/gin-gonic/gin@v1.11.0/tree.go:15 +0x7e5\n"
+         "\t/home/dev/go/pkg/mod/github.com/gin-gonic/gin@v1.11.0/binding/json.go:25 +0x7e5\n",
+         {"tree.go": [15], "binding/json.go": [25], "internal/json/json.go": []}),
+        ("thread 'main' panicked at /home/dev/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/"
+         "clap_builder-4.5.60/src/builder/debug_asserts.rs:15:13:\n",
+         {"clap_builder/src/builder/debug_asserts.rs": [15], "clap_lex/src/lib.rs": []}),
+        ("TypeError: x\n    at Layer.handle (/srv/app/node_modules/express/lib/router/layer.js:15:5)\n",
+         {"lib/router/layer.js": [15], "lib/router/index.js": []}),
+    ]
+    for trace, want in installed:
+        assert lifted(trace, list(want)) == want, trace
+    assert lifted(py.replace("/srv/app/shop/models.py", "/srv/app/models.py"), ["models.py"]) == {"models.py": [25]}

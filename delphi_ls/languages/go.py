@@ -34,8 +34,10 @@ def _resolve(ix: FileIndex, importer: str, target: str) -> list[str]:
 # file as `\t/home/dev/shop/cache/lru.go:49 +0x2c` (only `-trimpath` builds print module paths), and such a
 # trace gave no frame at all (a newcomer, session 37). `[ \t]*`, not `\s*`: at each of 8,000 blank lines `\s*` ran
 # over all the rest (5 s; review).
+# `@` and `+` in folders: the module cache's `.../github.com/gin-gonic/gin@v1.11.0/tree.go:511` was no frame (a
+# newcomer, session 38).
 LINE_START_FRAME = re.compile(
-    r"^[ \t]*((?:[A-Za-z]:)?/?(?:[\w.-]+/)*[\w.-]+\.(?:go|rs|c|cc|cpp|h|py|rb|java|kt|ts|js|tsx|jsx)):(\d+)", re.M)
+    r"^[ \t]*((?:[A-Za-z]:)?/?(?:[\w.@+-]+/)*[\w.-]+\.(?:go|rs|c|cc|cpp|h|py|rb|java|kt|ts|js|tsx|jsx)):(\d+)", re.M)
 
 _TYPE_KINDS = {"struct_type": "struct", "interface_type": "interface"}
 _PACKAGE_LEVEL = frozenset({"var_declaration", "var_spec_list", "const_declaration"})

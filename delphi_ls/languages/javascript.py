@@ -171,7 +171,10 @@ def resolve(ix: FileIndex, importer: str, target: str) -> list[str]:
 # method's (`at Foo.bar [as baz] (…)`) and an ES module's URL (`at file:///app/src/main.ts:12:3`) were
 # skipped, so an async trace lost most of its frames (a newcomer, session 37).
 AT_FRAME = re.compile(r"at (?:async )?(?:new )?(?:[\w$.<>\[\]]+ )?(?:\[as [\w$]+\] )?\(?(?:file://(?:/(?=[A-Za-z]:))?)?"
-                      r"((?:[A-Za-z]:)?[\w./\\@-]+\.\w+):(\d+)(?::\d+)?\)?")
+                      r"((?:[A-Za-z]:)?[\w./\\@+-]+\.\w+):(\d+)(?::\d+)?\)?")
+# Vitest's frames (`❯ patchBlockChildren packages/runtime-core/src/renderer.ts:994:13`), its default reporter's: a
+# pasted Vitest failure gave no frame at all (a newcomer, session 38, on vue's repository).
+VITEST_FRAME = re.compile(r"^[ \t]*❯ (?:[\w$.<>\[\]]+ )?((?:[A-Za-z]:)?[\w./\\@+-]+\.\w+):(\d+)(?::\d+)?", re.M)
 
 LANGUAGE = Language(
     name="javascript",
@@ -184,7 +187,7 @@ LANGUAGE = Language(
     ),
     resolvers={"js": resolve},
     test_names=(r".*[._-](test|spec)\.(js|jsx|mjs|cjs)$", r"^tests?\.js$"),
-    stack_frames=(AT_FRAME,),
+    stack_frames=(AT_FRAME, VITEST_FRAME),
     manifests={"package.json": package_json},
     manifest_kinds=("pkgmain", "pkgname"),
     fixture="shipyard",

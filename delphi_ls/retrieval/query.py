@@ -48,12 +48,37 @@ _CODE_FROM_TEST = re.compile(
     r"[^.?]{0,20}\b(exercise|cover|test|check)\b", re.I)
 
 
+# The plural asks for tests only in a seeking phrase: "which tests", "tests for X", "the unit tests of Y", "tests that
+# cover Z", "run the tests". As a subject of the product it names what code handles: "prints the slowest N tests at the
+# end of the run", "skip tests marked xfail" were tests-only answers in pytest's own repository (a newcomer, session 38).
+_PLURAL_BEFORE = frozenset("""which what find list show run any relevant related existing missing failing corresponding
+    affected unit integration regression e2e end-to-end snapshot acceptance functional""".split())
+_PLURAL_AFTER = frozenset("""for of cover covers covering covered exercise exercises exercising touching around about
+    affected related hitting calling""".split())
+_PLURAL_AFTER_THAT = frozenset("""cover covers exercise exercises check checks test tests touch touches call calls use
+    uses hit hits verify verifies assert asserts""".split())
+_DETERMINERS = frozenset("the these those its their our my your all".split())
+_PERSONS = frozenset("i we you one".split())
+_CLAUSE_END = re.compile(r"[^\S\n]*(?:[?.!,;:]|$)", re.M)
+
+
 def asks_for_tests(text: str) -> bool:
     """True when the text asks for tests, not when it merely uses the word (see ``_TEST_WORD``)."""
     for m in _TEST_WORD.finditer(text):
         word, after = m.group(1).lower(), (m.group(2) or "").lower()
-        if word in ("tests", "tested", "specs", "cover", "covers", "covered", "covering"):
+        if word in ("tested", "cover", "covers", "covered", "covering"):
             return True
+        before = [w.lower() for w in re.findall(r"[A-Za-z_][\w-]*", text[max(0, m.start() - 60):m.start()])[-2:]]
+        if word in ("tests", "specs"):
+            rest = re.findall(r"[A-Za-z_][\w-]*", text[m.end():m.end() + 40])
+            ends = not after or bool(_CLAUSE_END.match(text, m.end(1)))
+            if (after in _PLURAL_AFTER or (before and before[-1] in _PLURAL_BEFORE)
+                    or (ends and before and before[-1] in _DETERMINERS)
+                    or (after in ("that", "which") and rest and rest[0].lower() in _PLURAL_AFTER_THAT)):
+                return True
+            continue
+        if len(before) == 2 and before[0] in ("does", "do", "did") and before[1] not in _PERSONS:
+            continue  # "how does clap test that names are unique": the code's own checking, a verb
         if not after or after in _AFTER_TEST_INTENT:  # "a test for X", "test the parser", "the test fails"
             return True
     return False
@@ -186,6 +211,42 @@ def analyse(text: str, cleaning: str = "squash") -> QueryInfo:
         prefer = prefer | {Kind.DOC}
         avoid.discard(Kind.DOC)
     return QueryInfo(text, terms, identifiers, literals, paths, frames, shape, prefer, avoid)
+
+
+_INSTALLED_DIRS = frozenset({"site-packages", "dist-packages", "node_modules"})
+# A folder named with its version: Go's module cache (`gin@v1.11.0`), pnpm's store (`express@4.18.2`), cargo's
+# registry (`clap_builder-4.5.60`).
+_VERSIONED = re.compile(r"^(?P<name>[\w.+-]*?\w)(?:@v?|-)\d+\.\d+[\w.+-]*$")
+
+
+def installed_tails(frame: str) -> tuple[list[str], list[str]]:
+    """What a frame in an installed copy of a package may be in the workspace that is that package's source:
+    ``(exact, tails)``. Paths after a versioned module folder are relative to the module's root (``exact``, with
+    the module's name before them as a tail: a workspace of several crates); paths after ``site-packages/`` or
+    ``node_modules/`` are the package's own (tails, and for npm without the package's name). A site-packages frame
+    never met ``src/_pytest/x.py``, nor a Go module-cache or cargo-registry frame the checkout's file, so a pasted
+    trace from a user of the library never showed the failing line (a newcomer, session 38). A tail has two parts
+    at least: a library's `models.py` alone is not the workspace's (review, session 26)."""
+    parts = frame.replace("\\", "/").split("/")
+    exact: list[str] = []
+    tails: list[str] = []
+    for i in range(len(parts) - 2, -1, -1):
+        rest = parts[i + 1:]
+        if parts[i] in _INSTALLED_DIRS:
+            tails.append("/".join(rest))
+            if parts[i] == "node_modules":
+                skip = 2 if rest[0].startswith("@") else 1
+                if len(rest) > skip:
+                    exact.append("/".join(rest[skip:]))
+                    tails.append("/".join(rest[skip:]))
+            break
+        m = _VERSIONED.match(parts[i])
+        if m:
+            exact.append("/".join(rest))
+            tails.append("/".join([m.group("name"), *rest]))
+            tails.append("/".join(rest))
+            break
+    return exact, [t for t in dict.fromkeys(tails) if "/" in t]
 
 
 def closest_by_tail(mention: str, cands: list[str]) -> list[str]:

@@ -29,7 +29,7 @@ from ..core.tokens import query_terms
 from ..stores.meta import ChunkRow, MetaStore
 from .branches.base import Hit
 from .description import clean_request
-from .query import QueryInfo, closest_by_tail
+from .query import QueryInfo, closest_by_tail, installed_tails
 
 GROUP_SHARE = 0.5  # a neighbour joins the listed span of a better chunk at this share of its score
 GROUP_MAX = 2  # chunks in one listed span
@@ -273,7 +273,10 @@ def _frame_names(frame: str, path: str) -> bool:
         return path == base or path.endswith("/" + base)
     if frame.endswith("/" + path):
         return "/" in path or not any(d in frame for d in _LIBRARY_DIRS)
-    return "/" not in frame and path.endswith("/" + frame)
+    if "/" not in frame:
+        return path.endswith("/" + frame)
+    exact, tails = installed_tails(frame)
+    return path in exact or any(path == t or path.endswith("/" + t) for t in tails)
 
 
 def frames_first(order: list[str], scored: dict[str, list[ScoredChunk]], sq: SpanQuery) -> None:
