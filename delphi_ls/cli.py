@@ -444,7 +444,8 @@ def _print_related(args: argparse.Namespace, which: str) -> int:
         rel = eng.normalise_anchor(target, field="path")  # a missing file is an error naming it, before indexing
         _index_quietly(eng, args, reembed=False, vectors=False)
         try:
-            found = eng.related_tests(target) if which == "tests" else eng.related_code(target)
+            found = (eng.related_tests(target, limit=args.limit) if which == "tests"
+                     else eng.related_code(target, limit=args.limit))
         except RequestError as e:  # related-code on a source file: say so with the path as the user typed it
             if e.field != "path" or not str(e).startswith(f"path: {rel} "):
                 raise
@@ -557,11 +558,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("related-tests", help="tests that go with a source file (exit 1 when none)")
     common(p)
     p.add_argument("file")
+    p.add_argument("--limit", type=int, default=10, help="how many tests (default 10)")
     p.set_defaults(fn=cmd_related_tests)
 
     p = sub.add_parser("related-code", help="source files a test exercises (exit 1 when none)")
     common(p)
     p.add_argument("file", metavar="test")
+    p.add_argument("--limit", type=int, default=10, help="how many source files (default 10)")
     p.set_defaults(fn=cmd_related_code)
 
     p = sub.add_parser("mcp", help="MCP server over stdio for coding agents (forwards to a running daemon)")

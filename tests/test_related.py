@@ -194,3 +194,43 @@ def test_fusion_gives_tied_hits_one_rank():
     fused = {f.path: f for f in rrf({"graph": hits}, {"graph": 1.0}, kinds, 30, {"test"}, set())}
     assert [fused[p].branches["graph"] for p in ("t/a.js", "t/b.js", "t/c.js", "t/d.js")] == [1, 2, 2, 4]
     assert fused["t/b.js"].score == fused["t/c.js"].score > fused["t/d.js"].score
+
+
+PYTEST_LIKE = {
+    "src/_pytest/junitxml.py": "from _pytest import warning_types\n\n\nclass LogXML:\n    def add_stats(self):\n        pass\n",
+    "src/_pytest/warning_types.py": "class PytestWarning(UserWarning):\n    pass\n",
+    "src/_pytest/outcomes.py": "def fail(msg):\n    raise AssertionError(msg)\n",
+    "src/_pytest/monkeypatch.py": "from _pytest import warning_types, outcomes\n\n\nclass MonkeyPatch:\n    pass\n",
+    "src/_pytest/pytester.py": "from _pytest import outcomes, warning_types, monkeypatch\n\n\nclass Pytester:\n    pass\n",
+    "src/pytest/__init__.py": "from _pytest.outcomes import fail\nfrom _pytest.warning_types import PytestWarning\n"
+                              "from _pytest.monkeypatch import MonkeyPatch\n",
+    "testing/test_junitxml.py": "import pytest\nfrom _pytest.junitxml import LogXML\nfrom _pytest.pytester import Pytester\n\n\n"
+                                "def test_add_stats(pytester: Pytester):\n    LogXML().add_stats()\n",
+}
+
+
+def test_a_package_named_with_test_is_not_a_test_helper(tmp_path: Path):
+    """pytest's `src/_pytest/` (and `src/pytest/`) hold "test" in their names: every module there counted as a test
+    helper, so what `junitxml.py` imports ranked above it for `test_junitxml.py`, which imports it and is named
+    after it (a newcomer, session 38); one indirect link counted once however many helpers lead to it."""
+    ws = _write(tmp_path / "ws", PYTEST_LIKE)
+    with Engine(ws, index_dir=str(tmp_path / "idx")) as eng:
+        eng.index(vectors=False)
+        code = eng.related_code("testing/test_junitxml.py")
+        assert code[0]["path"] == "src/_pytest/junitxml.py", code
+        assert "named after it" in code[0]["why"] and "the test imports it" in code[0]["why"]
+        assert not any("imported through" in c["why"] for c in code), code
+    # Reached through two helpers: counted once (it summed, and beat the file the test is named after).
+    files = {**KOA_LIKE, "test-helpers/server.js": "const Application = require('../lib/application')\n",
+             "test-helpers/agent.js": "const Application = require('../lib/application')\n",
+             "__tests__/response/finish.test.js": "const a = require('../../test-helpers/server')\n"
+                                                  "const b = require('../../test-helpers/agent')\n"
+                                                  "const c = require('../../test-helpers/context')\n"
+                                                  "test('finish', () => { expect(a).toBeTruthy() })\n"}
+    ws = _write(tmp_path / "ws2", files)
+    with Engine(ws, index_dir=str(tmp_path / "idx2")) as eng:
+        eng.index(vectors=False)
+        code = {c["path"]: c for c in eng.related_code("__tests__/response/finish.test.js")}
+        app = code["lib/application.js"]
+        assert app["why"].count("imported through") == 3 and app["score"] == 1.0, app
+        assert code["lib/response.js"]["score"] > app["score"]

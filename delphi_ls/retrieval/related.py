@@ -26,9 +26,15 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
 NAMED, IMPORTED, VIA_HELPER, MIRRORED, SYMBOLS, COCHANGE = 3.0, 2.0, 1.0, 1.5, 1.0, 0.5
 
 
+_HELPER_DIR = re.compile(r"(^|/)(tests?|testing|__tests__|fixtures|test[-_]?(?:utils?|helpers?|support))(/|$)")
+
+
 def _is_helper(path: str) -> bool:
-    """Support code for tests (``test-helpers/context.js``, ``testutil/fake.go``) by its folder."""
-    return "test" in os.path.dirname(path).lower()
+    """Support code for tests (``test-helpers/context.js``, ``testutil/fake.go``) by a folder of that name. The
+    word inside a folder's name made pytest's whole ``src/_pytest/`` helpers, so `related-code` on
+    `testing/test_junitxml.py` put `junitxml.py`, which the test imports, 6th behind what it imports (a newcomer,
+    session 38)."""
+    return bool(_HELPER_DIR.search(os.path.dirname(path).lower()))
 
 
 # Rust inline tests: a `#[cfg(test)]` module (inline or in its own file) and `#[test]` functions.
@@ -181,9 +187,16 @@ def related_code(ctx: SearchContext, test: str, limit: int) -> list[dict[str, An
     scores: dict[str, float] = {}
     why: dict[str, list[str]] = {}
 
-    def add(path: str, w: float, reason: str) -> None:
+    via: set[str] = set()
+
+    def add(path: str, w: float, reason: str, indirect: bool = False) -> None:
         if path == test or files.get(path) != "code":
             return
+        if indirect:  # one indirect link, through however many helpers: not a sum that beats a named file
+            if path in via:
+                why[path].append(reason)
+                return
+            via.add(path)
         scores[path] = scores.get(path, 0.0) + w
         why.setdefault(path, []).append(reason)
 
@@ -201,7 +214,7 @@ def related_code(ctx: SearchContext, test: str, limit: int) -> list[dict[str, An
                 add(imp, IMPORTED, "the test imports it")
             else:  # a test helper or fixture module: what it imports is what the test drives
                 for deeper in sorted(g.imports.get(imp, ())):
-                    add(deeper, VIA_HELPER, f"imported through {os.path.basename(imp)}")
+                    add(deeper, VIA_HELPER, f"imported through {os.path.basename(imp)}", indirect=True)
     # Names the test uses that exactly one or a few source files define.
     used: set[str] = set()
     for c in ctx.meta.chunks_of(test):
