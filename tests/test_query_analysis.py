@@ -223,3 +223,24 @@ def test_a_hostile_question_is_analysed_in_linear_time(text: str):
     start = time.perf_counter()
     analyse(text)
     assert time.perf_counter() - start < 1.0
+
+
+def test_a_traces_words_leave_out_its_framing_and_the_folders_outside_the_workspace() -> None:
+    """`Traceback`, `goroutine`, `panicked` and the folders of an installed copy (`home`, `cargo`, `registry`,
+    `index` of index.crates.io) were searched as the question's words: `index` matched a function of that name
+    and `Traceback` a class (a newcomer, session 38). The frames and paths are read as pasted."""
+    rust = ("thread 'main' panicked at /home/dev/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/"
+            "clap_builder-4.5.60/src/builder/debug_asserts.rs:99:13:\nArgument names must be unique\n"
+            "note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n")
+    q = analyse(rust)
+    assert q.shape == "trace" and q.frames[0][1] == 99 and "registry" in q.paths[0]
+    assert not {"thread", "main", "panicked", "home", "cargo", "registry", "index", "crates", "backtrace",
+                "environment"} & set(q.terms), q.terms
+    assert {"clap_builder", "debug_asserts", "argument", "unique"} <= set(q.terms), q.terms
+    py = ('Traceback (most recent call last):\n  File "/home/ci/.venv/lib/python3.12/site-packages/_pytest/'
+          'cacheprovider.py", line 202, in get\nValueError: bad cache\n')
+    q = analyse(py)
+    assert not {"traceback", "recent", "home", "venv", "site", "packages"} & set(q.terms), q.terms
+    assert {"cacheprovider", "valueerror", "bad", "cache"} <= set(q.terms), q.terms
+    go = "goroutine 87 [running]:\nmain.main()\n\t/home/dev/shop/cmd/server/main.go:17 +0x5a\n"
+    assert "goroutine" not in analyse(go).terms and "server" in analyse(go).terms

@@ -138,26 +138,58 @@ def _question_part(text: str) -> str:
     return first
 
 
+# A runtime's framing of a trace, not what failed: its words matched files by `Traceback`, `goroutine`, `backtrace`
+# (a newcomer, session 38: `_code/code.py` ranked 5th for defining `Traceback`).
+_TRACE_FRAMING = re.compile(r"Traceback \(most recent call last\)|goroutine \d+ \[[\w ,]+\]|(?:\bthread '[^'\n]*' )?\bpanicked at\b|"
+                            r"\bstack backtrace\b|^INTERNALERROR>|\bnote: run with `RUST_BACKTRACE=\S+`[^\n]*|"
+                            r"--- End of stack trace from previous location ---", re.M)
+
+
+def _frame_tail(path: str) -> str:
+    """The part of a frame's path that can name a workspace file: after an installed package's folder, else its
+    last three parts (`/home/dev/.cargo/registry/src/index.crates.io-…/` gave the words `home`, `cargo`, `index`,
+    and `index` matched a function of that name: a newcomer, session 38)."""
+    tails = installed_tails(path)[1]
+    return tails[0] if tails else "/".join(path.replace("\\", "/").split("/")[-3:])
+
+
+def _trace_words(text: str, spans: list[tuple[int, int]]) -> str:
+    """A trace's text as its words are searched: each frame's path as its tail, the runtime's framing out. Paths
+    and frames are read from the text as pasted; only the words change."""
+    out, at = [], 0
+    for start, end in sorted(spans):
+        if start < at:
+            continue  # two patterns read the same file
+        out += [text[at:start], _frame_tail(text[start:end])]
+        at = end
+    out.append(text[at:])
+    return _TRACE_FRAMING.sub(" ", "".join(out))
+
+
 def analyse(text: str, cleaning: str = "squash") -> QueryInfo:
     """``cleaning``: how a change description is cleaned before search (setting ``clean_description``,
     ``description.CLEANINGS``); a trace is never cleaned."""
     raw = text
     frames: list[tuple[str, int]] = []
+    spans: list[tuple[int, int]] = []  # where each frame's file is written in the question
     for pat in _FRAME_PATTERNS:
         named = "file" in pat.groupindex  # a pattern may name its groups: file, line, and pkg (folders, dotted)
         for m in pat.finditer(raw):
             if named:
                 pkg = m.group("pkg") if "pkg" in pat.groupindex else None
                 frames.append(((pkg or "").replace(".", "/") + m.group("file"), int(m.group("line"))))
+                spans.append(m.span("file"))
             else:
                 frames.append((m.group(1).replace("\\", "/"), int(m.group(2))))
+                spans.append(m.span(1))
     is_trace = bool(_TRACE_WORDS.search(raw)) or len(frames) >= 2
     if not is_trace:
         # A change description is searched without its links, trailers, checklists and bot lines
         # (retrieval/description.py); a trace keeps every line, its log is the question.
         text = clean_request(raw, cleaning)
-    terms = query_terms(text)
-    words = re.findall(r"[A-Za-z_][\w.]*(?:\(\))?", text)
+    searched = _trace_words(text, spans) if is_trace else text
+    terms = query_terms(searched)
+    words = re.findall(r"[A-Za-z_][\w.]*(?:\(\))?", searched)
     identifiers = list(dict.fromkeys(w.rstrip(".") for w in words if is_identifier_like(w.rstrip("."))))
     literals = [next(g for g in m.groups() if g) for m in _QUOTED.finditer(text)]
     paths = [f for f, _ in frames]
