@@ -133,7 +133,8 @@ class Session:
         self._running: dict[Path, set[str] | None] = {}  # that work, while it runs
         self._flush = False  # a question waits for pending edits: the debounce ends now
         self._maintain_due: dict[Path, float] = {}  # root -> when its merges may run (after small updates)
-        self._polling = False  # watch() looks for changes itself (no editor): see there
+        self._polling = False  # watch()'s full passes catch up (no editor): see there
+        self._watching = False  # a watch() loop looks for changes and for folders that come back
         self._staleness: dict[Path, tuple[float, Any]] = {}  # root -> (when scanned, what it found)
         self._worker: threading.Thread | None = None
         self._watchers: dict[Path, Watcher] = {}  # root -> its file events (delphi serve / mcp only)
@@ -695,14 +696,16 @@ class Session:
             self.events.message("warning", f"Delphi: indexing {eng.root.name}: {'; '.join(rep.errors)}")
         return rep
 
-    def watch(self, interval: float = 5.0, events: bool = True) -> None:
+    def watch(self, interval: float = 5.0, events: bool = True, catch_up: bool = True) -> None:
         """Without an editor to report changes (``delphi serve``, ``delphi mcp``), learn of them: from
         the operating system's file events where it has them (:mod:`delphi_ls.workspace.watch`; an edit
         costs the paths it names), with a full incremental pass every ``RESCAN_S`` as a safety net for
         what events cannot see (``.git/info/exclude``, a network file system's remote writes); else an
         incremental pass every ``interval`` seconds (a scan and a stat per file), and status says so.
-        ``events=False`` polls (tests of the fallback)."""
-        self._polling = True  # the poll's full passes catch up like `delphi context` does (reembed=False)
+        ``events=False`` polls (tests of the fallback). ``catch_up``: full passes catch up like `delphi context`
+        does (reembed=False); a language server whose editor sends no file events keeps its own full passes."""
+        self._polling = catch_up  # the poll's full passes catch up like `delphi context` does (reembed=False)
+        self._watching = True
         self._watch_interval = interval
         last_full: dict[Path, float] = {}
 
@@ -794,7 +797,7 @@ class Session:
         """From questions and status polls: a language server has no watch loop, and a folder that came back (a
         re-clone) while the editor sent no file events was never indexed again; its answers kept the deleted
         files (a newcomer, session 36)."""
-        if self._gone and not self._polling:  # a watch loop looks itself, and arms the folder's events with it
+        if self._gone and not self._watching:  # a watch loop looks itself, and arms the folder's events with it
             with self._watch_lock:
                 self._check_gone()
 
@@ -1091,6 +1094,7 @@ class Session:
             return []
         eng, rel = found
         self._await_first(eng)  # lenses and hover on the first file opened: after a small first index
+        self._flush_edits(eng)  # lines of the buffer as shown: a lens on the pre-edit lines sat on blank ones
         if eng.kind_of(rel) == "test":
             return []
         out = []
@@ -1109,6 +1113,7 @@ class Session:
             return None
         eng, rel = found
         self._await_first(eng)  # lenses and hover on the first file opened: after a small first index
+        self._flush_edits(eng)  # lines of the buffer as shown: a lens on the pre-edit lines sat on blank ones
         if eng.kind_of(rel) != "test":
             return None
         return self._with_uris(eng, eng.related_code(rel, limit=10))
@@ -1119,6 +1124,7 @@ class Session:
             return None
         eng, rel = found
         self._await_first(eng)  # lenses and hover on the first file opened: after a small first index
+        self._flush_edits(eng)  # lines of the buffer as shown: a lens on the pre-edit lines sat on blank ones
         syms = [s for s in eng.definitions(rel) if s.line <= line <= s.end_line]
         if not syms:
             return None

@@ -1,8 +1,8 @@
 import * as vscode from "vscode";
 import { LanguageClient, LanguageClientOptions, ServerOptions, State, TransportKind } from "vscode-languageclient/node";
 import {
-  anchorsOf, ContextAnswer, HealthSummary, initializationOptions, packedMarkdown, quickPickItems, ServerSettingKey, serverCommand,
-  startFailureMessage, statusText,
+  anchorsOf, ContextAnswer, HealthSummary, initializationOptions, OpenDetail, openTestItems, packedMarkdown, quickPickItems,
+  ServerSettingKey, serverCommand, startFailureMessage, statusText,
 } from "./logic";
 import { frontOptions, MCP_PROVIDER_ID, mcpCommand, mcpServerSpecs, settingsEnv } from "./mcp";
 import {
@@ -227,10 +227,14 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       await start(context);
     }),
     // Also opens the source a test exercises (the lens on a test file passes its own placeholder).
-    vscode.commands.registerCommand("delphi.openTests", async (uris: string[], placeHolder?: string) => {
+    vscode.commands.registerCommand("delphi.openTests", async (uris: string[], placeHolder?: string, details?: OpenDetail[]) => {
       if (!uris || uris.length === 0) return;
-      const pick = uris.length === 1 ? uris[0] : await vscode.window.showQuickPick(uris, { placeHolder: placeHolder ?? "Related tests" });
-      if (pick) await vscode.window.showTextDocument(vscode.Uri.parse(pick));
+      const items = openTestItems(uris, details);
+      const pick = items.length === 1 ? items[0] : await vscode.window.showQuickPick(items, { placeHolder: placeHolder ?? "Related tests", matchOnDetail: true });
+      if (pick) {
+        const at = new vscode.Position(pick.line, 0);
+        await vscode.window.showTextDocument(vscode.Uri.parse(pick.uri), { selection: new vscode.Range(at, at) });
+      }
     }),
   );
   refreshStatus();

@@ -58,6 +58,18 @@ export interface ContextAnswer {
 
 export interface PickItem { label: string; description: string; detail: string; uri: string; line: number }
 
+/** What a lens's `delphi.openTests` carries per file beside its URI (older servers: nothing). */
+export interface OpenDetail { line?: number; path?: string; why?: string }
+
+/** One quick-pick row per file a lens names: its path and why (the URI when the server sent no details), and
+ * the line to open at (a Rust file's inline test is a line of the file itself). */
+export function openTestItems(uris: string[], details?: OpenDetail[]): PickItem[] {
+  return uris.map((uri, i) => {
+    const d = details?.[i] ?? {};
+    return { label: d.path ?? uri, description: "", detail: d.why ?? "", uri, line: Math.max((d.line ?? 1) - 1, 0) };
+  });
+}
+
 /** One quick-pick row per file: path, its kind and branches, and the why-line. */
 export function quickPickItems(answer: ContextAnswer): PickItem[] {
   return answer.results.map((r) => {

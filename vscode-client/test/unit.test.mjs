@@ -94,3 +94,11 @@ test("the open file anchors a question only when it is a file inside an open wor
   assert.deepEqual(logic.anchorsOf("untitled:Untitled-1", "untitled", true), []);
   assert.deepEqual(logic.anchorsOf(undefined, undefined, false), []);
 });
+
+test("a lens's files open at their line, listed by path and why; URIs alone (an older server) still open", () => {
+  const items = logic.openTestItems(["file:///w/src/defs.rs", "file:///w/tests/misc.rs"],
+    [{ line: 1781, path: "src/defs.rs", why: "inline test `reports_match` at line 1781" }, { line: 1, path: "tests/misc.rs", why: "mentions `heading`" }]);
+  assert.deepEqual(items.map((i) => [i.label, i.line, i.uri]), [["src/defs.rs", 1780, "file:///w/src/defs.rs"], ["tests/misc.rs", 0, "file:///w/tests/misc.rs"]]);
+  assert.equal(items[0].detail, "inline test `reports_match` at line 1781");
+  assert.deepEqual(logic.openTestItems(["file:///w/a.py"]).map((i) => [i.label, i.line]), [["file:///w/a.py", 0]]);
+});

@@ -1,0 +1,104 @@
+"""The real server over stdio, while the user edits: lenses and hover of the buffer as shown, and files made or
+deleted outside an editor that sends no file events (a newcomer, session 38: Neovim's recipe on flask)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from tests.conftest import copy_fixture
+from tests.lsp_wire import Wire
+
+RETRY = "shipyard/retry.py"
+
+
+def _wait(check, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _start(tmp_path: Path, ws: Path | None = None) -> tuple[Wire, Path]:
+    ws = ws or copy_fixture("shipyard", tmp_path / "ws")
+    w = Wire()
+    # No capabilities: no dynamic file watchers, as Neovim's client on Linux and most terminal editors' clients.
+    w.initialize(ws, {"indexDir": str(tmp_path / "idx"), "vectors": False, "reranker": "off"})
+    _wait(lambda: w.call("delphi/status", {}, timeout=30)["result"]["workspaces"][0]["state"] == "ready", 120,
+          "the first index")
+    return w, ws
+
+
+def _lenses(w: Wire, uri: str) -> dict[int, str]:
+    got = w.call("textDocument/codeLens", {"textDocument": {"uri": uri}}, timeout=30)["result"] or []
+    return {lens["range"]["start"]["line"]: lens["command"]["title"] for lens in got}
+
+
+def test_lenses_and_hover_answer_for_the_edit_just_made(tmp_path: Path) -> None:
+    """Five lines inserted, then a lens request at once: the lenses came back on the pre-edit lines (blank ones
+    now), and hover named a renamed method by its old name for ~0.4 s. They wait for the edit, as
+    delphi/relatedTests does."""
+    w, ws = _start(tmp_path)
+    try:
+        uri = (ws / RETRY).as_uri()
+        text = (ws / RETRY).read_text()
+        w.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
+                                                           "text": text}})
+        before = _lenses(w, uri)
+        assert before, "no lens on retry.py"
+        edited = "# one\n# two\n# three\n# four\n# five\n" + text
+        w.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 2},
+                                            "contentChanges": [{"text": edited}]})
+        after = _lenses(w, uri)  # asked at once, inside the debounce
+        assert after == {line + 5: title for line, title in before.items()}, (before, after)
+        line = min(after)
+        hover = w.call("textDocument/hover", {"textDocument": {"uri": uri},
+                                              "position": {"line": line, "character": 4}}, timeout=30)["result"]
+        assert hover and "Related tests" in hover["contents"]["value"], hover
+    finally:
+        w.close()
+
+
+def test_files_made_or_deleted_outside_the_editor_reach_the_server(tmp_path: Path) -> None:
+    """A client that registers no file watchers sends no event for a test file written from a terminal: the
+    lenses never showed it, nor stopped showing a deleted one. The server watches the folder itself."""
+    w, ws = _start(tmp_path)
+    try:
+        def related() -> set[str]:
+            ans = w.call("delphi/relatedTests", {"path": str(ws / RETRY)}, timeout=30)["result"]["results"]
+            return {r["path"] for r in ans}
+
+        assert "tests/test_retry_budget.py" not in related()
+        (ws / "tests/test_retry_budget.py").write_text(
+            "from shipyard.retry import RetryPolicy\n\n\ndef test_budget():\n    assert RetryPolicy()\n")
+        _wait(lambda: "tests/test_retry_budget.py" in related(), 30, "the new test file")
+        (ws / "tests/test_retry_budget.py").unlink()
+        _wait(lambda: "tests/test_retry_budget.py" not in related(), 30, "the deleted test file to go")
+    finally:
+        w.close()
+
+
+def test_a_lens_opens_a_rust_inline_test_at_its_line(tmp_path: Path) -> None:
+    """A Rust file's inline tests are the file itself: the lens carried the URI alone, so running it opened the
+    file where it was (891 of 903 lenses of ripgrep's defs.rs). Each URI now comes with its line, path and why."""
+    ws = tmp_path / "crate"
+    (ws / "src").mkdir(parents=True)
+    (ws / "Cargo.toml").write_text('[package]\nname = "walker"\nversion = "0.1.0"\n')
+    code = ("pub fn walk_tree(depth: u32) -> u32 {\n    depth + 1\n}\n\n#[cfg(test)]\nmod tests {\n    use super::*;\n\n"
+            "    #[test]\n    fn walks_one_level() {\n        assert_eq!(walk_tree(1), 2);\n    }\n}\n")
+    (ws / "src/lib.rs").write_text(code)
+    at = code.splitlines().index("    fn walks_one_level() {") + 1
+    w, ws = _start(tmp_path, ws)
+    try:
+        uri = (ws / "src/lib.rs").as_uri()
+        lenses = w.call("textDocument/codeLens", {"textDocument": {"uri": uri}}, timeout=30)["result"]
+        walk = next(lens for lens in lenses if lens["range"]["start"]["line"] == 0)
+        uris, title, details = walk["command"]["arguments"]
+        assert uris == [uri] and "walk_tree" in title, walk
+        assert details[0]["path"] == "src/lib.rs" and details[0]["line"] == at, (details, at)
+        assert "walks_one_level" in details[0]["why"] or "inline test" in details[0]["why"], details
+    finally:
+        w.close()
