@@ -21,7 +21,7 @@ from . import __version__
 from .api import ContextRequest, RelatedRequest, RequestError, uri_to_path
 from .lsp_documents import OpenDocuments
 from .lsp_protocol import DelphiProtocol, serve_stdio, strict_converter
-from .session import Problem, Session, SessionEvents
+from .session import LENS_CODE, LENS_TESTS, Problem, Session, SessionEvents
 
 log = logging.getLogger("delphi_ls")
 
@@ -250,12 +250,17 @@ def code_lens(ls: DelphiServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens
     lenses = []
     code = ls.session.related_code_of(params.text_document.uri)
     if code:  # a test file: one lens at the top, the source it exercises
-        lenses.append(_lens(0, f"tests {len(code)} source file{'s' if len(code) != 1 else ''}",
+        lenses.append(_lens(0, f"tests {_count(code, LENS_CODE)} source file{'s' if len(code) != 1 else ''}",
                             _open_arguments(code, "Source this test exercises")))
     for sym, tests in ls.session.related_tests_by_symbol(params.text_document.uri):
-        lenses.append(_lens(sym["line"] - 1, f"{len(tests)} related test{'s' if len(tests) != 1 else ''}",
+        lenses.append(_lens(sym["line"] - 1, f"{_count(tests, LENS_TESTS)} related test{'s' if len(tests) != 1 else ''}",
                             _open_arguments(tests, f"Related tests for {sym['name']}")))
     return lenses
+
+
+def _count(rows: list[Any], cap: int) -> str:
+    """A lens's count: "20+" when the list stopped at its cap ("20 related tests" read as a count; session 38)."""
+    return f"{len(rows)}+" if len(rows) >= cap else str(len(rows))
 
 
 def _open_arguments(rows: list[dict[str, Any]], title: str) -> list[Any]:

@@ -50,6 +50,8 @@ ASKING_WAIT_S = 5.0
 # cuts the debounce short and waits, at most this long, for the edited files of its folder; a small update
 # takes 0.1-0.4 s (a named save on spring-boot 0.39 s, session 26). A full pass is not waited for.
 FLUSH_WAIT_S = 2.0
+LENS_TESTS = 20  # related tests a definition's lens lists at most (its title says "20+" when there are more)
+LENS_CODE = 10  # source files a test file's lens lists at most
 # How long an index opened again under a server (removed, replaced, damaged) waits for questions in flight on the
 # old engine, and a question waits for the new one.
 REOPEN_WAIT_S = 30.0
@@ -1101,7 +1103,7 @@ class Session:
         for s in eng.definitions(rel):
             if s.kind not in DEFINITION_KINDS:
                 continue
-            tests = self._with_uris(eng, eng.related_tests(rel, symbol=s.name, limit=20))
+            tests = self._with_uris(eng, eng.related_tests(rel, symbol=s.name, limit=LENS_TESTS))
             if tests:
                 out.append(({"name": s.name, "line": s.line}, tests))
         return out
@@ -1116,7 +1118,7 @@ class Session:
         self._flush_edits(eng)  # lines of the buffer as shown: a lens on the pre-edit lines sat on blank ones
         if eng.kind_of(rel) != "test":
             return None
-        return self._with_uris(eng, eng.related_code(rel, limit=10))
+        return self._with_uris(eng, eng.related_code(rel, limit=LENS_CODE))
 
     def related_tests_at(self, path_or_uri: str, line: int) -> tuple[str, list[dict[str, Any]]] | None:
         found = self.locate(path_or_uri)

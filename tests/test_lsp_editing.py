@@ -102,3 +102,11 @@ def test_a_lens_opens_a_rust_inline_test_at_its_line(tmp_path: Path) -> None:
         assert "walks_one_level" in details[0]["why"] or "inline test" in details[0]["why"], details
     finally:
         w.close()
+
+
+def test_a_capped_lens_count_says_so() -> None:
+    """"20 related tests" read as a count where the list had stopped at its cap of 20 (session 38)."""
+    from delphi_ls.server import _count
+    from delphi_ls.session import LENS_TESTS
+
+    assert _count([{}] * 3, LENS_TESTS) == "3" and _count([{}] * LENS_TESTS, LENS_TESTS) == f"{LENS_TESTS}+"

@@ -234,3 +234,47 @@ def test_a_package_named_with_test_is_not_a_test_helper(tmp_path: Path):
         app = code["lib/application.js"]
         assert app["why"].count("imported through") == 3 and app["score"] == 1.0, app
         assert code["lib/response.js"]["score"] > app["score"]
+
+
+def test_a_fixture_in_a_test_folder_and_an_example_are_not_named_links():
+    """flask's `tests/test_apps/cliapp/app.py` (a test only by its folder, a 3-line fixture app) was "named after"
+    `app.py` and `sansio/app.py` and led every lens of both; `tests/test_views.py` was named after the `views.py`
+    of two example apps beside flask's own (a newcomer, session 38). A file that is a test by its folder alone is
+    named after its stem only when it loads one itself (`__tests__/retry.js`); a test of the product is not its
+    examples'."""
+    from delphi_ls.indexing.graph import FileGraph
+
+    files = {"src/flask/__init__.py": "code", "src/flask/app.py": "code", "src/flask/sansio/app.py": "code",
+             "src/flask/views.py": "code", "examples/celery/src/task_app/views.py": "code",
+             "examples/javascript/js_example/views.py": "code", "tests/test_apps/cliapp/app.py": "test",
+             "tests/test_views.py": "test", "lib/retry.js": "code", "__tests__/retry.js": "test"}
+    imports = [("src/flask/__init__.py", "py:.app"), ("tests/test_apps/cliapp/app.py", "py:flask"),
+               ("tests/test_views.py", "py:flask.views"), ("__tests__/retry.js", "js:../lib/retry")]
+    g = FileGraph.build(files, imports)
+    assert not g.tests_of.get("src/flask/app.py") and not g.tests_of.get("src/flask/sansio/app.py")
+    assert g.tests_of["src/flask/views.py"] == {"tests/test_views.py"}
+    assert not g.tests_of.get("examples/celery/src/task_app/views.py")
+    assert g.tests_of["lib/retry.js"] == {"__tests__/retry.js"}
+
+
+def test_a_name_many_files_define_counts_from_tests_that_load_its_file(tmp_path: Path):
+    """Per-symbol related tests were every test spelling the name: gin's `Context.String` listed 20, one of them a
+    test of `internal/bytesconv` (a newcomer, session 38). A name three or more source files define counts from
+    tests that load the file or its package, sit in its folder, or are named after it."""
+    files = {
+        "store/kv.py": "class KV:\n    def get(self, key):\n        return key\n",
+        "cache/lru.py": "class LRU:\n    def get(self, key):\n        return None\n",
+        "http/client.py": "class Client:\n    def get(self, url):\n        return url\n",
+        "store/unique.py": "def compact_segments(kv):\n    return kv\n",
+        "tests/test_kv.py": "from store.kv import KV\n\n\ndef test_get():\n    assert KV().get(1) == 1\n",
+        "tests/test_client.py": "from http.client import Client\n\n\ndef test_fetch():\n    assert Client().get('u')\n",
+        "tests/test_compaction.py": "from cache.lru import LRU\n\n\ndef test_segments():\n"
+                                    "    assert compact_segments(LRU().get(2)) is None\n",
+    }
+    ws = _write(tmp_path / "ws", files)
+    with Engine(ws, index_dir=str(tmp_path / "idx"), vectors=False) as eng:
+        eng.index(vectors=False)
+        assert [r["path"] for r in eng.related_tests("store/kv.py", symbol="get")] == ["tests/test_kv.py"]
+        # A name one file defines: a mention is evidence enough, whatever the test imports.
+        assert [r["path"] for r in eng.related_tests("store/unique.py", symbol="compact_segments")] == [
+            "tests/test_compaction.py"]

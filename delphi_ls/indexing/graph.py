@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 from ..core.tokens import stripped
 from ..languages import MANIFEST_KINDS
-from ..workspace.kinds import is_test_support, other_dotted_name, stem_of
+from ..workspace.kinds import is_test_name, is_test_support, other_dotted_name, stem_of
 from .imports import Resolver
 
 
@@ -102,6 +103,20 @@ class FileGraph:
         exact = [c for c in by_stem.nearest(stem, test) if not other_dotted_name(c, test)]
         parts = [x for x in os.path.basename(test).split(".")[:-1] if x.lower() not in ("test", "spec")]
         if len(parts) < 2 or len(stem) < 2:
+            direct = self.imports.get(test, ())
+            if exact and not is_test_name(test):
+                # A test only by its folder (`tests/test_apps/cliapp/app.py`, a 3-line fixture app) was named after
+                # every `app.py` and led each of flask's app.py lenses (a newcomer, session 38): such a file is
+                # named after its stem only when it loads one of them itself (`__tests__/retry.js` requiring
+                # `../retry`, a C test including `retry.h`).
+                self.links_read_imports = True
+                return (exact if any(c in direct for c in exact) else []), None
+            if len(exact) > 1:
+                # Several of the stem at the same distance (`tests/test_views.py`: flask's `views.py` and two in
+                # `examples/`): a test of the product is not one of its examples' (a newcomer, session 38).
+                product = [c for c in exact if not _EXAMPLE_DIR.search(c)]
+                if product:
+                    exact = product
             return exact, None
         if stem not in cache:  # many tests share one object name (`res.*.js`): one scan of the stems each
             cache[stem] = [c for s, codes in by_stem.items() if abbreviates(stem, s) for c in codes]
@@ -243,6 +258,8 @@ class _Stems(dict[str, list[str]]):
         return list(cands)
 
 
+# Folders of example, sample and demo programs beside a product (flask's `examples/celery/.../views.py`).
+_EXAMPLE_DIR = re.compile(r"(^|/)(examples?|samples?|demos?|tutorials?)/", re.I)
 _TEST_FOLDERS = {"test", "tests", "testing", "spec", "specs", "unit", "integration", "e2e", "fixtures",
                  "testdata", "helpers", "utils", "src", "lib", "main", "java", "kotlin", "python"}
 

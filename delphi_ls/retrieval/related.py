@@ -14,7 +14,7 @@ from typing import Any
 
 from ..core.tokens import stripped
 from ..stores.lexical import LexicalStore
-from ..workspace.kinds import stem_of
+from ..workspace.kinds import is_test_name, stem_of
 from .branches.anchors import AnchorRefsBranch, AnchorTestsBranch
 from .branches.base import Hit
 from .context import SearchContext
@@ -24,6 +24,7 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
 # Evidence weights for related_code: a name or an import is a deliberate link, a mirroring folder
 # a convention, a shared symbol or co-change a hint.
 NAMED, IMPORTED, VIA_HELPER, MIRRORED, SYMBOLS, COCHANGE = 3.0, 2.0, 1.0, 1.5, 1.0, 0.5
+AMBIGUOUS_DEFS = 3  # a symbol name defined in this many source files: a bare mention of it says little
 
 
 _HELPER_DIR = re.compile(r"(^|/)(tests?|testing|__tests__|fixtures|test[-_]?(?:utils?|helpers?|support))(/|$)")
@@ -133,7 +134,10 @@ def related_tests(ctx: SearchContext, lexical: LexicalStore, rel: str, symbol: s
         # A test the graph linked by name to other files only is theirs: `app.use.js` shares a stem with
         # examples/.../app.js but was given to application.js; copy 2.0's `RetryTests.java` shares one
         # with copy 1.0's `Retry.java` but was given to its own copy's.
-        named = [h for h in named if h.path in g.tests_of.get(rel, ()) or not g.named_code.get(h.path)]
+        # A test only by its folder (a fixture `tests/test_apps/cliapp/app.py`) is the file's only when the graph
+        # linked it (it loads the file: graph._named_code).
+        named = [h for h in named if h.path in g.tests_of.get(rel, ())
+                 or (not g.named_code.get(h.path) and is_test_name(h.path))]
     seen = {n.path for n in named}
     # Tests the graph links by name beyond the anchor's stem: `res.cookie.js` for lib/response.js.
     named += [Hit(t, 0.9, [], _named_why(g, t, rel))
@@ -166,6 +170,20 @@ def related_tests(ctx: SearchContext, lexical: LexicalStore, rel: str, symbol: s
         row = rows.get(cid)
         if p not in out and row is not None and spelt.search(row.text):
             out[p] = {"path": p, "why": f"mentions `{symbol}`", "score": round(score, 4)}
+    if out and g is not None:
+        # A name many files define (`get`, `new`, `default`, `String`, `Error`) is spelt by tests of all of them:
+        # gin's `Context.String` listed 20 tests, `internal/bytesconv`'s among them, and ripgrep's crate-private
+        # `new()` tests of other crates (a newcomer, session 38). For such a name a mention counts from a test that
+        # loads the file or its package (a file of its folder), sits in its folder, or is linked to it by name or
+        # folder.
+        ctx.view.symbols.fetch([symbol.lower()])
+        defined_in = {d.path for d in ctx.view.symbols.get(symbol.lower(), ()) if ctx.files.get(d.path) == "code"}
+        if len(defined_in) >= AMBIGUOUS_DEFS:
+            folder = os.path.dirname(rel)
+            linked = {h.path for h in named} | set(g.mirrors_of.get(rel, ())) | {
+                p for p in out if os.path.dirname(p) == folder  # a Go test of the package, a sibling test
+                or any(os.path.dirname(i) == folder for i in g.imports.get(p, ()))}
+            out = {p: r for p, r in out.items() if p in linked}
     mentioning = set(out)  # tests that spell the symbol out (ordered before those that only share the name)
     # The tests named after the file are the module's own: offered for every symbol in it, first, whether
     # or not they spell the symbol out (flask's tests/test_testing.py drives FlaskClient via app.test_client()).

@@ -41,6 +41,13 @@ def _named_as_test(base: str) -> bool:
     return bool(_TEST_FILE.match(base) or _TEST_FILE.match(base.lower()))
 
 
+def is_test_name(path: str) -> bool:
+    """A test by its file name (`test_x.py`, `x_test.go`, `XTest.java`, `x.spec.ts`, `test-x.c`), whatever its
+    folder: a test pattern of its language, or a test affix :func:`stem_of` takes off."""
+    base = os.path.basename(path)
+    return _named_as_test(base) or stem_of(path) != base.split(".", 1)[0]
+
+
 def is_test_path(path: str) -> bool:
     low = path.lower()
     if _named_as_test(os.path.basename(path)):
