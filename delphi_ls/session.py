@@ -13,6 +13,7 @@ import logging
 import os
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,7 @@ ASKING_WAIT_S = 5.0
 FLUSH_WAIT_S = 2.0
 LENS_TESTS = 20  # related tests a definition's lens lists at most (its title says "20+" when there are more)
 LENS_CODE = 10  # source files a test file's lens lists at most
+LENS_FILES_KEPT = 32  # files whose lenses are kept for the index state they were made at
 # How long an index opened again under a server (removed, replaced, damaged) waits for questions in flight on the
 # old engine, and a question waits for the new one.
 REOPEN_WAIT_S = 30.0
@@ -137,6 +139,8 @@ class Session:
         self._maintain_due: dict[Path, float] = {}  # root -> when its merges may run (after small updates)
         self._polling = False  # watch()'s full passes catch up (no editor): see there
         self._watching = False  # a watch() loop looks for changes and for folders that come back
+        self._lens_cache: OrderedDict[tuple[Path, str], tuple[Any, list[Any]]] = OrderedDict()  # (root, file) ->
+        self._lens_lock = threading.Lock()  # (the manifest's content version, its definitions' lenses)
         self._staleness: dict[Path, tuple[float, Any]] = {}  # root -> (when scanned, what it found)
         self._worker: threading.Thread | None = None
         self._watchers: dict[Path, Watcher] = {}  # root -> its file events (delphi serve / mcp only)
@@ -1099,13 +1103,31 @@ class Session:
         self._flush_edits(eng)  # lines of the buffer as shown: a lens on the pre-edit lines sat on blank ones
         if eng.kind_of(rel) == "test":
             return []
+        # The same file at the same index state gives the same lenses: an editor asks again at each refresh and
+        # leaving insert mode, and ripgrep's 8,161-line defs.rs took 1.3-1.5 s each time (session 38).
+        key, version = (eng.root, rel), eng.meta.content_version()
+        with self._lens_lock:
+            kept = self._lens_cache.get(key)
+            if kept is not None and kept[0] == version:
+                self._lens_cache.move_to_end(key)
+                return kept[1]
         out = []
-        for s in eng.definitions(rel):
-            if s.kind not in DEFINITION_KINDS:
+        defs = [s for s in eng.definitions(rel) if s.kind in DEFINITION_KINDS]
+        functions = [(s.line, s.end_line) for s in defs if s.kind in ("function", "method")]
+        seen: set[tuple[str, str]] = set()
+        for s in defs:
+            # One lens per name and container: `@overload` stubs and their implementation had three identical
+            # lenses; none on a closure inside a function (flask's `wrapper` twice in app.py; session 38).
+            if (s.name, s.container) in seen or any(a < s.line and s.end_line <= b for a, b in functions):
                 continue
+            seen.add((s.name, s.container))
             tests = self._with_uris(eng, eng.related_tests(rel, symbol=s.name, limit=LENS_TESTS))
             if tests:
                 out.append(({"name": s.name, "line": s.line}, tests))
+        with self._lens_lock:
+            self._lens_cache[key] = (version, out)
+            while len(self._lens_cache) > LENS_FILES_KEPT:
+                self._lens_cache.popitem(last=False)
         return out
 
     def related_code_of(self, path_or_uri: str) -> list[dict[str, Any]] | None:

@@ -110,3 +110,22 @@ def test_a_capped_lens_count_says_so() -> None:
     from delphi_ls.session import LENS_TESTS
 
     assert _count([{}] * 3, LENS_TESTS) == "3" and _count([{}] * LENS_TESTS, LENS_TESTS) == f"{LENS_TESTS}+"
+
+
+def test_one_lens_per_definition_not_per_overload_or_closure(tmp_path: Path) -> None:
+    """`@overload` stubs and their implementation had a lens each, all alike, and so did every closure inside a
+    function (flask's app.py: `wrapper` twice, `template_filter` three times; session 38)."""
+    ws = tmp_path / "ws"
+    (ws / "tests").mkdir(parents=True)
+    code = ("from typing import overload\n\n\n@overload\ndef load(x: int) -> int: ...\n\n\n@overload\n"
+            "def load(x: str) -> str: ...\n\n\ndef load(x):\n    def helper():\n        return x\n    return helper()\n")
+    (ws / "loader.py").write_text(code)
+    (ws / "tests/test_loader.py").write_text("from loader import load\n\n\ndef test_load():\n"
+                                             "    assert load(1) == 1  # helper\n")
+    w, ws = _start(tmp_path, ws)
+    try:
+        lenses = _lenses(w, (ws / "loader.py").as_uri())
+        first = code.splitlines().index("def load(x: int) -> int: ...")
+        assert lenses == {first: "1 related test"}, lenses
+    finally:
+        w.close()

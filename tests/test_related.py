@@ -278,3 +278,25 @@ def test_a_name_many_files_define_counts_from_tests_that_load_its_file(tmp_path:
         # A name one file defines: a mention is evidence enough, whatever the test imports.
         assert [r["path"] for r in eng.related_tests("store/unique.py", symbol="compact_segments")] == [
             "tests/test_compaction.py"]
+
+
+def test_a_go_package_import_weighs_less_than_the_files_a_test_uses(tmp_path: Path):
+    """A Go import names a package, and every file of it was "imported" as much as the file under test (gin's
+    context_test.go listed binding/msgpack.go and header.go; a newcomer, session 38)."""
+    files = {
+        "go.mod": "module example.com/shop\n\ngo 1.22\n",
+        "api/handler.go": "package api\n\nfunc Handle() string { return \"ok\" }\n",
+        "binding/form.go": "package binding\n\nfunc ParseForm() {}\n",
+        "binding/json.go": "package binding\n\nfunc DecodeJSON(b []byte) error { return nil }\n",
+        "binding/xml.go": "package binding\n\nfunc DecodeXML() {}\n",
+        "api/handler_test.go": "package api\n\nimport (\n\t\"testing\"\n\n\t\"example.com/shop/binding\"\n)\n\n"
+                               "func TestHandle(t *testing.T) {\n\t_ = binding.DecodeJSON(nil)\n\tif Handle() != \"ok\" "
+                               "{\n\t\tt.Fatal()\n\t}\n}\n",
+    }
+    ws = _write(tmp_path / "ws", files)
+    with Engine(ws, index_dir=str(tmp_path / "idx"), vectors=False) as eng:
+        eng.index(vectors=False)
+        code = eng.related_code("api/handler_test.go")
+        order = [c["path"] for c in code]
+        assert order[:2] == ["api/handler.go", "binding/json.go"], code
+        assert {c["path"]: c for c in code}["binding/xml.go"]["why"] == "the test imports its package"

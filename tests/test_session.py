@@ -991,3 +991,37 @@ def test_a_workspace_named_by_its_folder_name_is_that_folder_wherever_the_server
                 s.context(ContextRequest(query="frobnicate_widgets", workspace=wrong))
     finally:
         s.shutdown()
+
+
+def test_lenses_are_made_once_per_index_state(tmp_path: Path, monkeypatch):
+    """An editor asks for a file's lenses at every refresh and on leaving insert mode; each request redid every
+    definition's search (ripgrep's 8,161-line defs.rs: 1.3-1.5 s each; session 38). The same index state gives
+    the kept lenses; a change of the index makes them again."""
+    from delphi_ls.engine import Engine
+
+    ws = build_workspace(tmp_path / "ws")
+    s = Session(None, {"indexDir": str(tmp_path / "index"), "vectors": False})
+    try:
+        s.start([ws])
+        assert s.wait_idle(120)
+        calls: list[str] = []
+        real = Engine.related_tests
+
+        def counted(self, path, symbol=None, limit=10):
+            calls.append(symbol)
+            return real(self, path, symbol=symbol, limit=limit)
+
+        monkeypatch.setattr(Engine, "related_tests", counted)
+        src = ws / "shipyard/retry.py"
+        first = s.related_tests_by_symbol(str(src))
+        made = len(calls)
+        assert first and made > 0
+        assert s.related_tests_by_symbol(str(src)) == first and len(calls) == made
+        (ws / "tests/test_retry_more.py").write_text("from shipyard.retry import with_backoff\n\n\n"
+                                                     "def test_more():\n    assert with_backoff\n")
+        s.file_changed(str(ws / "tests/test_retry_more.py"), saved=True)
+        assert s.wait_idle(60)
+        again = s.related_tests_by_symbol(str(src))
+        assert len(calls) > made and any("tests/test_retry_more.py" in [t["path"] for t in tests] for _, tests in again)
+    finally:
+        s.shutdown()

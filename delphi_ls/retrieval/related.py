@@ -24,6 +24,7 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
 # Evidence weights for related_code: a name or an import is a deliberate link, a mirroring folder
 # a convention, a shared symbol or co-change a hint.
 NAMED, IMPORTED, VIA_HELPER, MIRRORED, SYMBOLS, COCHANGE = 3.0, 2.0, 1.0, 1.5, 1.0, 0.5
+IN_PACKAGE, PACKAGE_FILES = 0.5, 3  # a file of a package the test imports whole (Go): one of many
 AMBIGUOUS_DEFS = 3  # a symbol name defined in this many source files: a bare mention of it says little
 
 
@@ -227,8 +228,17 @@ def related_code(ctx: SearchContext, test: str, limit: int) -> list[dict[str, An
         for code, tests in g.mirrors_of.items():
             if test in tests:
                 add(code, MIRRORED, "the test's folder is named after it")
-        for imp in sorted(g.imports.get(test, ())):
-            if files.get(imp) == "code" and not _is_helper(imp):
+        imports = sorted(g.imports.get(test, ()))
+        # A package import (Go's, a folder of files) reaches every file of the package: gin's context_test.go
+        # "imported" binding/msgpack.go and header.go as much as the file it tests (a newcomer, session 38). Three
+        # or more files of one folder are a package's: each weighs less; the names the test uses tell them apart.
+        per_folder: dict[str, int] = {}
+        for imp in imports:
+            per_folder[os.path.dirname(imp)] = per_folder.get(os.path.dirname(imp), 0) + 1
+        for imp in imports:
+            if files.get(imp) == "code" and not _is_helper(imp) and per_folder[os.path.dirname(imp)] >= PACKAGE_FILES:
+                add(imp, IN_PACKAGE, "the test imports its package")
+            elif files.get(imp) == "code" and not _is_helper(imp):
                 add(imp, IMPORTED, "the test imports it")
             else:  # a test helper or fixture module: what it imports is what the test drives
                 for deeper in sorted(g.imports.get(imp, ())):
