@@ -267,6 +267,29 @@ RUST_CRATE = {
             }
         }
         """,
+    "src/printer.rs": """
+        pub struct Printer {
+            heading: bool,
+        }
+
+        impl Printer {
+            pub fn heading(mut self, yes: bool) -> Printer {
+                self.heading = yes;
+                self
+            }
+        }
+
+        #[cfg(test)]
+        mod tests {
+            use super::*;
+
+            #[test]
+            fn heading() {
+                let p = Printer { heading: false }.heading(true);
+                assert!(p.heading);
+            }
+        }
+        """,
     "src/plain.rs": """
         pub fn plain() -> u32 {
             7
@@ -314,6 +337,10 @@ def test_rust_inline_test_module_is_its_own_related_test(engine_for):
     # a test is not its own related test, and a file without tests has none of its own
     assert all(r["path"] != "src/flags.rs" for r in eng.related_tests("src/flags.rs", symbol="test_after_context"))
     assert all(r["path"] != "src/plain.rs" for r in eng.related_tests("src/plain.rs"))
+    # a builder method named like an inline test (ripgrep's `heading()`, session 38) keeps that test
+    h = eng.related_tests("src/printer.rs", symbol="heading")
+    assert h and h[0]["path"] == "src/printer.rs", h
+    assert h[0]["line"] == _line_of(RUST_CRATE["src/printer.rs"], "fn heading() {"), h
     # `#[cfg(test)] mod tests;` names a file: that file is the related test
     assert eng.related_tests("src/parse.rs")[0]["path"] == "src/parse/tests.rs"
 

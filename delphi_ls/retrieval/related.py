@@ -81,6 +81,20 @@ def _scan_inline_tests(ctx: SearchContext, rel: str) -> _InlineTests:
     return found
 
 
+def _defined_apart(ctx: SearchContext, rel: str, symbol: str, fns: list[tuple[str, int, str]]) -> bool:
+    """Whether ``symbol`` is also defined in ``rel`` where no `#[test]` function is: ripgrep's builder method
+    `heading()` shares its name with the inline `#[test] fn heading()`, and lost its inline test to it (a
+    newcomer, session 38)."""
+    tests = {line for name, line, _t in fns if name == symbol}
+    return any(d.name == symbol and d.line not in tests for d in ctx.meta.symbols_of(rel))
+
+
+def only_a_test(ctx: SearchContext, rel: str, symbol: str) -> bool:
+    """``symbol`` is defined in ``rel`` only as inline `#[test]` functions: a test, which has no related tests."""
+    _mods, fns = _inline_tests(ctx, rel)
+    return any(symbol == n for n, _l, _t in fns) and not _defined_apart(ctx, rel, symbol, fns)
+
+
 def _own_tests(ctx: SearchContext, rel: str, symbol: str | None) -> list[dict[str, Any]]:
     """The file's own inline tests (Rust), or the separate file its `#[cfg(test)] mod tests;` names."""
     mods, fns = _inline_tests(ctx, rel)
@@ -97,7 +111,7 @@ def _own_tests(ctx: SearchContext, rel: str, symbol: str | None) -> list[dict[st
                                 "score": 4.0, "line": 1})
                     break
     inline_mods = [(n, ln, t) for n, ln, t in mods if not n.endswith(";")]
-    if symbol and any(symbol == n for n, _l, _t in fns + inline_mods):
+    if symbol and any(symbol == n for n, _l, _t in fns + inline_mods) and not _defined_apart(ctx, rel, symbol, fns):
         return out  # the symbol is a test itself
     if symbol:
         # The inline test that names the symbol, in its body or its own name (`test_after_context`).
@@ -143,6 +157,8 @@ def related_tests(ctx: SearchContext, lexical: LexicalStore, rel: str, symbol: s
     # Tests the graph links by name beyond the anchor's stem: `res.cookie.js` for lib/response.js.
     named += [Hit(t, 0.9, [], _named_why(g, t, rel))
               for t in sorted(g.tests_of.get(rel, set()) if g else set()) if t not in seen]
+    if symbol and only_a_test(ctx, rel, symbol):
+        return []  # an inline `#[test]` function had a lens of "related tests" of its own
     own = _own_tests(ctx, rel, symbol)
     importers = sorted(p for p in (g.imported_by.get(rel, set()) if g else set()) if ctx.files.get(p) == "test")
     seen = {n.path for n in named}
