@@ -35,7 +35,7 @@ CMD_SHOW_CONTEXT = "delphi.showContext"
 HEALTH_DOCUMENT = "delphi.toml"  # where workspace-level problems are published (README)
 # Front options, not engine settings: they are taken out of initializationOptions before the
 # settings are validated (mcpHttp: serve MCP over HTTP on loopback from this process).
-WATCH_INTERVAL_S = 2.0  # a poll's interval where the operating system gives no file events (as `delphi mcp`'s)
+WATCH_INTERVAL_S = 5.0  # a poll's interval where the operating system gives no file events (a full pass each: slower than `delphi mcp`'s 2 s, since the editor reports the files it edits)
 FRONT_OPTIONS = {"mcpHttp": bool, "mcpPort": int, "mcpHost": str}  # this front's own options, with their types
 
 
