@@ -1569,6 +1569,11 @@ class Engine:
             if lex:
                 self._lexical_damaged(lex)
 
+    def content_version(self) -> tuple[str | None, str | None]:
+        """What the index holds, as a token that moves with every file written (by any process): for what a front
+        keeps derived from it (the language server's lenses)."""
+        return self.meta.content_version()
+
     def definitions(self, path: str) -> list[SymbolRecord]:
         """The definitions in one indexed file, in line order (an editor's outline, lenses, hover)."""
         return self.meta.symbols_of(path)

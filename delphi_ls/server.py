@@ -33,9 +33,11 @@ STATUS = "delphi/status"
 CMD_REINDEX = "delphi.reindex"
 CMD_SHOW_CONTEXT = "delphi.showContext"
 HEALTH_DOCUMENT = "delphi.toml"  # where workspace-level problems are published (README)
+# The server's own poll where the client registers no file watchers and the operating system gives no file events:
+# a full incremental pass each time, so slower than `delphi mcp`'s 2 s (the editor reports the files it edits).
+WATCH_INTERVAL_S = 5.0
 # Front options, not engine settings: they are taken out of initializationOptions before the
 # settings are validated (mcpHttp: serve MCP over HTTP on loopback from this process).
-WATCH_INTERVAL_S = 5.0  # a poll's interval where the operating system gives no file events (a full pass each: slower than `delphi mcp`'s 2 s, since the editor reports the files it edits)
 FRONT_OPTIONS = {"mcpHttp": bool, "mcpPort": int, "mcpHost": str}  # this front's own options, with their types
 
 
@@ -251,16 +253,17 @@ def code_lens(ls: DelphiServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens
     code = ls.session.related_code_of(params.text_document.uri)
     if code:  # a test file: one lens at the top, the source it exercises
         lenses.append(_lens(0, f"tests {_count(code, LENS_CODE)} source file{'s' if len(code) != 1 else ''}",
-                            _open_arguments(code, "Source this test exercises")))
+                            _open_arguments(code[:LENS_CODE], "Source this test exercises")))
     for sym, tests in ls.session.related_tests_by_symbol(params.text_document.uri):
         lenses.append(_lens(sym["line"] - 1, f"{_count(tests, LENS_TESTS)} related test{'s' if len(tests) != 1 else ''}",
-                            _open_arguments(tests, f"Related tests for {sym['name']}")))
+                            _open_arguments(tests[:LENS_TESTS], f"Related tests for {sym['name']}")))
     return lenses
 
 
 def _count(rows: list[Any], cap: int) -> str:
-    """A lens's count: "20+" when the list stopped at its cap ("20 related tests" read as a count; session 38)."""
-    return f"{len(rows)}+" if len(rows) >= cap else str(len(rows))
+    """A lens's count: "20+" when there were more than its cap, asked for one more ("20 related tests" read as
+    a count where the list had stopped at 20; session 38)."""
+    return f"{cap}+" if len(rows) > cap else str(len(rows))
 
 
 def _open_arguments(rows: list[dict[str, Any]], title: str) -> list[Any]:
@@ -282,7 +285,7 @@ def hover(ls: DelphiServer, params: lsp.HoverParams) -> lsp.Hover | None:
     # No tests found: no popup ("none found" showed on every untested function, over the other language servers'
     # hovers in the same float; an editor newcomer, session 25), unless a test file's first line says what it tests.
     code = ls.session.related_code_of(params.text_document.uri) if params.position.line == 0 else None
-    return _hover("**Source this test exercises** (Delphi)", code) if code else None
+    return _hover("**Source this test exercises** (Delphi)", code[:LENS_CODE]) if code else None
 
 
 @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)

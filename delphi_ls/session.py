@@ -13,6 +13,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -51,8 +52,8 @@ ASKING_WAIT_S = 5.0
 # cuts the debounce short and waits, at most this long, for the edited files of its folder; a small update
 # takes 0.1-0.4 s (a named save on spring-boot 0.39 s, session 26). A full pass is not waited for.
 FLUSH_WAIT_S = 2.0
-LENS_TESTS = 20  # related tests a definition's lens lists at most (its title says "20+" when there are more)
-LENS_CODE = 10  # source files a test file's lens lists at most
+LENS_TESTS = 20  # related tests a definition's lens lists at most (one more is asked for: its title says "20+")
+LENS_CODE = 10  # source files a test file's lens lists at most (likewise "10+")
 LENS_FILES_KEPT = 32  # files whose lenses are kept for the index state they were made at
 # How long an index opened again under a server (removed, replaced, damaged) waits for questions in flight on the
 # old engine, and a question waits for the new one.
@@ -139,8 +140,9 @@ class Session:
         self._maintain_due: dict[Path, float] = {}  # root -> when its merges may run (after small updates)
         self._polling = False  # watch()'s full passes catch up (no editor): see there
         self._watching = False  # a watch() loop looks for changes and for folders that come back
-        self._lens_cache: OrderedDict[tuple[Path, str], tuple[Any, list[Any]]] = OrderedDict()  # (root, file) ->
-        self._lens_lock = threading.Lock()  # (the manifest's content version, its definitions' lenses)
+        # (root, file) -> (the manifest's content version, the view they were made from, its definitions' lenses)
+        self._lens_cache: OrderedDict[tuple[Path, str], tuple[Any, Any, list[Any]]] = OrderedDict()
+        self._lens_lock = threading.Lock()
         self._staleness: dict[Path, tuple[float, Any]] = {}  # root -> (when scanned, what it found)
         self._worker: threading.Thread | None = None
         self._watchers: dict[Path, Watcher] = {}  # root -> its file events (delphi serve / mcp only)
@@ -688,7 +690,8 @@ class Session:
 
         try:
             rep = eng.index(progress=progress, only=only, buffers=self._buffers_of(eng),
-                            reembed=paths is None and not self._polling, on_wait=waiting)
+                            reembed=paths is None and not self._polling and not self._polled_again(eng.root),
+                            on_wait=waiting)
         finally:
             if token is not None:
                 c = eng.counts() if not self._stopping else {"files": 0, "chunks": 0, "vectors": 0}
@@ -701,6 +704,13 @@ class Session:
         if rep.errors and not self._stopping:
             self.events.message("warning", f"Delphi: indexing {eng.root.name}: {'; '.join(rep.errors)}")
         return rep
+
+    def _polled_again(self, root: Path) -> bool:
+        """A language server's own watch loop (its client registers no file watchers) after the folder's first
+        run: its full passes catch up like a poll (reembed=False); the first stays the server's full run. With
+        full runs every 5 s on a large repository, each probed the model and opened the vector store (review)."""
+        first = self._caught_up.get(root)
+        return self._watching and first is not None and first.is_set()
 
     def watch(self, interval: float = 5.0, events: bool = True, catch_up: bool = True) -> None:
         """Without an editor to report changes (``delphi serve``, ``delphi mcp``), learn of them: from
@@ -1093,62 +1103,73 @@ class Session:
         return [{"name": s.name, "kind": s.kind, "path": s.path, "line": s.line, "endLine": s.end_line,
                  "container": s.container, "uri": (self.shown_root(eng) / rel).as_uri()} for s in eng.definitions(rel)]
 
+    def _editor_file(self, path_or_uri: str) -> tuple[Engine, str] | None:
+        """The folder and path of a file a lens or hover asks about, once its folder's first small index and the
+        buffer's pending edit are in: lenses on the first file opened come after a small first index, and on the
+        buffer's lines as shown (a lens of the pre-edit index sat on blank lines; session 38)."""
+        found = self.locate(path_or_uri)
+        if found is not None:
+            self._await_first(found[0])
+            self._flush_edits(found[0])
+        return found
+
     def related_tests_by_symbol(self, path_or_uri: str) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
         """For a source file: each definition with its related tests (definitions without any are left out)."""
-        found = self.locate(path_or_uri)
+        found = self._editor_file(path_or_uri)
         if found is None:
             return []
         eng, rel = found
-        self._await_first(eng)  # lenses and hover on the first file opened: after a small first index
-        self._flush_edits(eng)  # lines of the buffer as shown: a lens on the pre-edit lines sat on blank ones
         if eng.kind_of(rel) == "test":
             return []
         # The same file at the same index state gives the same lenses: an editor asks again at each refresh and
         # leaving insert mode, and ripgrep's 8,161-line defs.rs took 1.3-1.5 s each time (session 38).
-        key, version = (eng.root, rel), eng.meta.content_version()
+        # Keyed by the in-memory view too: lenses are made from it, and it can lag the manifest (briefly after a write,
+        # or while another process writes), so a version alone kept lenses made from an older view (review).
+        key, version, view = (eng.root, rel), eng.content_version(), eng.view()
         with self._lens_lock:
             kept = self._lens_cache.get(key)
-            if kept is not None and kept[0] == version:
+            if kept is not None and kept[0] == version and kept[1]() is view:
                 self._lens_cache.move_to_end(key)
-                return kept[1]
+                return kept[2]
         out = []
         defs = [s for s in eng.definitions(rel) if s.kind in DEFINITION_KINDS]
         functions = [(s.line, s.end_line) for s in defs if s.kind in ("function", "method")]
-        seen: set[tuple[str, str]] = set()
+        prev: tuple[str, str] | None = None
         for s in defs:
-            # One lens per name and container: `@overload` stubs and their implementation had three identical
-            # lenses; none on a closure inside a function (flask's `wrapper` twice in app.py; session 38).
-            if (s.name, s.container) in seen or any(a < s.line and s.end_line <= b for a, b in functions):
+            # One lens for a run of definitions of one name in one container: `@overload` stubs and their
+            # implementation had three identical lenses; none on a closure inside a function (flask's `wrapper`
+            # twice in app.py; session 38). Apart, two of a name keep theirs (Go's `A.String` and `B.String`).
+            if any(a < s.line and s.end_line <= b for a, b in functions):
                 continue
-            seen.add((s.name, s.container))
-            tests = self._with_uris(eng, eng.related_tests(rel, symbol=s.name, limit=LENS_TESTS))
+            if (s.name, s.container) == prev:
+                continue
+            prev = (s.name, s.container)
+            tests = self._with_uris(eng, eng.related_tests(rel, symbol=s.name, limit=LENS_TESTS + 1))
+            # A Rust `#[test] fn` named like a method of the file found itself: no lens that opens where it is.
+            tests = [t for t in tests if not (t["path"] == rel and t.get("line") == s.line)]
             if tests:
                 out.append(({"name": s.name, "line": s.line}, tests))
         with self._lens_lock:
-            self._lens_cache[key] = (version, out)
+            self._lens_cache[key] = (version, weakref.ref(view), out)
             while len(self._lens_cache) > LENS_FILES_KEPT:
                 self._lens_cache.popitem(last=False)
         return out
 
     def related_code_of(self, path_or_uri: str) -> list[dict[str, Any]] | None:
         """For a test file: the source files it exercises. None for any other file."""
-        found = self.locate(path_or_uri)
+        found = self._editor_file(path_or_uri)
         if found is None:
             return None
         eng, rel = found
-        self._await_first(eng)  # lenses and hover on the first file opened: after a small first index
-        self._flush_edits(eng)  # lines of the buffer as shown: a lens on the pre-edit lines sat on blank ones
         if eng.kind_of(rel) != "test":
             return None
-        return self._with_uris(eng, eng.related_code(rel, limit=LENS_CODE))
+        return self._with_uris(eng, eng.related_code(rel, limit=LENS_CODE + 1))  # one more: the lens says "10+"
 
     def related_tests_at(self, path_or_uri: str, line: int) -> tuple[str, list[dict[str, Any]]] | None:
-        found = self.locate(path_or_uri)
+        found = self._editor_file(path_or_uri)
         if found is None:
             return None
         eng, rel = found
-        self._await_first(eng)  # lenses and hover on the first file opened: after a small first index
-        self._flush_edits(eng)  # lines of the buffer as shown: a lens on the pre-edit lines sat on blank ones
         syms = [s for s in eng.definitions(rel) if s.line <= line <= s.end_line]
         if not syms:
             return None

@@ -105,11 +105,13 @@ def test_a_lens_opens_a_rust_inline_test_at_its_line(tmp_path: Path) -> None:
 
 
 def test_a_capped_lens_count_says_so() -> None:
-    """"20 related tests" read as a count where the list had stopped at its cap of 20 (session 38)."""
+    """"20 related tests" read as a count where the list had stopped at its cap of 20 (session 38); exactly 20 is
+    20 (the lens asks for one more)."""
     from delphi_ls.server import _count
     from delphi_ls.session import LENS_TESTS
 
-    assert _count([{}] * 3, LENS_TESTS) == "3" and _count([{}] * LENS_TESTS, LENS_TESTS) == f"{LENS_TESTS}+"
+    assert _count([{}] * 3, LENS_TESTS) == "3" and _count([{}] * LENS_TESTS, LENS_TESTS) == str(LENS_TESTS)
+    assert _count([{}] * (LENS_TESTS + 1), LENS_TESTS) == f"{LENS_TESTS}+"
 
 
 def test_one_lens_per_definition_not_per_overload_or_closure(tmp_path: Path) -> None:
@@ -127,5 +129,26 @@ def test_one_lens_per_definition_not_per_overload_or_closure(tmp_path: Path) -> 
         lenses = _lenses(w, (ws / "loader.py").as_uri())
         first = code.splitlines().index("def load(x: int) -> int: ...")
         assert lenses == {first: "1 related test"}, lenses
+    finally:
+        w.close()
+
+
+def test_two_methods_of_one_name_apart_keep_a_lens_each(tmp_path: Path) -> None:
+    """Only a run of one name is one lens: Go's `A.String` and `B.String` (a method's receiver is not its
+    container) lost the second's lens to a dedup by name (review, session 38)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    code = ("package shop\n\ntype A struct{}\n\nfunc (A) String() string { return \"a\" }\n\nfunc helper() int "
+            "{ return 1 }\n\ntype B struct{}\n\nfunc (B) String() string { return \"b\" }\n")
+    (ws / "go.mod").write_text("module example.com/shop\n\ngo 1.22\n")
+    (ws / "shop.go").write_text(code)
+    (ws / "shop_test.go").write_text("package shop\n\nimport \"testing\"\n\nfunc TestString(t *testing.T) {\n"
+                                     "\tif A{}.String()+B{}.String() != \"ab\" || helper() != 1 {\n\t\tt.Fatal()\n\t}\n}\n")
+    w, ws = _start(tmp_path, ws)
+    try:
+        lenses = _lenses(w, (ws / "shop.go").as_uri())
+        lines = code.splitlines()
+        strings = [i for i, ln in enumerate(lines) if "String() string" in ln]
+        assert len(strings) == 2 and all(i in lenses for i in strings), (lenses, strings)
     finally:
         w.close()

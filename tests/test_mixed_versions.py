@@ -116,3 +116,16 @@ def test_an_index_a_newer_delphi_wrote_is_not_parsed_back_and_health_says_how_to
         assert eng.index(rebuild=True).files_indexed > 1  # the way back, as health says
         assert eng.meta.get_state("parser_version") == PARSER_VERSION
         assert not [p for p in eng.health()["problems"] if p["code"] in ("newer_parser", "older_parser")]
+
+
+def test_a_new_index_first_written_by_a_run_of_named_files_records_its_chunker(tmp_path: Path):
+    """An editor's save before the first full run (`only=[...]`) made an index with no chunker version: health then
+    said "chunker version 1" and the next full run parsed every file again, saying why falsely (review, session
+    38). A run of named files into an index holding others leaves the version to full runs."""
+    ws = copy_fixture("shipyard", tmp_path / "ws")
+    with Engine(ws, index_dir=str(tmp_path / "idx"), vectors=False) as eng:
+        eng.index(only=[TARGET])
+        assert eng.meta.get_state("parser_version") == PARSER_VERSION
+        assert not [p for p in eng.health()["problems"] if p["code"] == "older_parser"]
+        rep = eng.index()
+        assert not any("parsed again" in n for n in rep.notes), rep.notes

@@ -44,6 +44,14 @@ ASKS_FOR_TESTS = [
     "which specs cover the formatter",
     "end-to-end tests for the proxy",
     "run the tests of the scheduler",
+    # the review of session 38's rules: a determiner before the singular, a state after the plural
+    "why does the test fail on windows?",
+    "where does the test for retry live?",
+    "does a test exist for retry?",
+    "the retry tests fail",
+    "parser tests are flaky",
+    "where do the tests live?",
+    "show me the unit-tests",
 ]
 ASKS_FOR_CODE_OR_ANYTHING = [
     "how does the test client handle cookies?",
@@ -214,6 +222,8 @@ def test_a_sentence_with_a_dot_is_not_a_path() -> None:
     " ❯ " * 5000 + "a.ts:1",              # session 38's patterns and rules: Vitest frames, module-cache folders,
     "\t/" + "a@v1.1/" * 2000 + "x.go:1",  # the plural's test intent
     "the slowest tests " * 900,
+    'File "/a/' + "a-1.1" * 3000 + '/x.py", line 1, in f\n',  # a versioned folder's name, quadratic before
+    "Traceback (most recent call last):\n" + "note: " * 2600,
 ])
 def test_a_hostile_question_is_analysed_in_linear_time(text: str):
     """Questions reach analyse() cut to 16,000 characters; each of these took seconds to a minute (review,
@@ -244,3 +254,17 @@ def test_a_traces_words_leave_out_its_framing_and_the_folders_outside_the_worksp
     assert {"cacheprovider", "valueerror", "bad", "cache"} <= set(q.terms), q.terms
     go = "goroutine 87 [running]:\nmain.main()\n\t/home/dev/shop/cmd/server/main.go:17 +0x5a\n"
     assert "goroutine" not in analyse(go).terms and "server" in analyse(go).terms
+
+
+def test_a_long_folder_name_in_a_frame_is_cheap_to_match_to_files() -> None:
+    """A frame is matched to each top file (spans._frame_names): the versioned-folder pattern was quadratic in one
+    folder name's length, 8.9 s for one 15 KB trace (review, session 38)."""
+    import time
+
+    from delphi_ls.retrieval.spans import _frame_names
+
+    frame = "/a/" + "a-1.1" * 3000 + "/src/x.py"
+    start = time.perf_counter()
+    for i in range(20):
+        _frame_names(frame + str(i), f"src/x{i}.py")
+    assert time.perf_counter() - start < 0.5

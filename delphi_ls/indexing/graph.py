@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from ..core.tokens import stripped
 from ..languages import MANIFEST_KINDS
-from ..workspace.kinds import is_test_name, is_test_support, other_dotted_name, stem_of
+from ..workspace.kinds import is_test_support, names_its_source, other_dotted_name, stem_of
 from .imports import Resolver
 
 
@@ -103,14 +103,8 @@ class FileGraph:
         exact = [c for c in by_stem.nearest(stem, test) if not other_dotted_name(c, test)]
         parts = [x for x in os.path.basename(test).split(".")[:-1] if x.lower() not in ("test", "spec")]
         if len(parts) < 2 or len(stem) < 2:
-            direct = self.imports.get(test, ())
-            if exact and not is_test_name(test):
-                # A test only by its folder (`tests/test_apps/cliapp/app.py`, a 3-line fixture app) was named after
-                # every `app.py` and led each of flask's app.py lenses (a newcomer, session 38): such a file is
-                # named after its stem only when it loads one of them itself (`__tests__/retry.js` requiring
-                # `../retry`, a C test including `retry.h`).
-                self.links_read_imports = True
-                return (exact if any(c in direct for c in exact) else []), None
+            if not names_its_source(test):  # a fixture or helper in a Python test folder (kinds.py)
+                return [], None
             if len(exact) > 1:
                 # Several of the stem at the same distance (`tests/test_views.py`: flask's `views.py` and two in
                 # `examples/`): a test of the product is not one of its examples' (a newcomer, session 38).

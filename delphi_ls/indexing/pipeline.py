@@ -228,9 +228,10 @@ class Indexer:
         # versions undo each other at every full pass. `delphi index --rebuild` is the way back (health says so).
         newer = isinstance(written_by, int) and written_by > PARSER_VERSION
         reparse = only is None and written_by != PARSER_VERSION and not newer
-        if not stored and only is None:
+        if not stored and (only is None or not self.meta.has_files()):
             # A new index: all it will hold is this parser's output, so say so now. Set only at the end,
-            # a first run stopped by Ctrl-C was re-parsed whole by the next one instead of resuming.
+            # a first run stopped by Ctrl-C was re-parsed whole by the next one instead of resuming. Not for a run
+            # of named files into an index that has others (an editor's new file): their parser is not all's.
             self.meta.set_state("parser_version", PARSER_VERSION)
             if self.filedocs is not None:
                 self.meta.set_state("filedocs_version", FILEDOCS_VERSION)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from ..core import Kind, Shape
 from ..core.tokens import STOPWORDS, is_identifier_like, query_terms
@@ -39,7 +40,7 @@ _AFTER_TEST_INTENT = frozenset("""
     file files case cases suite suites function functions method methods code coverage
     fail fails failed failing pass passes passed passing break breaks broke broken cover covers covered
     covering check checks checked checking exercise exercises exercised assert asserts run runs ran hang hangs
-    time times timing flake flakes flaky catch catches caught verify verifies verified
+    time times timing flake flakes flaky catch catches caught verify verifies verified exist exists
     """.split())
 # The reverse question names a test and asks for code: "which code is covered by test_retry.py".
 _CODE_FROM_TEST = re.compile(
@@ -57,9 +58,16 @@ _PLURAL_AFTER = frozenset("""for of cover covers covering covered exercise exerc
     affected related hitting calling""".split())
 _PLURAL_AFTER_THAT = frozenset("""cover covers exercise exercises check checks test tests touch touches call calls use
     uses hit hits verify verifies assert asserts""".split())
+# What tests do when they are the thing asked about: "the retry tests fail", "parser tests are flaky".
+_PLURAL_STATE = frozenset("""fail fails failed failing pass passes passed passing break breaks broke broken flake flakes
+    flaky hang hangs crash crashes""".split())
+_PLURAL_STATE_AFTER_BE = frozenset("flaky failing broken red slow hanging crashing".split())
 _DETERMINERS = frozenset("the these those its their our my your all".split())
+_ARTICLES = _DETERMINERS | frozenset("a an this that any each some no".split())
 _PERSONS = frozenset("i we you one".split())
 _CLAUSE_END = re.compile(r"[^\S\n]*(?:[?.!,;:]|$)", re.M)
+_WHERE_FIRST = re.compile(r"\s*(where|which|what)\b", re.I)  # "where do the tests live?"
+_WORDS_BEFORE = re.compile(r"[A-Za-z_]\w*(?:-\w+)*")  # "unit-tests": `unit`, not `unit-`
 
 
 def asks_for_tests(text: str) -> bool:
@@ -68,16 +76,18 @@ def asks_for_tests(text: str) -> bool:
         word, after = m.group(1).lower(), (m.group(2) or "").lower()
         if word in ("tested", "cover", "covers", "covered", "covering"):
             return True
-        before = [w.lower() for w in re.findall(r"[A-Za-z_][\w-]*", text[max(0, m.start() - 60):m.start()])[-2:]]
+        before = [w.lower() for w in _WORDS_BEFORE.findall(text[max(0, m.start() - 60):m.start()])[-2:]]
         if word in ("tests", "specs"):
-            rest = re.findall(r"[A-Za-z_][\w-]*", text[m.end():m.end() + 40])
+            rest = [w.lower() for w in _WORDS_BEFORE.findall(text[m.end():m.end() + 40])]
             ends = not after or bool(_CLAUSE_END.match(text, m.end(1)))
-            if (after in _PLURAL_AFTER or (before and before[-1] in _PLURAL_BEFORE)
-                    or (ends and before and before[-1] in _DETERMINERS)
-                    or (after in ("that", "which") and rest and rest[0].lower() in _PLURAL_AFTER_THAT)):
+            last = before[-1] if before else ""
+            if (after in _PLURAL_AFTER or after in _PLURAL_STATE or last in _PLURAL_BEFORE
+                    or (last in _DETERMINERS and (ends or _WHERE_FIRST.match(text)))
+                    or (after in ("that", "which") and rest and rest[0] in _PLURAL_AFTER_THAT)
+                    or (after in ("are", "is", "were", "was") and rest and rest[0] in _PLURAL_STATE_AFTER_BE)):
                 return True
             continue
-        if len(before) == 2 and before[0] in ("does", "do", "did") and before[1] not in _PERSONS:
+        if len(before) == 2 and before[0] in ("does", "do", "did") and before[1] not in _PERSONS | _ARTICLES:
             continue  # "how does clap test that names are unique": the code's own checking, a verb
         if not after or after in _AFTER_TEST_INTENT:  # "a test for X", "test the parser", "the test fails"
             return True
@@ -140,16 +150,17 @@ def _question_part(text: str) -> str:
 
 # A runtime's framing of a trace, not what failed: its words matched files by `Traceback`, `goroutine`, `backtrace`
 # (a newcomer, session 38: `_code/code.py` ranked 5th for defining `Traceback`).
-_TRACE_FRAMING = re.compile(r"Traceback \(most recent call last\)|goroutine \d+ \[[\w ,]+\]|(?:\bthread '[^'\n]*' )?\bpanicked at\b|"
-                            r"\bstack backtrace\b|^INTERNALERROR>|\bnote: run with `RUST_BACKTRACE=\S+`[^\n]*|"
-                            r"--- End of stack trace from previous location ---", re.M)
+_TRACE_FRAMING = re.compile(r"Traceback \(most recent call last\)|goroutine \d+ \[[^\]\n]*\]|(?:\bthread '[^'\n]*' )?\bpanicked at\b|"
+                            r"\bstack backtrace\b|^INTERNALERROR>|\bnote: [^\n]{0,200}?\bRUST_BACKTRACE\b[^\n]*|"
+                            r"--- End of stack trace from previous location(?: where exception was thrown)? ---", re.M)
 
 
 def _frame_tail(path: str) -> str:
-    """The part of a frame's path that can name a workspace file: after an installed package's folder, else its
-    last three parts (`/home/dev/.cargo/registry/src/index.crates.io-…/` gave the words `home`, `cargo`, `index`,
-    and `index` matched a function of that name: a newcomer, session 38)."""
-    tails = installed_tails(path)[1]
+    """The part of a frame's path that can name a workspace file: after an installed package's folder (a module
+    of one file too: `site-packages/six.py`), else its last three parts (`/home/dev/.cargo/registry/src/
+    index.crates.io-…/` gave the words `home`, `cargo`, `index`, and `index` matched a function of that name: a
+    newcomer, session 38)."""
+    tails = _installed_rest(path)
     return tails[0] if tails else "/".join(path.replace("\\", "/").split("/")[-3:])
 
 
@@ -157,7 +168,7 @@ def _trace_words(text: str, spans: list[tuple[int, int]]) -> str:
     """A trace's text as its words are searched: each frame's path as its tail, the runtime's framing out. Paths
     and frames are read from the text as pasted; only the words change."""
     out, at = [], 0
-    for start, end in sorted(spans):
+    for start, end in sorted(spans, key=lambda se: (se[0], -se[1])):  # of two read at one place, the longer
         if start < at:
             continue  # two patterns read the same file
         out += [text[at:start], _frame_tail(text[start:end])]
@@ -191,7 +202,9 @@ def analyse(text: str, cleaning: str = "squash") -> QueryInfo:
     terms = query_terms(searched)
     words = re.findall(r"[A-Za-z_][\w.]*(?:\(\))?", searched)
     identifiers = list(dict.fromkeys(w.rstrip(".") for w in words if is_identifier_like(w.rstrip("."))))
-    literals = [next(g for g in m.groups() if g) for m in _QUOTED.finditer(text)]
+    # A trace's quoted words without its framing: Rust's `thread 'main' panicked` gave the literal `main`.
+    literals = [next(g for g in m.groups() if g) for m in _QUOTED.finditer(
+        _TRACE_FRAMING.sub(" ", text) if is_trace else text)]
     paths = [f for f, _ in frames]
     # A frame's bare file name (`(OrderService.java:25)`) is that frame's, already read with its package: as a
     # mention of its own it named every `OrderService.java` alike (review, session 37).
@@ -246,39 +259,53 @@ def analyse(text: str, cleaning: str = "squash") -> QueryInfo:
 
 
 _INSTALLED_DIRS = frozenset({"site-packages", "dist-packages", "node_modules"})
-# A folder named with its version: Go's module cache (`gin@v1.11.0`), pnpm's store (`express@4.18.2`), cargo's
-# registry (`clap_builder-4.5.60`).
-_VERSIONED = re.compile(r"^(?P<name>[\w.+-]*?\w)(?:@v?|-)\d+\.\d+[\w.+-]*$")
+_VERSION = re.compile(r"v?\d+\.\d+")
+MAX_PART = 128  # a folder name longer than this is no versioned module's (and is not searched for one)
 
 
-def installed_tails(frame: str) -> tuple[list[str], list[str]]:
-    """What a frame in an installed copy of a package may be in the workspace that is that package's source:
-    ``(exact, tails)``. Paths after a versioned module folder are relative to the module's root (``exact``, with
-    the module's name before them as a tail: a workspace of several crates); paths after ``site-packages/`` or
-    ``node_modules/`` are the package's own (tails, and for npm without the package's name). A site-packages frame
-    never met ``src/_pytest/x.py``, nor a Go module-cache or cargo-registry frame the checkout's file, so a pasted
-    trace from a user of the library never showed the failing line (a newcomer, session 38). A tail has two parts
-    at least: a library's `models.py` alone is not the workspace's (review, session 26)."""
+def _versioned_name(part: str) -> str | None:
+    """The module's name of a folder named with its version: Go's module cache (`gin@v1.11.0`), pnpm's store
+    (`express@4.18.2`), cargo's registry (`clap_builder-4.5.60`, `tree-sitter-0.20.1`); None for any other. No
+    backtracking regex: a pattern with a lazy name before the version was quadratic in the folder's length, and ran
+    per frame and top file (a 15 KB trace took 8.9 s; review, session 38)."""
+    if len(part) > MAX_PART:
+        return None
+    at = part.rfind("@")
+    if at > 0:
+        return part[:at] if _VERSION.match(part, at + 1) else None
+    i = part.find("-")
+    while i > 0:
+        if _VERSION.match(part, i + 1):
+            return part[:i]
+        i = part.find("-", i + 1)
+    return None
+
+
+@lru_cache(maxsize=4096)
+def installed_tails(frame: str) -> tuple[str, ...]:
+    """The paths a frame in an installed copy of a package may have in the workspace that is that package's
+    source: after a versioned module folder, with the module's name before it (a workspace of several crates) and
+    without; after ``site-packages/`` or ``node_modules/``, and for npm without the package's name. A site-packages
+    frame never met ``src/_pytest/x.py``, nor a cargo-registry frame the checkout's file, so a pasted trace from a
+    user of the library never showed the failing line (a newcomer, session 38). Two parts at least: a library's
+    `models.py` alone is not the workspace's (review, session 26); a module-root file (`gin@v1.11.0/tree.go`) is
+    the workspace's `tree.go` by the frame's own suffix (spans._frame_names). Kept per frame: asked for each of a
+    question's frames and each top file."""
+    return tuple(t for t in dict.fromkeys(_installed_rest(frame)) if "/" in t)
+
+
+def _installed_rest(frame: str) -> list[str]:
+    """A frame's paths after its last installed package's folder (see :func:`installed_tails`), or none."""
     parts = frame.replace("\\", "/").split("/")
-    exact: list[str] = []
-    tails: list[str] = []
     for i in range(len(parts) - 2, -1, -1):
         rest = parts[i + 1:]
         if parts[i] in _INSTALLED_DIRS:
-            tails.append("/".join(rest))
-            if parts[i] == "node_modules":
-                skip = 2 if rest[0].startswith("@") else 1
-                if len(rest) > skip:
-                    exact.append("/".join(rest[skip:]))
-                    tails.append("/".join(rest[skip:]))
-            break
-        m = _VERSIONED.match(parts[i])
-        if m:
-            exact.append("/".join(rest))
-            tails.append("/".join([m.group("name"), *rest]))
-            tails.append("/".join(rest))
-            break
-    return exact, [t for t in dict.fromkeys(tails) if "/" in t]
+            skip = (2 if rest[0].startswith("@") else 1) if parts[i] == "node_modules" else 0
+            return ["/".join(rest)] + (["/".join(rest[skip:])] if 0 < skip < len(rest) else [])
+        name = _versioned_name(parts[i])
+        if name:
+            return ["/".join([name, *rest]), "/".join(rest)]
+    return []
 
 
 def closest_by_tail(mention: str, cands: list[str]) -> list[str]:

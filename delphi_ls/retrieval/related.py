@@ -14,7 +14,7 @@ from typing import Any
 
 from ..core.tokens import stripped
 from ..stores.lexical import LexicalStore
-from ..workspace.kinds import is_test_name, stem_of
+from ..workspace.kinds import names_its_source, stem_of
 from .branches.anchors import AnchorRefsBranch, AnchorTestsBranch
 from .branches.base import Hit
 from .context import SearchContext
@@ -28,12 +28,13 @@ IN_PACKAGE, PACKAGE_FILES = 0.5, 3  # a file of a package the test imports whole
 AMBIGUOUS_DEFS = 3  # a symbol name defined in this many source files: a bare mention of it says little
 
 
-_HELPER_DIR = re.compile(r"(^|/)(tests?|testing|__tests__|fixtures|test[-_]?(?:utils?|helpers?|support))(/|$)")
+_HELPER_DIR = re.compile(r"(^|/)fixtures(/|$)")
 
 
 def _is_helper(path: str) -> bool:
-    """Support code for tests (``test-helpers/context.js``, ``testutil/fake.go``) by a folder of that name. The
-    word inside a folder's name made pytest's whole ``src/_pytest/`` helpers, so `related-code` on
+    """A source file the tests use as support: one in a `fixtures/` folder. Files in test folders and in
+    `test-helpers/`, `testutil/`... are tests by their kind (workspace/kinds.py) and take the helper path by it.
+    The word "test" inside a folder's name made pytest's whole ``src/_pytest/`` helpers, so `related-code` on
     `testing/test_junitxml.py` put `junitxml.py`, which the test imports, 6th behind what it imports (a newcomer,
     session 38)."""
     return bool(_HELPER_DIR.search(os.path.dirname(path).lower()))
@@ -149,10 +150,9 @@ def related_tests(ctx: SearchContext, lexical: LexicalStore, rel: str, symbol: s
         # A test the graph linked by name to other files only is theirs: `app.use.js` shares a stem with
         # examples/.../app.js but was given to application.js; copy 2.0's `RetryTests.java` shares one
         # with copy 1.0's `Retry.java` but was given to its own copy's.
-        # A test only by its folder (a fixture `tests/test_apps/cliapp/app.py`) is the file's only when the graph
-        # linked it (it loads the file: graph._named_code).
+        # Nor is a fixture in a Python test folder (`tests/test_apps/cliapp/app.py`; kinds.names_its_source).
         named = [h for h in named if h.path in g.tests_of.get(rel, ())
-                 or (not g.named_code.get(h.path) and is_test_name(h.path))]
+                 or (not g.named_code.get(h.path) and names_its_source(h.path))]
     seen = {n.path for n in named}
     # Tests the graph links by name beyond the anchor's stem: `res.cookie.js` for lib/response.js.
     named += [Hit(t, 0.9, [], _named_why(g, t, rel))
@@ -228,8 +228,9 @@ def related_code(ctx: SearchContext, test: str, limit: int) -> list[dict[str, An
         if path == test or files.get(path) != "code":
             return
         if indirect:  # one indirect link, through however many helpers: not a sum that beats a named file
-            if path in via:
-                why[path].append(reason)
+            if path in via:  # and one reason ("imported through a.py, b.py"), not three that crowd out the rest
+                i = next(i for i, r in enumerate(why[path]) if r.startswith("imported through "))
+                why[path][i] += ", " + reason.removeprefix("imported through ")
                 return
             via.add(path)
         scores[path] = scores.get(path, 0.0) + w
@@ -245,14 +246,17 @@ def related_code(ctx: SearchContext, test: str, limit: int) -> list[dict[str, An
             if test in tests:
                 add(code, MIRRORED, "the test's folder is named after it")
         imports = sorted(g.imports.get(test, ()))
-        # A package import (Go's, a folder of files) reaches every file of the package: gin's context_test.go
+        # A Go import names a package, a folder of files, and reaches every file of it: gin's context_test.go
         # "imported" binding/msgpack.go and header.go as much as the file it tests (a newcomer, session 38). Three
         # or more files of one folder are a package's: each weighs less; the names the test uses tell them apart.
+        # (Other languages import files one by one: three modules of a folder are three imports.)
         per_folder: dict[str, int] = {}
         for imp in imports:
             per_folder[os.path.dirname(imp)] = per_folder.get(os.path.dirname(imp), 0) + 1
+        packaged = test.endswith(".go")
         for imp in imports:
-            if files.get(imp) == "code" and not _is_helper(imp) and per_folder[os.path.dirname(imp)] >= PACKAGE_FILES:
+            if (packaged and files.get(imp) == "code" and not _is_helper(imp)
+                    and per_folder[os.path.dirname(imp)] >= PACKAGE_FILES):
                 add(imp, IN_PACKAGE, "the test imports its package")
             elif files.get(imp) == "code" and not _is_helper(imp):
                 add(imp, IMPORTED, "the test imports it")

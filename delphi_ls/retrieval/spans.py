@@ -275,8 +275,7 @@ def _frame_names(frame: str, path: str) -> bool:
         return "/" in path or not any(d in frame for d in _LIBRARY_DIRS)
     if "/" not in frame:
         return path.endswith("/" + frame)
-    exact, tails = installed_tails(frame)
-    return path in exact or any(path == t or path.endswith("/" + t) for t in tails)
+    return any(path == t or path.endswith("/" + t) for t in installed_tails(frame))
 
 
 def frames_first(order: list[str], scored: dict[str, list[ScoredChunk]], sq: SpanQuery) -> None:

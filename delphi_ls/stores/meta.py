@@ -697,6 +697,10 @@ class MetaStore:
         with self._lock:
             return self.db.execute("SELECT path, kind, n_chunks FROM files ORDER BY path").fetchall()
 
+    def has_files(self) -> bool:
+        with self._lock:
+            return self.db.execute("SELECT 1 FROM files LIMIT 1").fetchone() is not None
+
     def parsed_by_other(self, version: int) -> set[str]:
         """Files whose chunks an older parser than ``version`` wrote (or an unknown one: a Delphi from before the
         per-file record). A newer parser's files are left as it cut them: re-parsed by an older server still

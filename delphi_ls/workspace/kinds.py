@@ -48,6 +48,15 @@ def is_test_name(path: str) -> bool:
     return _named_as_test(base) or stem_of(path) != base.split(".", 1)[0]
 
 
+def names_its_source(path: str) -> bool:
+    """Whether a test file's name can link it to the source files of its stem. A Python file in a test folder not
+    named as a test is no test module (pytest and unittest collect `test_*.py`): a fixture app, a helper; flask's
+    `tests/test_apps/cliapp/app.py` (3 lines) was named after every `app.py` and led each of flask's app.py lenses
+    (a newcomer, session 38). Other languages' test folders hold tests by folder alone (Jest's `__tests__/x.js`,
+    Rust's `tests/x.rs`)."""
+    return not path.endswith((".py", ".pyi")) or is_test_name(path)
+
+
 def is_test_path(path: str) -> bool:
     low = path.lower()
     if _named_as_test(os.path.basename(path)):
