@@ -54,6 +54,7 @@ ASKING_WAIT_S = 5.0
 FLUSH_WAIT_S = 2.0
 LENS_TESTS = 20  # related tests a definition's lens lists at most (one more is asked for: its title says "20+")
 LENS_CODE = 10  # source files a test file's lens lists at most (likewise "10+")
+POLL_SPACING = 4.0  # a poll's next full pass waits this many times the last one's length (at most 1/5 of a core)
 LENS_FILES_KEPT = 32  # files whose lenses are kept for the index state they were made at
 # How long an index opened again under a server (removed, replaced, damaged) waits for questions in flight on the
 # old engine, and a question waits for the new one.
@@ -140,6 +141,7 @@ class Session:
         self._maintain_due: dict[Path, float] = {}  # root -> when its merges may run (after small updates)
         self._polling = False  # watch()'s full passes catch up (no editor): see there
         self._watching = False  # a watch() loop looks for changes and for folders that come back
+        self._full_pass: dict[Path, tuple[float, float]] = {}  # root -> (when its last full pass ended, its seconds)
         # (root, file) -> (the manifest's content version, the view they were made from, its definitions' lenses)
         self._lens_cache: OrderedDict[tuple[Path, str], tuple[Any, Any, list[Any]]] = OrderedDict()
         self._lens_lock = threading.Lock()
@@ -565,7 +567,10 @@ class Session:
                     self._questions_answered(ASKING_WAIT_S)
                 if self._reread_settings(eng, paths):
                     paths = None  # what is indexed changed (extra_ignores, max_file_bytes): every file is looked at
+                started = time.monotonic()
                 rep = self._index(eng, paths)
+                if paths is None:
+                    self._full_pass[root] = (time.monotonic(), time.monotonic() - started)
                 if paths is None or not self._full_failed.get(root):
                     # A failed full pass is cleared by a full pass only: a buffer's one-file run after it said
                     # "ready" with the files that pass missed still unindexed (a review, session 30).
@@ -741,7 +746,13 @@ class Session:
                 if root in self._gone:
                     continue  # nothing to look at until it is back (_sync_watchers looks)
                 if root not in self._watchers:
-                    self._schedule(root, None)
+                    # A poll's pass walks and stats every file: on a large tree it outlasted the interval and the
+                    # process never rested. Passes are spaced by POLL_SPACING times the last one's length, at most
+                    # a fifth of a core (review of session 38: the language server now polls where an editor
+                    # registers no file watchers and the system gives no events).
+                    ended, took = self._full_pass.get(root, (-1e9, 0.0))
+                    if now - ended >= POLL_SPACING * took:
+                        self._schedule(root, None)
                 elif now - last_full.setdefault(root, now) >= RESCAN_S:
                     last_full[root] = now
                     self._schedule(root, None)

@@ -353,3 +353,32 @@ def test_a_folder_back_with_no_editor_event_is_caught_up_by_the_next_question(tm
         assert root not in s._gone
     finally:
         s.shutdown()
+
+
+@pytest.mark.parametrize("last_took", [0.0, 10.0])
+def test_a_polls_passes_are_spaced_by_the_last_ones_length(tmp_path: Path, last_took: float):
+    """A poll's full pass walks and stats every file: on a large tree it outlasted the interval and the process
+    never rested. The next pass waits POLL_SPACING times the last one's length (session 38's review: the language
+    server polls too now, where neither the editor nor the system reports changes). The control (a pass that took
+    nothing) polls at the interval."""
+    ws, _ = _tree(tmp_path)
+    s = Session(_Quiet(), {"indexDir": str(tmp_path / "index"), "vectors": False})
+    s.start([ws])
+    try:
+        assert s.wait_idle(120)
+        root = next(iter(s.engines))
+        runs: list[float] = []
+        real = s._index
+
+        def counted(eng, paths):
+            if paths is None:
+                runs.append(time.monotonic())
+            return real(eng, paths)
+
+        s._index = counted  # type: ignore[method-assign]
+        s._full_pass[root] = (time.monotonic(), last_took)
+        s.watch(interval=0.05, events=False)
+        time.sleep(1.5)
+        assert (len(runs) == 0) if last_took else (len(runs) >= 3), runs
+    finally:
+        s.shutdown()
