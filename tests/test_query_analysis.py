@@ -80,6 +80,17 @@ ASKS_FOR_CODE_OR_ANYTHING = [
     "skip tests marked xfail when the run is strict",
     "report tests that were skipped in the summary",
     "how does clap test that argument names are unique when the command is built",
+    # An agent's "fix this failing test" with the runner's output: the fix is in the code it runs (an agents'
+    # newcomer, session 38: tests only, in 9 of 9 such questions).
+    "Fix this failing test:\n\n  1) app\n       .render(name, options, fn)\n         should render the template:\n"
+    "     TypeError: Cannot read properties of null (reading '_locals')\n      at Function.render "
+    "(lib/application.js:536:46)\n      at Context.<anonymous> (test/app.render.js:21:11)\n",
+    "Fix this failing test:\n\n____ test_encode_decimal ____\n\n    def test_encode_decimal():\n>       assert "
+    "jsonable_encoder(Decimal('1.5')) == 1.5\nfastapi/encoders.py:52: TypeError\n",
+    "Fix this failing test:\n     Running tests/rt_unstable_metrics.rs\ntest num_idle ... FAILED\nthread 'num_idle' "
+    "panicked at tokio/tests/rt_unstable_metrics.rs:89:5:\nassertion `left == right` failed\n",
+    "why does test_retry_budget fail?\nAssertionError: assert 3 == 2\ntests/test_retry.py:14: AssertionError\n",
+    "🐛 Fix `inspect.getcoroutinefunction()` can break testing with `unittest.mock.patch()`",
 ]
 
 

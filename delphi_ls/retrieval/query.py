@@ -89,9 +89,18 @@ def asks_for_tests(text: str) -> bool:
             continue
         if len(before) == 2 and before[0] in ("does", "do", "did") and before[1] not in _PERSONS | _ARTICLES:
             continue  # "how does clap test that names are unique": the code's own checking, a verb
+        if word == "testing":
+            # "where do we do testing of the cli?" asks for tests; "… can break testing with unittest.mock.patch()"
+            # names what code supports (an agents' newcomer, session 38).
+            if after in ("of", "for", "around", "covering") or (before and before[-1] in _PLURAL_BEFORE):
+                return True
+            continue
         if not after or after in _AFTER_TEST_INTENT:  # "a test for X", "test the parser", "the test fails"
             return True
     return False
+# A request to make a failing test pass, not to find tests: "Fix this failing test:", "why does test_x fail?".
+_FIX_A_TEST = re.compile(r"^\W*(?:please\s+)?(?:fix|debug|repair|investigate|diagnose|resolve|solve)\b|"
+                         r"\bwhy\b[^.?\n]{0,80}\b(?:fail|fails|failed|failing|break|breaks|broke|broken)\b", re.I)
 _DOC_Q = re.compile(r"\b(docs?|documentation|readme|changelog|guide|tutorial)\b", re.I)
 
 
@@ -225,6 +234,12 @@ def analyse(text: str, cleaning: str = "squash") -> QueryInfo:
     avoid: set[Kind] = set()
     wants_docs = bool(_DOC_Q.search(question))
     if _CODE_FROM_TEST.search(question):
+        shape_hint = "code"
+    elif _FIX_A_TEST.search(question) and (is_trace or "\n" in raw.strip()):
+        # "Fix this failing test:" and the runner's output: the fix is in the code the test runs, which the output
+        # names. Read as a request for tests, all ten answers were tests in 9 of 9 such questions on express,
+        # fastapi, mockito and tokio, the raising file named by the trace among them (an agents' newcomer, session
+        # 38); the failing test itself is named by its frames and its path.
         shape_hint = "code"
     elif asks_for_tests(question) and not (wants_docs and not _TEST_WORD.search(re.sub(r"\bcover\w*", "", question))):
         shape_hint = "test"  # an intent for tests wins over "where is" ("where is this tested?")
