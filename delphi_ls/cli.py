@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NoReturn
 
-from . import __version__, formats  # the package's __init__ is light: its heavy names load on first use
-from .core import KINDS, State, state_of  # standard library only, like this module's other imports
+from . import __version__  # the package's __init__ is light: its heavy names load on first use
+from .core import KINDS, State, formats, state_of  # standard library only, like this module's other imports
 from .shown import fenced, query_notes, shown, shown_text
 
 if TYPE_CHECKING:

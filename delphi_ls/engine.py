@@ -27,8 +27,8 @@ from typing import Any
 from . import health as health_mod
 from .api import ContextAnswer, ContextRequest, RequestError, check_limit, uri_to_path
 from .core import Need, State, SymbolRecord, state_of
+from .core.formats import INDEX_FORMAT
 from .core.git import ask_git, is_slow, slow_status
-from .formats import INDEX_FORMAT
 from .indexing.cochange import COCHANGE_VERSION, change_history, git_head
 from .indexing.graph import FileGraph
 from .indexing.pipeline import (

@@ -469,7 +469,7 @@ def test_an_unknown_key_in_a_repository_file_warns_and_an_unknown_key_of_yours_i
 
 def test_version_is_printed_without_loading_the_engine() -> None:
     import delphi_ls
-    from delphi_ls.formats import INDEX_FORMAT, PARSER_VERSION
+    from delphi_ls.core.formats import INDEX_FORMAT, PARSER_VERSION
 
     out = subprocess.run([sys.executable, "-X", "importtime", "-m", "delphi_ls.cli", "--version"],
                          capture_output=True, text=True, timeout=60)

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..formats import PARSER_VERSION  # defined there (delphi --version reads it); importable from here
+from ..core.formats import PARSER_VERSION  # defined there (delphi --version reads it); importable from here
 from ..models.embedders import Embedder, ModelIdentity
 from ..settings import Settings
 from ..stores.filedocs import FILEDOCS_VERSION, FileDocs
