@@ -1515,6 +1515,10 @@ class Engine:
             out["indexing"] = dict(running)
         if req.budget_tokens:
             out["packed"], out["packedTokens"] = self.retriever.pack(r, answered, req.budget_tokens, self.root)
+            if not out["packed"] and out["results"]:
+                # A budget no part of a ranked file fits in gave the list and no code, unsaid (an agents' newcomer,
+                # session 38).
+                out["query"]["packedNone"] = req.budget_tokens
         r.timings["total"] = round((time.perf_counter() - t_start) * 1000, 2)
         trace = trace_file or self.settings.trace_path(self.index_dir)  # settings: under the index folder
         if trace:

@@ -311,6 +311,10 @@ def test_the_chunk_a_stack_frame_names_is_the_files_first_span(tmp_path: Path) -
             assert spans[0]["why"].startswith(f"holds line {at['respond'] + 3} of the trace"), spans[0]
             # the outer frame's chunk comes next: here it joins the first span (adjacent, as strong)
             assert any(s["startLine"] <= at["handle_response"] + 3 <= s["endLine"] for s in spans[:2]), spans
+            # Packed, the file's spans that hold a frame's line come first too (they came in line order: an agents'
+            # newcomer, session 38); a budget that takes the file's head chunks as well.
+            packed = [p for p in e.context(q, limit=3, budget_tokens=800)["packed"] if p["path"] == "lib/application.py"]
+            assert packed and "of the trace" in packed[0]["why"], packed
 
 
 def test_a_frame_names_a_file_only_when_it_can_be_told_apart() -> None:
@@ -354,3 +358,13 @@ def test_a_frame_names_a_file_only_when_it_can_be_told_apart() -> None:
     for trace, want in installed:
         assert lifted(trace, list(want)) == want, trace
     assert lifted(py.replace("/srv/app/shop/models.py", "/srv/app/models.py"), ["models.py"]) == {"models.py": [25]}
+
+
+def test_a_budget_nothing_fits_in_says_so(eng: Engine) -> None:
+    """`budget_tokens: 1` gave the ranked list and no code, without a word (an agents' newcomer, session 38)."""
+    from delphi_ls.shown import query_notes
+
+    ans = eng.context("TestArea area test in shapes", budget_tokens=1)
+    assert ans["results"] and ans["packed"] == [] and ans["query"]["packedNone"] == 1
+    assert any("no part of the ranked files fits in 1 tokens" in n for n in query_notes(ans["query"]))
+    assert "packedNone" not in eng.context("TestArea area test in shapes", budget_tokens=4000)["query"]

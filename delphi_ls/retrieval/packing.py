@@ -280,4 +280,7 @@ def _merged(picks: list[ScoredChunk], lines: list[str]) -> list[dict[str, Any]]:
             text = "".join(lines[start - 1: end])
         best = max(g, key=lambda s: s.value)  # the chunk that earned the span its place (links included)
         out.append({"startLine": start, "endLine": end, "text": text, "whole": False, "why": why_of(best, packed=True, head=g[0].chunk)})
-    return out
+    # A span holding a line of the pasted trace comes first in its file, as the listing has it (README); packed in
+    # line order, it came last of three in express's test/app.render.js (an agents' newcomer, session 38).
+    framed = [any(s.frame_lines for s in g) for g in groups]
+    return [sp for _f, sp in sorted(zip(framed, out, strict=True), key=lambda t: not t[0])]
