@@ -368,3 +368,19 @@ def test_a_budget_nothing_fits_in_says_so(eng: Engine) -> None:
     assert ans["results"] and ans["packed"] == [] and ans["query"]["packedNone"] == 1
     assert any("no part of the ranked files fits in 1 tokens" in n for n in query_notes(ans["query"]))
     assert "packedNone" not in eng.context("TestArea area test in shapes", budget_tokens=4000)["query"]
+
+
+def test_a_chunk_of_punctuation_alone_is_not_packed(tmp_path: Path) -> None:
+    """A lone `}` was packed as a file's last span, "picked by its shape" (mockito's GenericMetadataSupport.java
+    line 744; an agents' newcomer, session 38): a span without a letter or a digit says nothing."""
+    from delphi_ls.stores.meta import ChunkRow
+
+    body = "".join(f"    int f{i}(int x) {{\n        return x + {i};\n    }}\n" for i in range(12))
+    text = "class A {\n" + body + "}\n"
+    (tmp_path / "A.java").write_text(text)
+    n = text.count("\n")
+    big = ChunkRow("c0", "A.java", 0, 1, n - 1, ["A"], "code", "h0", "".join(text.splitlines(True)[:n - 1]))
+    brace = ChunkRow("c1", "A.java", 1, n, n, [], "code", "h1", "}\n")
+    scored = {"A.java": [ScoredChunk(big, 1.0, [], []), ScoredChunk(brace, 0.5, [], [])]}
+    out, _used = pack([{"path": "A.java"}], None, 120, tmp_path, scored=scored)  # type: ignore[arg-type]
+    assert out and all(p["endLine"] < n for p in out), out

@@ -14,6 +14,7 @@ are blank there), so no line is ever dropped.
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 from typing import Any
 
@@ -159,6 +160,8 @@ def pack(results: list[dict[str, Any]], meta: MetaStore, budget: int, root: Path
             items.append((fw * 1.05 + BREADTH_BONUS, -rank, 0, "whole", path, None))
             continue
         for j, s in enumerate(order):
+            if j and not _HAS_WORD.search(s.chunk.text):
+                continue  # a lone `}` packed as "picked by its shape" says nothing (an agents' newcomer, session 38)
             rel = s.value / best if s.value > 0 else 0.0
             # The file's best chunk always stands for the file, even with no word matched; while the
             # breadth share lasts, every top file's best chunk comes before any file's second.
@@ -207,6 +210,9 @@ def pack(results: list[dict[str, Any]], meta: MetaStore, budget: int, root: Path
         while out and used > budget:
             used -= tokens_of(out.pop()["text"])
     return out, used
+
+
+_HAS_WORD = re.compile(r"[^\W_]")  # a letter or a digit
 
 
 def _cost(sc: ScoredChunk) -> int:
