@@ -305,3 +305,22 @@ def test_a_go_package_import_weighs_less_than_the_files_a_test_uses(tmp_path: Pa
         order = [c["path"] for c in code]
         assert order[:2] == ["api/handler.go", "binding/json.go"], code
         assert {c["path"]: c for c in code}["binding/xml.go"]["why"] == "the test imports its package"
+
+
+def test_a_function_tested_through_another_is_found_by_its_tests_names(tmp_path: Path):
+    """fastapi's `decimal_encoder` is exercised through `jsonable_encoder` by `test_decimal_encoder_int` and
+    `test_decimal_encoder_float`, which never spell it: its related tests were none (an agents' newcomer, session
+    38). When no test spells a symbol out, tests whose own name holds it are its tests."""
+    files = {
+        "pkg/encoders.py": "def decimal_encoder(d):\n    return float(d)\n\n\ndef jsonable_encoder(o):\n"
+                           "    return decimal_encoder(o)\n",
+        "tests/test_jsonable.py": "from pkg.encoders import jsonable_encoder\n\n\ndef test_decimal_encoder_int():\n"
+                                  "    assert jsonable_encoder(1) == 1.0\n",
+        "tests/test_other.py": "def test_decimals_round():\n    assert round(1.5) == 2\n",
+    }
+    ws = _write(tmp_path / "ws", files)
+    with Engine(ws, index_dir=str(tmp_path / "idx"), vectors=False) as eng:
+        eng.index(vectors=False)
+        rows = eng.related_tests("pkg/encoders.py", symbol="decimal_encoder")
+        assert [r["path"] for r in rows] == ["tests/test_jsonable.py"], rows
+        assert "test_decimal_encoder_int" in rows[0]["why"]

@@ -12,7 +12,7 @@ import os
 import re
 from typing import Any
 
-from ..core.tokens import stripped
+from ..core.tokens import split_identifier, stripped
 from ..stores.lexical import LexicalStore
 from ..workspace.kinds import names_its_source, stem_of
 from .branches.anchors import AnchorRefsBranch, AnchorTestsBranch
@@ -25,6 +25,7 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
 # a convention, a shared symbol or co-change a hint.
 NAMED, IMPORTED, VIA_HELPER, MIRRORED, SYMBOLS, COCHANGE = 3.0, 2.0, 1.0, 1.5, 1.0, 0.5
 IN_PACKAGE, PACKAGE_FILES = 0.5, 3  # a file of a package the test imports whole (Go): one of many
+NAMED_TEST_MIN = 6  # a symbol's name this long (separators aside) may be looked for inside test names
 AMBIGUOUS_DEFS = 3  # a symbol name defined in this many source files: a bare mention of it says little
 
 
@@ -201,6 +202,8 @@ def related_tests(ctx: SearchContext, lexical: LexicalStore, rel: str, symbol: s
                 p for p in out if os.path.dirname(p) == folder  # a Go test of the package, a sibling test
                 or any(os.path.dirname(i) == folder for i in g.imports.get(p, ()))}
             out = {p: r for p, r in out.items() if p in linked}
+    if not out and len(stripped(symbol)) >= NAMED_TEST_MIN:
+        out = _tests_named_for(ctx, lexical, rel, symbol)
     mentioning = set(out)  # tests that spell the symbol out (ordered before those that only share the name)
     # The tests named after the file are the module's own: offered for every symbol in it, first, whether
     # or not they spell the symbol out (flask's tests/test_testing.py drives FlaskClient via app.test_client()).
@@ -213,6 +216,24 @@ def related_tests(ctx: SearchContext, lexical: LexicalStore, rel: str, symbol: s
             out[p] = {"path": p, "why": note, "score": 0.0}
     ranked = sorted(out.values(), key=lambda r: (r["path"] not in by_name, r["path"] not in mentioning, -r["score"]))
     return (own + [r for r in ranked if r["path"] not in {o["path"] for o in own}])[:limit]
+
+
+def _tests_named_for(ctx: SearchContext, lexical: LexicalStore, rel: str, symbol: str) -> dict[str, dict[str, Any]]:
+    """Tests whose own name holds ``symbol`` (`test_decimal_encoder_int` for `decimal_encoder`, `testParseArgs`
+    for `parseArgs`), asked only when no test spells the symbol out: fastapi's `decimal_encoder` is exercised
+    through `jsonable_encoder` by tests named after it, and had no related test (an agents' newcomer, session 38)."""
+    key = stripped(symbol)
+    hits = lexical.search_terms(split_identifier(symbol), limit=100, fields=("symbols",), kinds={"test"})
+    rows = ctx.meta.chunks_by_ids([cid for cid, p, _s in hits if p != rel]) if hits else {}
+    out: dict[str, dict[str, Any]] = {}
+    for cid, p, score in hits:
+        row = rows.get(cid)
+        if p in out or row is None:
+            continue
+        name = next((n for n in row.symbols if key in stripped(n) and stripped(n) != key), None)
+        if name is not None:
+            out[p] = {"path": p, "why": f"its test `{name}` is named after `{symbol}`", "score": round(score, 4)}
+    return out
 
 
 def related_code(ctx: SearchContext, test: str, limit: int) -> list[dict[str, Any]]:
