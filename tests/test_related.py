@@ -324,3 +324,22 @@ def test_a_function_tested_through_another_is_found_by_its_tests_names(tmp_path:
         rows = eng.related_tests("pkg/encoders.py", symbol="decimal_encoder")
         assert [r["path"] for r in rows] == ["tests/test_jsonable.py"], rows
         assert "test_decimal_encoder_int" in rows[0]["why"]
+
+
+def test_a_test_matched_by_the_files_stem_alone_is_not_said_to_use_its_definitions(tmp_path: Path):
+    """Tests importing their own `tests/utils.py` were listed for `fastapi/security/utils.py` as "uses what utils.py
+    defines", though they use none of its names (an agents' newcomer, session 38): the why-line says what matched."""
+    files = {
+        "app/security/utils.py": "def get_authorization_scheme_param(header):\n    return header.partition(' ')\n",
+        "tests/utils.py": "def needs_pydanticv2(f):\n    return f\n",
+        "tests/test_settings.py": "from .utils import needs_pydanticv2\n\n\n@needs_pydanticv2\ndef test_settings():\n"
+                                  "    assert True\n",
+        "tests/test_scheme.py": "from app.security.http import check\n\n\ndef test_scheme():\n"
+                                "    assert get_authorization_scheme_param('Bearer x')\n",
+    }
+    ws = _write(tmp_path / "ws", files)
+    with Engine(ws, index_dir=str(tmp_path / "idx"), vectors=False) as eng:
+        eng.index(vectors=False)
+        why = {r["path"]: r["why"] for r in eng.related_tests("app/security/utils.py")}
+        assert why["tests/test_scheme.py"] == "uses what utils.py defines", why
+        assert why["tests/test_settings.py"] == "mentions `utils`", why

@@ -99,7 +99,8 @@ class AnchorRefsBranch:
             if ctx.files.get(anchor) == "test":
                 continue
             stem = stripped(stem_of(anchor))
-            names = [s.name for s in ctx.meta.symbols_of(anchor) if len(s.name) >= 4 and not s.container]
+            symbols = ctx.meta.symbols_of(anchor)
+            names = [s.name for s in symbols if len(s.name) >= 4 and not s.container]
             names = sorted(set(names), key=lambda n: (-len(n), n))[:24]  # ties by name: set order varies by process
             terms = [n.lower() for n in names] + ([stem] if len(stem) >= 4 else [])
             if not terms:
@@ -108,7 +109,16 @@ class AnchorRefsBranch:
             for _cid, path, _score in ctx.lexical.search_terms(terms, limit=200, fields=("content",), kinds={"test"}):
                 if path not in seen:
                     seen.append(path)
+            # Which of them name a definition, for the why-line only (the order is the search's): a test matched by
+            # the stem alone ("utils", from its own `tests/utils.py`) was said to use what fastapi/security/utils.py
+            # defines (an agents' newcomer, session 38).
+            if len(terms) == len(names) or any(stripped(d.name) == stem for d in symbols):
+                by_name = set(seen)  # no stem term, or the stem is a definition's name (`class EventBus`)
+            else:
+                by_name = {p for _c, p, _s in ctx.lexical.search_terms(terms[:len(names)], limit=200,
+                                                                       fields=("content",), kinds={"test"})} if names else set()
             for rank, t in enumerate(seen[: ctx.depth]):
                 _keep_best(scores, notes, t, 1.0 / (rank + 1) - 0.01 * dir_distance(anchor, t),
-                           f"uses what {os.path.basename(anchor)} defines")
+                           f"uses what {os.path.basename(anchor)} defines" if t in by_name
+                           else f"mentions `{stem}`")
         return ranked_hits(scores, notes, ctx.depth)
