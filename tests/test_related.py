@@ -343,3 +343,22 @@ def test_a_test_matched_by_the_files_stem_alone_is_not_said_to_use_its_definitio
         why = {r["path"]: r["why"] for r in eng.related_tests("app/security/utils.py")}
         assert why["tests/test_scheme.py"] == "uses what utils.py defines", why
         assert why["tests/test_settings.py"] == "mentions `utils`", why
+
+
+def test_a_packages_front_file_is_not_what_its_test_tests(tmp_path: Path):
+    """A test importing `fastapi` (its `__init__.py`) and `fastapi.encoders` had the `__init__.py` (or a Rust
+    `lib.rs`, a `mod.rs`) in related-code's first places (an agents' newcomer, session 38): a package's front file is
+    how the test reaches the package."""
+    files = {
+        "pkg/__init__.py": "from .encoders import jsonable_encoder\nfrom .routing import route\n",
+        "pkg/encoders.py": "def jsonable_encoder(o):\n    return o\n",
+        "pkg/routing.py": "def route(p):\n    return p\n",
+        "tests/test_encode.py": "import pkg\nfrom pkg.encoders import jsonable_encoder\n\n\ndef test_encode():\n"
+                                "    assert jsonable_encoder(pkg) is pkg\n",
+    }
+    ws = _write(tmp_path / "ws", files)
+    with Engine(ws, index_dir=str(tmp_path / "idx"), vectors=False) as eng:
+        eng.index(vectors=False)
+        code = {c["path"]: c for c in eng.related_code("tests/test_encode.py")}
+        assert list(code)[0] == "pkg/encoders.py", code
+        assert code["pkg/__init__.py"]["why"].startswith("the test imports its package"), code

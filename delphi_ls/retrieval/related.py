@@ -32,6 +32,14 @@ AMBIGUOUS_DEFS = 3  # a symbol name defined in this many source files: a bare me
 _HELPER_DIR = re.compile(r"(^|/)fixtures(/|$)")
 
 
+_REEXPORT_STEMS = frozenset({"__init__", "lib", "mod", "index"})
+
+
+def _is_reexport(path: str) -> bool:
+    """A package's front file: what importing the package loads."""
+    return os.path.basename(path).split(".", 1)[0] in _REEXPORT_STEMS
+
+
 def _is_helper(path: str) -> bool:
     """A source file the tests use as support: one in a `fixtures/` folder. Files in test folders and in
     `test-helpers/`, `testutil/`... are tests by their kind (workspace/kinds.py) and take the helper path by it.
@@ -276,8 +284,10 @@ def related_code(ctx: SearchContext, test: str, limit: int) -> list[dict[str, An
             per_folder[os.path.dirname(imp)] = per_folder.get(os.path.dirname(imp), 0) + 1
         packaged = test.endswith(".go")
         for imp in imports:
-            if (packaged and files.get(imp) == "code" and not _is_helper(imp)
-                    and per_folder[os.path.dirname(imp)] >= PACKAGE_FILES):
+            if files.get(imp) == "code" and not _is_helper(imp) and (
+                    (packaged and per_folder[os.path.dirname(imp)] >= PACKAGE_FILES) or _is_reexport(imp)):
+                # A package's front file (`__init__.py`, `lib.rs`, `mod.rs`, `index.ts`) is how a test reaches the
+                # package, not what it tests: it took related-code's first places (an agents' newcomer, session 38).
                 add(imp, IN_PACKAGE, "the test imports its package")
             elif files.get(imp) == "code" and not _is_helper(imp):
                 add(imp, IMPORTED, "the test imports it")
