@@ -1515,7 +1515,7 @@ class Engine:
             out["indexing"] = dict(running)
         if req.budget_tokens:
             out["packed"], out["packedTokens"] = self.retriever.pack(r, answered, req.budget_tokens, self.root)
-            if not out["packed"] and out["results"]:
+            if not out["packed"] and any(res["spans"] for res in out["results"]):
                 # A budget no part of a ranked file fits in gave the list and no code, unsaid (an agents' newcomer,
                 # session 38).
                 out["query"]["packedNone"] = req.budget_tokens

@@ -55,6 +55,7 @@ FLUSH_WAIT_S = 2.0
 LENS_TESTS = 20  # related tests a definition's lens lists at most (one more is asked for: its title says "20+")
 LENS_CODE = 10  # source files a test file's lens lists at most (likewise "10+")
 POLL_SPACING = 4.0  # a poll's next full pass waits this many times the last one's length (at most 1/5 of a core)
+POLL_MAX_WAIT_S = 60.0  # ... but no longer than this
 LENS_FILES_KEPT = 32  # files whose lenses are kept for the index state they were made at
 # How long an index opened again under a server (removed, replaced, damaged) waits for questions in flight on the
 # old engine, and a question waits for the new one.
@@ -723,8 +724,9 @@ class Session:
         costs the paths it names), with a full incremental pass every ``RESCAN_S`` as a safety net for
         what events cannot see (``.git/info/exclude``, a network file system's remote writes); else an
         incremental pass every ``interval`` seconds (a scan and a stat per file), and status says so.
-        ``events=False`` polls (tests of the fallback). ``catch_up``: full passes catch up like `delphi context`
-        does (reembed=False); a language server whose editor sends no file events keeps its own full passes."""
+        ``events=False`` polls (tests of the fallback). ``catch_up``: every full pass catches up like `delphi context`
+        does (reembed=False); without it (a language server whose editor sends no file events) the folder's first
+        run stays the server's full run and the later ones catch up (:meth:`_polled_again`)."""
         self._polling = catch_up  # the poll's full passes catch up like `delphi context` does (reembed=False)
         self._watching = True
         self._watch_interval = interval
@@ -751,7 +753,8 @@ class Session:
                     # a fifth of a core (review of session 38: the language server now polls where an editor
                     # registers no file watchers and the system gives no events).
                     ended, took = self._full_pass.get(root, (-1e9, 0.0))
-                    if now - ended >= POLL_SPACING * took:
+                    # Capped: a first index or a long wait for another process's lock is no walk's length (review).
+                    if now - ended >= min(POLL_SPACING * took, POLL_MAX_WAIT_S):
                         self._schedule(root, None)
                 elif now - last_full.setdefault(root, now) >= RESCAN_S:
                     last_full[root] = now
@@ -1155,7 +1158,8 @@ class Session:
             if (s.name, s.container) == prev:
                 continue
             prev = (s.name, s.container)
-            tests = self._with_uris(eng, eng.related_tests(rel, symbol=s.name, limit=LENS_TESTS + 1))
+            # Two more than shown: one to know there are more ("20+"), one for the row a test may be of itself.
+            tests = self._with_uris(eng, eng.related_tests(rel, symbol=s.name, limit=LENS_TESTS + 2))
             # A Rust `#[test] fn` named like a method of the file found itself: no lens that opens where it is.
             tests = [t for t in tests if not (t["path"] == rel and t.get("line") == s.line)]
             if tests:

@@ -82,8 +82,9 @@ def query_notes(query: dict[str, Any], named: bool = True) -> list[str]:
         notes.append(f"the workspace folder {shown(query['workspaceGone'])} is gone (moved, removed or unmounted); "
                      "this answer comes from the index as it was")
     if query.get("packedNone"):
-        notes.append(f"no part of the ranked files fits in {query['packedNone']} tokens: no code is packed; ask for "
-                     "a larger budget")
+        n = query["packedNone"]
+        notes.append(f"no part of the ranked files fits in {n} token{'s' if n != 1 else ''}: no code is packed; ask "
+                     "for a larger budget")
     if named and query.get("namedAnchor"):
         notes.append(f"asked around {shown(query['namedAnchor'])}, the file the question names")
     return notes

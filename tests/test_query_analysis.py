@@ -52,6 +52,11 @@ ASKS_FOR_TESTS = [
     "parser tests are flaky",
     "where do the tests live?",
     "show me the unit-tests",
+    # a request to fix or explain, with a request for tests in it or no runner output after it (review of session 38)
+    "Investigate which tests cover the retry policy\nIt retries too often.",
+    "Why does the upload fail?\nWhich tests cover it?",
+    "why does the test fail on windows?\nIt passes on linux.",
+    "where do we do testing?",
 ]
 ASKS_FOR_CODE_OR_ANYTHING = [
     "how does the test client handle cookies?",
@@ -90,6 +95,8 @@ ASKS_FOR_CODE_OR_ANYTHING = [
     "Fix this failing test:\n     Running tests/rt_unstable_metrics.rs\ntest num_idle ... FAILED\nthread 'num_idle' "
     "panicked at tokio/tests/rt_unstable_metrics.rs:89:5:\nassertion `left == right` failed\n",
     "why does test_retry_budget fail?\nAssertionError: assert 3 == 2\ntests/test_retry.py:14: AssertionError\n",
+    "Fix this failing test:\n\n> Task :core:test\n\nRetryTest > backsOff() FAILED\n    org.opentest4j.AssertionFailedError: "
+    "expected: <3> but was: <2>\n\nExecution failed for task ':core:test'.\n> There were failing tests.\n",
     "🐛 Fix `inspect.getcoroutinefunction()` can break testing with `unittest.mock.patch()`",
 ]
 

@@ -362,3 +362,22 @@ def test_a_packages_front_file_is_not_what_its_test_tests(tmp_path: Path):
         code = {c["path"]: c for c in eng.related_code("tests/test_encode.py")}
         assert list(code)[0] == "pkg/encoders.py", code
         assert code["pkg/__init__.py"]["why"].startswith("the test imports its package"), code
+
+
+def test_tests_named_for_a_symbol_hold_its_whole_parts_and_do_not_undo_the_common_name_filter(tmp_path: Path):
+    """The review of session 38: `get_user` was matched to `test_get_username_is_text` (a substring), and a name three
+    files define, whose spelling tests the filter had dropped, came back through the tests' names."""
+    files = {
+        "accounts/users.py": "def get_user(uid):\n    return uid\n",
+        "tests/test_names.py": "def test_get_username_is_text():\n    assert 'x'\n",
+        "a/views.py": "def render(x):\n    return x\n",
+        "b/views.py": "def render(x):\n    return x\n",
+        "c/views.py": "def render(x):\n    return x\n",
+        "tests/test_b.py": "from b.views import render\n\n\ndef test_render_triples():\n    assert render(3) == 3\n",
+    }
+    ws = _write(tmp_path / "ws", files)
+    with Engine(ws, index_dir=str(tmp_path / "idx"), vectors=False) as eng:
+        eng.index(vectors=False)
+        assert eng.related_tests("accounts/users.py", symbol="get_user") == []
+        assert eng.related_tests("a/views.py", symbol="render") == []
+        assert [r["path"] for r in eng.related_tests("b/views.py", symbol="render")] == ["tests/test_b.py"]

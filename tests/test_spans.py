@@ -366,7 +366,7 @@ def test_a_budget_nothing_fits_in_says_so(eng: Engine) -> None:
 
     ans = eng.context("TestArea area test in shapes", budget_tokens=1)
     assert ans["results"] and ans["packed"] == [] and ans["query"]["packedNone"] == 1
-    assert any("no part of the ranked files fits in 1 tokens" in n for n in query_notes(ans["query"]))
+    assert any("no part of the ranked files fits in 1 token:" in n for n in query_notes(ans["query"]))
     assert "packedNone" not in eng.context("TestArea area test in shapes", budget_tokens=4000)["query"]
 
 

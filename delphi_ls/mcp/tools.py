@@ -235,8 +235,8 @@ def indexing_line(running: dict[str, Any]) -> str:
     if running["phase"] == "catch-up":
         # Said on most sessions' first call in a large folder, where usually nothing changed: "may miss them" read as
         # a fault to act on (an agents' newcomer, session 38); what is known is that the look is not done.
-        return ("note: files changed since Delphi last ran are still being looked for (a few seconds in a large "
-                "folder; usually none changed); this answer comes from the index as that run left it")
+        return ("note: files changed since Delphi last ran are still being looked for (in a large folder this takes "
+                "a while; usually none changed); this answer comes from the index as that run left it")
     if running["phase"] == "queued":
         return "note: the first index has not started yet; this answer is empty for now, not final (ask again shortly)"
     return (f"note: indexing in progress ({running['phase']} {running['done']}/{running['total']}); "

@@ -92,7 +92,8 @@ def asks_for_tests(text: str) -> bool:
         if word == "testing":
             # "where do we do testing of the cli?" asks for tests; "… can break testing with unittest.mock.patch()"
             # names what code supports (an agents' newcomer, session 38).
-            if after in ("of", "for", "around", "covering") or (before and before[-1] in _PLURAL_BEFORE):
+            if (after in ("of", "for", "around", "covering") or (before and before[-1] in _PLURAL_BEFORE)
+                    or (not after and _WHERE_FIRST.match(text))):  # "where do we do testing?"
                 return True
             continue
         if not after or after in _AFTER_TEST_INTENT:  # "a test for X", "test the parser", "the test fails"
@@ -101,6 +102,13 @@ def asks_for_tests(text: str) -> bool:
 # A request to make a failing test pass, not to find tests: "Fix this failing test:", "why does test_x fail?".
 _FIX_A_TEST = re.compile(r"^\W*(?:please\s+)?(?:fix|debug|repair|investigate|diagnose|resolve|solve)\b|"
                          r"\bwhy\b[^.?\n]{0,80}\b(?:fail|fails|failed|failing|break|breaks|broke|broken)\b", re.I)
+# What a test runner prints for a failure (beside stack frames): the output an agent pastes after "fix this test".
+_RUNNER_OUTPUT = re.compile(r"\b(?:FAILED|FAIL)\b|\b\w*(?:Error|Exception|Failure)\b|✗|✕|\bpanicked at\b|"
+                            r"^E {2,}\S|^>\s+\S|^_{3,} \S|^\s+at \S|\bexpected\b", re.M)
+# The test the request is about ("this failing test", "the test fails"): not a request for other tests. A question
+# that still asks for tests without it ("… which tests cover it?") is one (review of session 38).
+_FAILING_TEST = re.compile(r"\b(?:(?:this|the|a|these|those|my|our)\s+)?(?:failing|broken|flaky|red)\s+tests?\b|"
+                           r"\btests?\s+(?:fails?|failed|failing|breaks?|broke)\b", re.I)
 _DOC_Q = re.compile(r"\b(docs?|documentation|readme|changelog|guide|tutorial)\b", re.I)
 
 
@@ -186,6 +194,13 @@ def _trace_words(text: str, spans: list[tuple[int, int]]) -> str:
     return _TRACE_FRAMING.sub(" ", "".join(out))
 
 
+def _prose_ends(text: str) -> list[str]:
+    """A pasted question's first and last lines, where its words to the reader are (a runner's output between them
+    says `test` in its own senses: Gradle's "task ':core:test'")."""
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[:1] + lines[-1:] if len(lines) > 1 else lines
+
+
 def analyse(text: str, cleaning: str = "squash") -> QueryInfo:
     """``cleaning``: how a change description is cleaned before search (setting ``clean_description``,
     ``description.CLEANINGS``); a trace is never cleaned."""
@@ -235,7 +250,8 @@ def analyse(text: str, cleaning: str = "squash") -> QueryInfo:
     wants_docs = bool(_DOC_Q.search(question))
     if _CODE_FROM_TEST.search(question):
         shape_hint = "code"
-    elif _FIX_A_TEST.search(question) and (is_trace or "\n" in raw.strip()):
+    elif (_FIX_A_TEST.search(question) and (is_trace or _RUNNER_OUTPUT.search(raw))
+          and not any(asks_for_tests(_FAILING_TEST.sub(" ", ln)) for ln in _prose_ends(text))):
         # "Fix this failing test:" and the runner's output: the fix is in the code the test runs, which the output
         # names. Read as a request for tests, all ten answers were tests in 9 of 9 such questions on express,
         # fastapi, mockito and tokio, the raising file named by the trace among them (an agents' newcomer, session
@@ -304,8 +320,9 @@ def installed_tails(frame: str) -> tuple[str, ...]:
     frame never met ``src/_pytest/x.py``, nor a cargo-registry frame the checkout's file, so a pasted trace from a
     user of the library never showed the failing line (a newcomer, session 38). Two parts at least: a library's
     `models.py` alone is not the workspace's (review, session 26); a module-root file (`gin@v1.11.0/tree.go`) is
-    the workspace's `tree.go` by the frame's own suffix (spans._frame_names). Kept per frame: asked for each of a
-    question's frames and each top file."""
+    the workspace's `tree.go` by the frame's own suffix (spans._frame_names; not under `node_modules/` or a cargo
+    registry, where a one-part path is refused). Kept per frame: asked for each of a question's frames and each top
+    file."""
     return tuple(t for t in dict.fromkeys(_installed_rest(frame)) if "/" in t)
 
 

@@ -196,6 +196,7 @@ def related_tests(ctx: SearchContext, lexical: LexicalStore, rel: str, symbol: s
         row = rows.get(cid)
         if p not in out and row is not None and spelt.search(row.text):
             out[p] = {"path": p, "why": f"mentions `{symbol}`", "score": round(score, 4)}
+    spelt_anywhere = bool(out)  # some test spells it (before the filter below): no search by test names then
     if out and g is not None:
         # A name many files define (`get`, `new`, `default`, `String`, `Error`) is spelt by tests of all of them:
         # gin's `Context.String` listed 20 tests, `internal/bytesconv`'s among them, and ripgrep's crate-private
@@ -210,7 +211,7 @@ def related_tests(ctx: SearchContext, lexical: LexicalStore, rel: str, symbol: s
                 p for p in out if os.path.dirname(p) == folder  # a Go test of the package, a sibling test
                 or any(os.path.dirname(i) == folder for i in g.imports.get(p, ()))}
             out = {p: r for p, r in out.items() if p in linked}
-    if not out and len(stripped(symbol)) >= NAMED_TEST_MIN:
+    if not out and not spelt_anywhere and len(stripped(symbol)) >= NAMED_TEST_MIN:
         out = _tests_named_for(ctx, lexical, rel, symbol)
     mentioning = set(out)  # tests that spell the symbol out (ordered before those that only share the name)
     # The tests named after the file are the module's own: offered for every symbol in it, first, whether
@@ -230,18 +231,25 @@ def _tests_named_for(ctx: SearchContext, lexical: LexicalStore, rel: str, symbol
     """Tests whose own name holds ``symbol`` (`test_decimal_encoder_int` for `decimal_encoder`, `testParseArgs`
     for `parseArgs`), asked only when no test spells the symbol out: fastapi's `decimal_encoder` is exercised
     through `jsonable_encoder` by tests named after it, and had no related test (an agents' newcomer, session 38)."""
-    key = stripped(symbol)
-    hits = lexical.search_terms(split_identifier(symbol), limit=100, fields=("symbols",), kinds={"test"})
+    parts = split_identifier(symbol)
+    hits = lexical.search_terms(parts, limit=100, fields=("symbols",), kinds={"test"})
     rows = ctx.meta.chunks_by_ids([cid for cid, p, _s in hits if p != rel]) if hits else {}
     out: dict[str, dict[str, Any]] = {}
     for cid, p, score in hits:
         row = rows.get(cid)
         if p in out or row is None:
             continue
-        name = next((n for n in row.symbols if key in stripped(n) and stripped(n) != key), None)
+        # Whole parts, in a row: `test_get_username` is no test of `get_user` (review, session 38).
+        name = next((n for n in row.symbols if _holds_parts(split_identifier(n), parts)), None)
         if name is not None:
             out[p] = {"path": p, "why": f"its test `{name}` is named after `{symbol}`", "score": round(score, 4)}
     return out
+
+
+def _holds_parts(name: list[str], parts: list[str]) -> bool:
+    """``parts`` run inside ``name``'s parts, which hold more (a test's own name, not the symbol's)."""
+    n = len(parts)
+    return len(name) > n and any(name[i:i + n] == parts for i in range(len(name) - n + 1))
 
 
 def related_code(ctx: SearchContext, test: str, limit: int) -> list[dict[str, Any]]:

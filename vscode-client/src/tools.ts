@@ -195,8 +195,8 @@ function rootOf(uri: string, path: string): string | undefined {
 function indexNote(answer: ContextAnswer & { indexing?: { phase?: string; done?: number; total?: number } }): string[] {
   const notes: string[] = [];
   if (answer.indexing?.phase === "catch-up") {
-    notes.push("Note: Delphi is still looking for files changed since it last ran; results may miss them — " +
-      "search with grep too.");
+    notes.push("Note: Delphi is still looking for files changed since it last ran (usually none); results come from " +
+      "the index as it was — search with grep too for a file you just changed.");
   } else if (answer.indexing) {
     const { phase, done, total } = answer.indexing;
     notes.push(`Note: Delphi is still indexing (${phase ?? "indexing"} ${done ?? "?"}/${total ?? "?"}); ` +
