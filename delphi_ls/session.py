@@ -56,7 +56,10 @@ LENS_TESTS = 20  # related tests a definition's lens lists at most (one more is 
 LENS_CODE = 10  # source files a test file's lens lists at most (likewise "10+")
 POLL_SPACING = 4.0  # a poll's next full pass waits this many times the last one's length (at most 1/5 of a core)
 POLL_MAX_WAIT_S = 60.0  # ... but no longer than this
-LENS_FILES_KEPT = 32  # files whose lenses are kept for the index state they were made at
+LENS_FILES_KEPT = 32
+# Languages without overloads, where two definitions of one name in a row are two things: Go's methods carry no
+# receiver as their container, so `func (A) String()` and `func (B) String()` looked like one run (review, session 38).
+_NO_OVERLOADS = (".go", ".c", ".h")  # files whose lenses are kept for the index state they were made at
 # How long an index opened again under a server (removed, replaced, damaged) waits for questions in flight on the
 # old engine, and a question waits for the new one.
 REOPEN_WAIT_S = 30.0
@@ -1155,7 +1158,7 @@ class Session:
             # twice in app.py; session 38). Apart, two of a name keep theirs (Go's `A.String` and `B.String`).
             if any(a < s.line and s.end_line <= b for a, b in functions):
                 continue
-            if (s.name, s.container) == prev:
+            if (s.name, s.container) == prev and not rel.endswith(_NO_OVERLOADS):
                 continue
             prev = (s.name, s.container)
             # Two more than shown: one to know there are more ("20+"), one for the row a test may be of itself.

@@ -133,13 +133,14 @@ def test_one_lens_per_definition_not_per_overload_or_closure(tmp_path: Path) -> 
         w.close()
 
 
-def test_two_methods_of_one_name_apart_keep_a_lens_each(tmp_path: Path) -> None:
-    """Only a run of one name is one lens: Go's `A.String` and `B.String` (a method's receiver is not its
-    container) lost the second's lens to a dedup by name (review, session 38)."""
+def test_two_go_methods_of_one_name_keep_a_lens_each(tmp_path: Path) -> None:
+    """Only an overload run is one lens: Go's `A.String` and `B.String` (a method's receiver is not its container)
+    lost the second's lens to a dedup by name, and by run when they were next to each other (reviews, session 38);
+    Go has no overloads."""
     ws = tmp_path / "ws"
     ws.mkdir()
-    code = ("package shop\n\ntype A struct{}\n\nfunc (A) String() string { return \"a\" }\n\nfunc helper() int "
-            "{ return 1 }\n\ntype B struct{}\n\nfunc (B) String() string { return \"b\" }\n")
+    code = ("package shop\n\ntype A struct{}\n\ntype B struct{}\n\nfunc (A) String() string { return \"a\" }\n\n"
+            "func (B) String() string { return \"b\" }\n\nfunc helper() int { return 1 }\n")
     (ws / "go.mod").write_text("module example.com/shop\n\ngo 1.22\n")
     (ws / "shop.go").write_text(code)
     (ws / "shop_test.go").write_text("package shop\n\nimport \"testing\"\n\nfunc TestString(t *testing.T) {\n"
