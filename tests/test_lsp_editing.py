@@ -32,6 +32,18 @@ def _start(tmp_path: Path, ws: Path | None = None) -> tuple[Wire, Path]:
     return w, ws
 
 
+def _lenses_of(tmp_path: Path, files: dict[str, str], path: str) -> dict[int, str]:
+    """The lenses of ``path`` in a workspace of ``files``, from a server started on it and closed after."""
+    for rel, text in files.items():
+        (tmp_path / "ws" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "ws" / rel).write_text(text)
+    w, ws = _start(tmp_path, tmp_path / "ws")
+    try:
+        return _lenses(w, (ws / path).as_uri())
+    finally:
+        w.close()
+
+
 def _lenses(w: Wire, uri: str) -> dict[int, str]:
     got = w.call("textDocument/codeLens", {"textDocument": {"uri": uri}}, timeout=30)["result"] or []
     return {lens["range"]["start"]["line"]: lens["command"]["title"] for lens in got}
@@ -117,39 +129,23 @@ def test_a_capped_lens_count_says_so() -> None:
 def test_one_lens_per_definition_not_per_overload_or_closure(tmp_path: Path) -> None:
     """`@overload` stubs and their implementation had a lens each, all alike, and so did every closure inside a
     function (flask's app.py: `wrapper` twice, `template_filter` three times; session 38)."""
-    ws = tmp_path / "ws"
-    (ws / "tests").mkdir(parents=True)
     code = ("from typing import overload\n\n\n@overload\ndef load(x: int) -> int: ...\n\n\n@overload\n"
             "def load(x: str) -> str: ...\n\n\ndef load(x):\n    def helper():\n        return x\n    return helper()\n")
-    (ws / "loader.py").write_text(code)
-    (ws / "tests/test_loader.py").write_text("from loader import load\n\n\ndef test_load():\n"
-                                             "    assert load(1) == 1  # helper\n")
-    w, ws = _start(tmp_path, ws)
-    try:
-        lenses = _lenses(w, (ws / "loader.py").as_uri())
-        first = code.splitlines().index("def load(x: int) -> int: ...")
-        assert lenses == {first: "1 related test"}, lenses
-    finally:
-        w.close()
+    lenses = _lenses_of(tmp_path, {"loader.py": code, "tests/test_loader.py": "from loader import load\n\n\n"
+                                   "def test_load():\n    assert load(1) == 1  # helper\n"}, "loader.py")
+    first = code.splitlines().index("def load(x: int) -> int: ...")
+    assert lenses == {first: "1 related test"}, lenses
 
 
 def test_two_go_methods_of_one_name_keep_a_lens_each(tmp_path: Path) -> None:
     """Only an overload run is one lens: Go's `A.String` and `B.String` (a method's receiver is not its container)
     lost the second's lens to a dedup by name, and by run when they were next to each other (reviews, session 38);
     Go has no overloads."""
-    ws = tmp_path / "ws"
-    ws.mkdir()
     code = ("package shop\n\ntype A struct{}\n\ntype B struct{}\n\nfunc (A) String() string { return \"a\" }\n\n"
             "func (B) String() string { return \"b\" }\n\nfunc helper() int { return 1 }\n")
-    (ws / "go.mod").write_text("module example.com/shop\n\ngo 1.22\n")
-    (ws / "shop.go").write_text(code)
-    (ws / "shop_test.go").write_text("package shop\n\nimport \"testing\"\n\nfunc TestString(t *testing.T) {\n"
-                                     "\tif A{}.String()+B{}.String() != \"ab\" || helper() != 1 {\n\t\tt.Fatal()\n\t}\n}\n")
-    w, ws = _start(tmp_path, ws)
-    try:
-        lenses = _lenses(w, (ws / "shop.go").as_uri())
-        lines = code.splitlines()
-        strings = [i for i, ln in enumerate(lines) if "String() string" in ln]
-        assert len(strings) == 2 and all(i in lenses for i in strings), (lenses, strings)
-    finally:
-        w.close()
+    test = ("package shop\n\nimport \"testing\"\n\nfunc TestString(t *testing.T) {\n"
+            "\tif A{}.String()+B{}.String() != \"ab\" || helper() != 1 {\n\t\tt.Fatal()\n\t}\n}\n")
+    lenses = _lenses_of(tmp_path, {"go.mod": "module example.com/shop\n\ngo 1.22\n", "shop.go": code,
+                                   "shop_test.go": test}, "shop.go")
+    strings = [i for i, ln in enumerate(code.splitlines()) if "String() string" in ln]
+    assert len(strings) == 2 and all(i in lenses for i in strings), (lenses, strings)

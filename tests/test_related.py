@@ -2,6 +2,8 @@
 source a test exercises; JavaScript packages imported by folder or by name; mirroring test folders."""
 
 import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -51,6 +53,15 @@ def _write(root: Path, files: dict[str, str]) -> Path:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
     return root
+
+@contextmanager
+def _indexed(tmp_path: Path, files: dict[str, str], ws: str = "ws", idx: str = "idx") -> Iterator[Engine]:
+    """A workspace of ``files`` indexed without vectors, its engine open."""
+    root = _write(tmp_path / ws, files)
+    with Engine(root, index_dir=str(tmp_path / idx), vectors=False) as eng:
+        eng.index(vectors=False)
+        yield eng
+
 
 
 def test_package_entry_points_resolve():
@@ -276,9 +287,7 @@ def test_a_name_many_files_define_counts_from_tests_that_load_its_file(tmp_path:
         "tests/test_compaction.py": "from cache.lru import LRU\n\n\ndef test_segments():\n"
                                     "    assert compact_segments(LRU().get(2)) is None\n",
     }
-    ws = _write(tmp_path / "ws", files)
-    with Engine(ws, index_dir=str(tmp_path / "idx"), vectors=False) as eng:
-        eng.index(vectors=False)
+    with _indexed(tmp_path, files) as eng:
         assert [r["path"] for r in eng.related_tests("store/kv.py", symbol="get")] == ["tests/test_kv.py"]
         # A name one file defines: a mention is evidence enough, whatever the test imports.
         assert [r["path"] for r in eng.related_tests("store/unique.py", symbol="compact_segments")] == [
@@ -298,9 +307,7 @@ def test_a_go_package_import_weighs_less_than_the_files_a_test_uses(tmp_path: Pa
                                "func TestHandle(t *testing.T) {\n\t_ = binding.DecodeJSON(nil)\n\tif Handle() != \"ok\" "
                                "{\n\t\tt.Fatal()\n\t}\n}\n",
     }
-    ws = _write(tmp_path / "ws", files)
-    with Engine(ws, index_dir=str(tmp_path / "idx"), vectors=False) as eng:
-        eng.index(vectors=False)
+    with _indexed(tmp_path, files) as eng:
         code = eng.related_code("api/handler_test.go")
         order = [c["path"] for c in code]
         assert order[:2] == ["api/handler.go", "binding/json.go"], code
@@ -318,9 +325,7 @@ def test_a_function_tested_through_another_is_found_by_its_tests_names(tmp_path:
                                   "    assert jsonable_encoder(1) == 1.0\n",
         "tests/test_other.py": "def test_decimals_round():\n    assert round(1.5) == 2\n",
     }
-    ws = _write(tmp_path / "ws", files)
-    with Engine(ws, index_dir=str(tmp_path / "idx"), vectors=False) as eng:
-        eng.index(vectors=False)
+    with _indexed(tmp_path, files) as eng:
         rows = eng.related_tests("pkg/encoders.py", symbol="decimal_encoder")
         assert [r["path"] for r in rows] == ["tests/test_jsonable.py"], rows
         assert "test_decimal_encoder_int" in rows[0]["why"]
@@ -337,9 +342,7 @@ def test_a_test_matched_by_the_files_stem_alone_is_not_said_to_use_its_definitio
         "tests/test_scheme.py": "from app.security.http import check\n\n\ndef test_scheme():\n"
                                 "    assert get_authorization_scheme_param('Bearer x')\n",
     }
-    ws = _write(tmp_path / "ws", files)
-    with Engine(ws, index_dir=str(tmp_path / "idx"), vectors=False) as eng:
-        eng.index(vectors=False)
+    with _indexed(tmp_path, files) as eng:
         why = {r["path"]: r["why"] for r in eng.related_tests("app/security/utils.py")}
         assert why["tests/test_scheme.py"] == "uses what utils.py defines", why
         assert why["tests/test_settings.py"] == "mentions `utils`", why
@@ -356,9 +359,7 @@ def test_a_packages_front_file_is_not_what_its_test_tests(tmp_path: Path):
         "tests/test_encode.py": "import pkg\nfrom pkg.encoders import jsonable_encoder\n\n\ndef test_encode():\n"
                                 "    assert jsonable_encoder(pkg) is pkg\n",
     }
-    ws = _write(tmp_path / "ws", files)
-    with Engine(ws, index_dir=str(tmp_path / "idx"), vectors=False) as eng:
-        eng.index(vectors=False)
+    with _indexed(tmp_path, files) as eng:
         code = {c["path"]: c for c in eng.related_code("tests/test_encode.py")}
         assert list(code)[0] == "pkg/encoders.py", code
         assert code["pkg/__init__.py"]["why"].startswith("the test imports its package"), code
@@ -375,9 +376,7 @@ def test_tests_named_for_a_symbol_hold_its_whole_parts_and_do_not_undo_the_commo
         "c/views.py": "def render(x):\n    return x\n",
         "tests/test_b.py": "from b.views import render\n\n\ndef test_render_triples():\n    assert render(3) == 3\n",
     }
-    ws = _write(tmp_path / "ws", files)
-    with Engine(ws, index_dir=str(tmp_path / "idx"), vectors=False) as eng:
-        eng.index(vectors=False)
+    with _indexed(tmp_path, files) as eng:
         assert eng.related_tests("accounts/users.py", symbol="get_user") == []
         assert eng.related_tests("a/views.py", symbol="render") == []
         assert [r["path"] for r in eng.related_tests("b/views.py", symbol="render")] == ["tests/test_b.py"]
