@@ -384,3 +384,27 @@ def test_a_chunk_of_punctuation_alone_is_not_packed(tmp_path: Path) -> None:
     scored = {"A.java": [ScoredChunk(big, 1.0, [], []), ScoredChunk(brace, 0.5, [], [])]}
     out, _used = pack([{"path": "A.java"}], None, 120, tmp_path, scored=scored)  # type: ignore[arg-type]
     assert out and all(p["endLine"] < n for p in out), out
+
+
+def test_packed_frame_spans_come_innermost_first(tmp_path: Path) -> None:
+    """Two spans of one file that each hold a frame's line came in line order when packed (session 38's note):
+    the innermost frame's, where the program failed, now comes first whatever its place in the file."""
+    root = tmp_path / "ws"
+    (root / "lib").mkdir(parents=True)
+    body = _body("handle_response", "call respond for the context")
+    body += "".join(_body(f"helper_{i}", f"unrelated helper number {i}") for i in range(4))
+    body += _body("respond", "write the body")
+    (root / "lib" / "application.py").write_text(body)
+    lines = body.splitlines()
+    at = {name: next(i + 1 for i, ln in enumerate(lines) if ln.startswith(f"def {name}(")) + 3 for name in
+          ("respond", "handle_response")}
+    python = ("Traceback (most recent call last):\n"
+              f'  File "/srv/app/lib/application.py", line {at["handle_response"]}, in handle_response\n'
+              f'  File "/srv/app/lib/application.py", line {at["respond"]}, in respond\n'
+              "TypeError: respond failed\n")
+    with Engine(root, index_dir=str(tmp_path / "index"), vectors=False) as e:
+        e.index(vectors=False)
+        packed = [p for p in e.context(python, limit=3, budget_tokens=700)["packed"]
+                  if p["path"] == "lib/application.py"]
+        holds = [name for p in packed for name, ln in at.items() if p["startLine"] <= ln <= p["endLine"]]
+        assert holds[:2] == ["respond", "handle_response"], packed

@@ -288,5 +288,7 @@ def _merged(picks: list[ScoredChunk], lines: list[str]) -> list[dict[str, Any]]:
         out.append({"startLine": start, "endLine": end, "text": text, "whole": False, "why": why_of(best, packed=True, head=g[0].chunk)})
     # A span holding a line of the pasted trace comes first in its file, as the listing has it (README); packed in
     # line order, it came last of three in express's test/app.render.js (an agents' newcomer, session 38).
-    framed = [any(s.frame_lines for s in g) for g in groups]
-    return [sp for _f, sp in sorted(zip(framed, out, strict=True), key=lambda t: not t[0])]
+    # Among them the innermost frame's (where the program failed) leads: spans.frames_first scores a frame's
+    # chunk higher the more inner its frame; in line order, a caller defined above came first (session 39).
+    lead = [max((s.score for s in g if s.frame_lines), default=None) for g in groups]
+    return [sp for _k, sp in sorted(zip(lead, out, strict=True), key=lambda t: (t[0] is None, -(t[0] or 0.0)))]
