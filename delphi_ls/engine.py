@@ -133,6 +133,9 @@ MAX_SEGMENTS = 48
 MAINTAIN_MERGE_DOCS = 4096
 # The most named paths whose rows an update patches into the in-memory views (more: they are rebuilt).
 PATCH_MAX_PATHS = 256
+# Cached vectors no indexed chunk uses (edits since made, another branch, another model) kept for a revert or a
+# switch back: as many as the index has chunks, and at least this many (about 1 KB each at 256 dimensions).
+EMBED_CACHE_SPARE = 20_000
 # A view that took this long to build is saved for the next process (stores/view_cache.py); a small
 # workspace's builds in well under it (black: 0.05 s) and writes nothing.
 VIEW_SAVE_MIN_S = 0.5
@@ -1044,6 +1047,14 @@ class Engine:
                     # merged (seconds when a tier fills): a small update (a save, the catch-up before an
                     # answer) leaves them to maintain(), unless segments piled up past MAX_SEGMENTS.
                     indexer.finish_lexical()
+                if (embeds and full and only is None and not rep.errors and not self._stop.is_set()
+                        and self.embedder is not None and self.model_matches()):
+                    # The embedding cache's vectors no chunk uses, bounded: an editor's every indexed edit adds some.
+                    n = self.meta.counts()["chunks"]
+                    gone = self.meta.prune_embed_cache(self.embedder.identity.weights_sha256,
+                                                       max(n, EMBED_CACHE_SPARE), n)
+                    if gone:
+                        log.info("dropped %d cached vectors no chunk uses (the oldest written)", gone)
                 if self.meta.get_state("recovered") is not None and not rep.errors and only is None:
                     self.meta.set_state("recovered_rebuilt", True)
                 changed = bool(repaired or rep.files_indexed or rep.files_deleted or rep.chunks_embedded

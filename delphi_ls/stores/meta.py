@@ -1419,6 +1419,30 @@ class MetaStore:
                 return self.db.execute("DELETE FROM embed_cache WHERE model=? AND length(vec) != ?",
                                        (model, width)).rowcount
 
+    def prune_embed_cache(self, model: str, keep: int, chunks: int) -> int:
+        """Drop the oldest cached vectors no indexed chunk of ``model`` uses (other models' included) beyond the
+        ``keep`` newest such; returns how many went. The cache keeps them for a revert, a branch switched back or
+        a model switched back, but each edit an editor indexes adds its chunks' new vectors, and without a bound
+        the manifest grew by every edit ever made (and the exact search's load streams every row of the model).
+        A rowid is when the vector was written: the oldest written go first. ``chunks``: the index's chunk count.
+        Reading which are unused took 1.5-2.1 s on the 100k workspace (233k cached, 440k chunks), so it is read only
+        when the count says more than ``keep`` may be (the count: 0.02-0.09 s there)."""
+        with self._lock, self.turns.first():
+            total = self.db.execute("SELECT COUNT(*) FROM embed_cache").fetchone()[0]
+            if total - chunks <= keep:
+                return 0  # cheap: at most ``keep`` rows can be unused (chunks sharing a text only count more)
+            unused = [r for (r,) in self.db.execute(
+                "SELECT rowid FROM embed_cache WHERE model IS NOT ? "
+                "OR content_hash NOT IN (SELECT content_hash FROM chunks) ORDER BY rowid", (model,))]
+            drop = unused[: max(len(unused) - keep, 0)]
+            if not drop:
+                return 0
+            with transaction(self.db):
+                for i in range(0, len(drop), 500):
+                    part = drop[i: i + 500]
+                    self.db.execute(f"DELETE FROM embed_cache WHERE rowid IN ({','.join('?' * len(part))})", part)
+        return len(drop)
+
     def embedded_vectors(self, model: str, paths: list[str] | None = None) -> list[tuple[str, str, bytes]]:
         """(chunk id, path, float32 blob) of every embedded chunk (or those of ``paths``) whose vector
         ``model`` (weights sha) cached: the exact vector search's matrix, in one join. Unordered (an
