@@ -300,7 +300,8 @@ FRAMES = [
                           ("lib/mailbag/delivery/outbox.rb", 30)]),
     ("php", PHP_TRACE, [("/var/www/invoice/src/Money/Money.php", 57), ("/var/www/invoice/src/Money/Money.php", 37),
                         ("/var/www/invoice/src/Support/HasTotals.php", 23)]),
-    ("kotlin", KOTLIN_TRACE, [("Tally.kt", 17)]),
+    # Read by the JVM pattern with its package's folders (the Kotlin pattern reads the bare name at the same place).
+    ("kotlin", KOTLIN_TRACE, [("com/example/tally/Tally.kt", 17), ("TallyTest.kt", 10)]),
 ]
 
 

@@ -275,14 +275,48 @@ def test_a_traces_words_leave_out_its_framing_and_the_folders_outside_the_worksp
 
 
 def test_a_long_folder_name_in_a_frame_is_cheap_to_match_to_files() -> None:
-    """A frame is matched to each top file (spans._frame_names): the versioned-folder pattern was quadratic in one
+    """A frame is matched to each top file (query.frame_names): the versioned-folder pattern was quadratic in one
     folder name's length, 8.9 s for one 15 KB trace (review, session 38)."""
     import time
 
-    from delphi_ls.retrieval.spans import _frame_names
+    from delphi_ls.retrieval.query import frame_names
 
     frame = "/a/" + "a-1.1" * 3000 + "/src/x.py"
     start = time.perf_counter()
     for i in range(20):
-        _frame_names(frame + str(i), f"src/x{i}.py")
+        frame_names(frame + str(i), f"src/x{i}.py")
     assert time.perf_counter() - start < 0.5
+
+
+@pytest.mark.parametrize("text,first", [
+    # Chrome's frames name the dev server's URL; Firefox's `fn@url`; a source map's `webpack:///./`; a reloaded
+    # module's `?t=` query (a newcomer, session 39: none of these gave a frame).
+    ("TypeError: x is null\n    at insert (http://localhost:5173/packages/runtime-dom/src/nodeOps.ts:46:12)\n"
+     "    at mountElement (http://localhost:5173/packages/runtime-core/src/renderer.ts?t=1712:735:5)\n",
+     ("/packages/runtime-dom/src/nodeOps.ts", 46)),
+    ("TypeError: x is null\ninsert@http://localhost:5173/packages/runtime-dom/src/nodeOps.ts:46:12\n"
+     "mountElement@http://localhost:5173/packages/runtime-core/src/renderer.ts:735:5\n",
+     ("/packages/runtime-dom/src/nodeOps.ts", 46)),
+    ("TypeError: x is null\n    at insert (webpack:///./packages/runtime-dom/src/nodeOps.ts:46:12)\n",
+     ("/./packages/runtime-dom/src/nodeOps.ts", 46)),
+    # tsc's and rustc's locations
+    ("packages/runtime-core/src/renderer.ts(735,30): error TS2345: Argument of type 'X | null' is not assignable.\n",
+     ("packages/runtime-core/src/renderer.ts", 735)),
+    ("error[E0308]: mismatched types\n    --> crates/ignore/src/walk.rs:1221:31\n     |\n",
+     ("crates/ignore/src/walk.rs", 1221)),
+    # pytest on a Windows runner, and pytest's order (outermost first, without Python's header), with colours
+    ("tests\\test_basic.py:1262: in test_x\n    c.get('/none')\nsrc\\flask\\app.py:1597: in wsgi_app\n"
+     "    response = self.full_dispatch_request(ctx)\nsrc\\flask\\app.py:1307: TypeError\n",
+     ("src/flask/app.py", 1307)),
+    ("\x1b[1m\x1b[31mtests/test_basic.py\x1b[0m:1262: in test_x\n    c.get('/none')\n"
+     "\x1b[1m\x1b[31msrc/flask/app.py\x1b[0m:1307: in make_response\n    raise TypeError(\nE   TypeError: bad\n",
+     ("src/flask/app.py", 1307)),
+    # frames of two patterns come in the order written: PHP's `in …:57` is read by one, `#0 …(37)` by another
+    ("PHP Fatal error:  Uncaught InvalidArgumentException: no in /var/www/src/Money.php:57\nStack trace:\n"
+     "#0 /var/www/src/Money.php(37): Money->assertSameCurrency()\n", ("/var/www/src/Money.php", 57)),
+])
+def test_frames_are_read_innermost_first(text: str, first: tuple[str, int]) -> None:
+    from delphi_ls.retrieval.query import question_read
+    q = analyse(question_read(text))
+    assert q.frames and q.frames[0] == first, q.frames
+    assert q.paths[0] == first[0]

@@ -36,8 +36,11 @@ def _resolve(ix: FileIndex, importer: str, target: str) -> list[str]:
 # over all the rest (5 s; review).
 # `@` and `+` in folders: the module cache's `.../github.com/gin-gonic/gin@v1.11.0/tree.go:511` was no frame (a
 # newcomer, session 38).
+# Windows' separators too: pytest on a Windows runner prints `src\flask\app.py:1307: TypeError` (no frame; a newcomer,
+# session 39).
 LINE_START_FRAME = re.compile(
-    r"^[ \t]*((?:[A-Za-z]:)?/?(?:[\w.@+-]+/)*[\w.-]+\.(?:go|rs|c|cc|cpp|h|py|rb|java|kt|ts|js|tsx|jsx)):(\d+)", re.M)
+    r"^[ \t]*((?:[A-Za-z]:)?[/\\]?(?:[\w.@+-]+[/\\])*[\w.-]+\.(?:go|rs|c|cc|cpp|h|py|rb|java|kt|ts|js|tsx|jsx)):(\d+)",
+    re.M)
 
 _TYPE_KINDS = {"struct_type": "struct", "interface_type": "interface"}
 _PACKAGE_LEVEL = frozenset({"var_declaration", "var_spec_list", "const_declaration"})

@@ -170,8 +170,16 @@ def resolve(ix: FileIndex, importer: str, target: str) -> list[str]:
 # frame (`at async Foo.bar (…)`, every frame of async code), a constructor's (`at new Foo (…)`), an aliased
 # method's (`at Foo.bar [as baz] (…)`) and an ES module's URL (`at file:///app/src/main.ts:12:3`) were
 # skipped, so an async trace lost most of its frames (a newcomer, session 37).
-AT_FRAME = re.compile(r"at (?:async )?(?:new )?(?:[\w$.<>\[\]]+ )?(?:\[as [\w$]+\] )?\(?(?:file://(?:/(?=[A-Za-z]:))?)?"
-                      r"((?:[A-Za-z]:)?[\w./\\@+-]+\.\w+):(\d+)(?::\d+)?\)?")
+# A browser's frames name a dev server's URL (`at insert (http://localhost:5173/packages/x/src/nodeOps.ts:46:12)`,
+# a module Vite reloaded with `?t=1712…` after it) or a source map's (`webpack:///./src/x.ts`): read as the path
+# after the host, the query left out (Chrome's trace gave no frame: a newcomer, session 39).
+AT_FRAME = re.compile(r"at (?:async )?(?:new )?(?:[\w$.<>\[\]]+ )?(?:\[as [\w$]+\] )?\(?(?:file://(?:/(?=[A-Za-z]:))?|"
+                      r"(?:https?|webpack(?:-internal)?)://[\w.:@-]*(?=/))?"
+                      r"((?:[A-Za-z]:)?[\w./\\@+-]+\.\w+)(?:\?[\w=&.%-]*)?:(\d+)(?::\d+)?\)?")
+# Firefox's and Safari's frames: `insert@http://localhost:5173/packages/runtime-dom/src/nodeOps.ts:46:12`, `@file.js:3:1`
+# (an anonymous function's); read as a trace's words only before (a newcomer, session 39).
+AT_SIGN_FRAME = re.compile(r"^[ \t]*[\w$.<>/\[\]*-]*@(?:file://(?:/(?=[A-Za-z]:))?|(?:https?|webpack(?:-internal)?)://"
+                           r"[\w.:@-]*(?=/))?((?:[A-Za-z]:)?[\w./\\@+-]+\.\w+)(?:\?[\w=&.%-]*)?:(\d+)(?::\d+)?[ \t]*$", re.M)
 # Vitest's frames (`❯ patchBlockChildren packages/runtime-core/src/renderer.ts:994:13`), its default reporter's: a
 # pasted Vitest failure gave no frame at all (a newcomer, session 38, on vue's repository).
 VITEST_FRAME = re.compile(r"^[ \t]*❯ (?:[\w$.<>\[\]]+ )?((?:[A-Za-z]:)?[\w./\\@+-]+\.\w+):(\d+)(?::\d+)?", re.M)
@@ -187,7 +195,7 @@ LANGUAGE = Language(
     ),
     resolvers={"js": resolve},
     test_names=(r".*[._-](test|spec)\.(js|jsx|mjs|cjs)$", r"^tests?\.js$"),
-    stack_frames=(AT_FRAME, VITEST_FRAME),
+    stack_frames=(AT_FRAME, AT_SIGN_FRAME, VITEST_FRAME),
     manifests={"package.json": package_json},
     manifest_kinds=("pkgmain", "pkgname"),
     fixture="shipyard",

@@ -112,6 +112,8 @@ def _resolve_use(ix: FileIndex, importer: str, target: str) -> list[str]:
     return [lib] if lib is not None and lib in ix.files else []
 
 
+RUSTC_FRAME = re.compile(r"^[ \t]*--> ((?:[A-Za-z]:)?[\w./\\@+-]+\.rs):(\d+)(?::\d+)?", re.M)
+
 LANGUAGE = Language(
     name="rust",
     grammars=(
@@ -128,7 +130,9 @@ LANGUAGE = Language(
     manifests={"Cargo.toml": cargo_toml},
     manifest_kinds=("crate",),
     test_names=(r".*_tests?\.rs$", r"^tests?\.rs$"),
-    # `path/file.rs:12` frames are read by go.py's line-start pattern (it lists .rs).
+    # `path/file.rs:12` frames are read by go.py's line-start pattern (it lists .rs); a compiler's or clippy's
+    # `--> crates/x/src/walk.rs:1221:31` here (its line was found by words alone; a newcomer, session 39).
+    stack_frames=(RUSTC_FRAME,),
     trace_markers=(r"panicked at",),
     fixture="shipyard",
 )

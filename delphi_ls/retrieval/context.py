@@ -18,7 +18,7 @@ from ..stores.lexical import LexicalStore
 from ..stores.meta import MetaStore
 from ..stores.vectors import VectorStore
 from .path_index import StrippedPaths
-from .query import QueryInfo, closest_by_tail
+from .query import QueryInfo, closest_by_tail, frame_names
 
 
 class ChunkLines:
@@ -319,6 +319,27 @@ class SearchContext:
             folder = os.path.basename(os.path.dirname(m))
             out += [(i, mention, p) for p in self.view.misspelt(os.path.basename(m))
                     if not folder or os.path.basename(os.path.dirname(p)) == folder]
+        return out
+
+    def frame_files(self, q: QueryInfo) -> list[str]:
+        """The workspace files a trace's frames name, innermost first, each once. A frame names a file when one
+        file of its name shares most of its path; of several, those shorter than the frame's line are not it (a
+        Kotlin inline function's frame, `RealBufferedSource.kt:213`, named jvmMain's 206-line file of that name
+        as well as commonMain's; a newcomer, session 39)."""
+        out: list[str] = []
+        ends: dict[str, int] = {}
+        for f, line in q.frames:
+            m = plain_mention(f)
+            if m in self.view.files:
+                found = [m]
+            else:
+                # As spans.frames_first reads a frame: a library's frame (site-packages) is no workspace file that
+                # only shares its name.
+                names = [p for p in self.view.by_basename.get(os.path.basename(m), []) if frame_names(m, p)]
+                ends.update(self.meta.last_lines([p for p in names if p not in ends]))
+                found = closest_by_tail(m, [p for p in names if ends.get(p, 0) >= line])
+            if len(found) == 1 and found[0] not in out:
+                out.append(found[0])
         return out
 
     def resolve_mention(self, mention: str) -> list[str]:

@@ -21,7 +21,8 @@ class Fused:
 
 
 def rrf(lists: dict[str, list[Hit]], weights: dict[str, float], kinds: dict[str, str], k: int,
-        prefer: set[str], avoid: set[str]) -> list[Fused]:
+        prefer: set[str], avoid: set[str], preferred: frozenset[str] = frozenset()) -> list[Fused]:
+    """``preferred``: files that take the asked-for kinds' bonus whatever their kind (a trace's frames' files)."""
     out: dict[str, Fused] = {}
     for branch, hits in lists.items():
         w = weights.get(branch, 0.0)
@@ -35,7 +36,7 @@ def rrf(lists: dict[str, list[Hit]], weights: dict[str, float], kinds: dict[str,
             if f is None:
                 f = out[h.path] = Fused(h.path, 0.0)
             f.score += w / (k + rank)
-            if prefer and kinds.get(h.path) in prefer:
+            if prefer and (kinds.get(h.path) in prefer or h.path in preferred):
                 pref_pos += 1
                 pref_rank = pref_rank if h.tied and h.score == pref_score else pref_pos
                 pref_score = h.score
@@ -47,6 +48,6 @@ def rrf(lists: dict[str, list[Hit]], weights: dict[str, float], kinds: dict[str,
             if h.note:
                 f.notes.append((branch, h.note))
     for f in out.values():
-        if avoid and kinds.get(f.path) in avoid:
+        if avoid and kinds.get(f.path) in avoid and f.path not in preferred:
             f.score *= AVOID_FACTOR
     return sorted(out.values(), key=lambda f: (-f.score, f.path))

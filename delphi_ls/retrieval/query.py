@@ -135,6 +135,7 @@ QUESTION_TAIL_CHARS = 4_000
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")  # CSI (colours) and OSC (links)
 
 
 _MARK = re.compile(r"\[redacted [^\]\n]{1,40}\]")
@@ -146,6 +147,9 @@ def question_read(text: str) -> str:
     argument's undecodable bytes, a JSON ``\\udcff``) become U+FFFD: the model's tokenizer raised on them and
     the vector branch failed the question (a security audit, session 26)."""
     text = _SURROGATE.sub("\ufffd", text)
+    # A terminal's colours, kept in output pasted from a CI log or `pytest --color=yes`: the bold around a frame's
+    # path hid the frame, and the failing line was not packed (a newcomer, session 39).
+    text = _ANSI.sub("", text)
     if len(text) > QUESTION_HEAD_CHARS + QUESTION_TAIL_CHARS:
         text = text[:QUESTION_HEAD_CHARS] + "\n" + text[-QUESTION_TAIL_CHARS:]
     # A key pasted in a question (a log line with a token) came back in the answer's `query.terms`, which an agent
@@ -201,22 +205,41 @@ def _prose_ends(text: str) -> list[str]:
     return lines[:1] + lines[-1:] if len(lines) > 1 else lines
 
 
-def analyse(text: str, cleaning: str = "squash") -> QueryInfo:
-    """``cleaning``: how a change description is cleaned before search (setting ``clean_description``,
-    ``description.CLEANINGS``); a trace is never cleaned."""
-    raw = text
-    frames: list[tuple[str, int]] = []
-    spans: list[tuple[int, int]] = []  # where each frame's file is written in the question
+# Output that prints the innermost frame last: Python's traceback, and pytest's (`src/app.py:1307: in make_response`,
+# outermost first, without the traceback's header). Every other runtime's trace starts at the innermost frame.
+_INNERMOST_LAST = re.compile(r"most recent call last|^[^\s:]+:\d+: in \S+$", re.M | re.I)
+
+
+def _frames(raw: str) -> tuple[list[tuple[str, int]], list[tuple[int, int]]]:
+    """A trace's frames, (file as written, line), innermost first, and where each file is written. Read in the
+    order written (frames read by several patterns were in the patterns' order), one frame a place: of two
+    patterns reading one place, the longer file. Innermost first for every reader (the path branch ranked
+    Python's outermost frame's file first, spans packed a caller before the raise; a newcomer, session 39)."""
+    found: list[tuple[int, int, str, int]] = []
     for pat in _FRAME_PATTERNS:
         named = "file" in pat.groupindex  # a pattern may name its groups: file, line, and pkg (folders, dotted)
         for m in pat.finditer(raw):
             if named:
                 pkg = m.group("pkg") if "pkg" in pat.groupindex else None
-                frames.append(((pkg or "").replace(".", "/") + m.group("file"), int(m.group("line"))))
-                spans.append(m.span("file"))
+                found.append((*m.span("file"), (pkg or "").replace(".", "/") + m.group("file"), int(m.group("line"))))
             else:
-                frames.append((m.group(1).replace("\\", "/"), int(m.group(2))))
-                spans.append(m.span(1))
+                found.append((*m.span(1), m.group(1).replace("\\", "/"), int(m.group(2))))
+    found.sort(key=lambda f: (f[0], -f[1]))
+    kept: list[tuple[int, int, str, int]] = []
+    for f in found:
+        if kept and f[0] < kept[-1][1]:
+            continue  # inside the one read before it
+        kept.append(f)
+    if _INNERMOST_LAST.search(raw):
+        kept.reverse()
+    return [(f, ln) for _s, _e, f, ln in kept], [(s, e) for s, e, _f, _ln in kept]
+
+
+def analyse(text: str, cleaning: str = "squash") -> QueryInfo:
+    """``cleaning``: how a change description is cleaned before search (setting ``clean_description``,
+    ``description.CLEANINGS``); a trace is never cleaned."""
+    raw = text
+    frames, spans = _frames(raw)
     is_trace = bool(_TRACE_WORDS.search(raw)) or len(frames) >= 2
     if not is_trace:
         # A change description is searched without its links, trailers, checklists and bot lines
@@ -320,7 +343,7 @@ def installed_tails(frame: str) -> tuple[str, ...]:
     frame never met ``src/_pytest/x.py``, nor a cargo-registry frame the checkout's file, so a pasted trace from a
     user of the library never showed the failing line (a newcomer, session 38). Two parts at least: a library's
     `models.py` alone is not the workspace's (review, session 26); a module-root file (`gin@v1.11.0/tree.go`) is
-    the workspace's `tree.go` by the frame's own suffix (spans._frame_names; not under `node_modules/` or a cargo
+    the workspace's `tree.go` by the frame's own suffix (query.frame_names; not under `node_modules/` or a cargo
     registry, where a one-part path is refused). Kept per frame: asked for each of a question's frames and each top
     file."""
     return tuple(t for t in dict.fromkeys(_installed_rest(frame)) if "/" in t)
@@ -338,6 +361,30 @@ def _installed_rest(frame: str) -> list[str]:
         if name:
             return ["/".join([name, *rest]), "/".join(rest)]
     return []
+
+
+_LIBRARY_DIRS = ("/site-packages/", "/dist-packages/", "/node_modules/", "/vendor/", "/.cargo/registry/")
+
+
+_JVM_SOURCES = (".java", ".kt", ".scala")
+
+
+def frame_names(frame: str, path: str) -> bool:
+    """Whether a frame's file (as the trace wrote it: absolute, site-packages, relative) is ``path``. A library's
+    frame (`.../site-packages/x/models.py`) is not the workspace's root-level `models.py`: a path of one part
+    matches such a frame only whole (review, session 26)."""
+    if frame == path:
+        return True
+    if frame.endswith(_JVM_SOURCES) and not frame.startswith("/"):
+        # A JVM frame's folders are its class's package (`com/acme/Main.java`), which a source tree need not
+        # mirror (Kotlin's seldom does): any file of its name, and closest_by_tail prefers the package's.
+        base = frame.rpartition("/")[2]
+        return path == base or path.endswith("/" + base)
+    if frame.endswith("/" + path):
+        return "/" in path or not any(d in frame for d in _LIBRARY_DIRS)
+    if "/" not in frame:
+        return path.endswith("/" + frame)
+    return any(path == t or path.endswith("/" + t) for t in installed_tails(frame))
 
 
 def closest_by_tail(mention: str, cands: list[str]) -> list[str]:

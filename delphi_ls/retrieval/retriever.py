@@ -38,7 +38,7 @@ from .features import candidate_features
 from .fusion import Fused, rrf
 from .packing import legacy_pack, pack
 from .query import QueryInfo
-from .rerank import implementation_first, learned_rerank, rerank
+from .rerank import implementation_first, innermost_first, learned_rerank, rerank
 from .router import SEED_ANCHOR_WEIGHT, SEED_TOP, SEED_TOP_WEIGHT, weights_for
 
 # The history ranker learnt from windows of up to 500 commits of long-lived repositories; a history of a few
@@ -86,6 +86,7 @@ class Retrieval:
     timings: dict[str, float] = field(default_factory=dict)
     fused: list[Fused] = field(default_factory=list)
     named_anchor: str | None = None  # the file a test question named, searched as its anchor (named_anchor)
+    frame_files: list[str] = field(default_factory=list)  # a trace's frames' files, innermost first (frame_files)
 
 
 def named_anchor(q: QueryInfo, ctx: SearchContext) -> str | None:
@@ -137,18 +138,23 @@ class Retriever:
         if not anchors and (named := named_anchor(q, ctx)) is not None:
             anchors = ctx.anchors = [named]
             ctx.named_anchor, r.named_anchor = True, named
+        # A trace asks for code, but a file its frames name is what ran: the failing test among them (the test that
+        # panicked, `tests/regression.rs:886`, came 35th; a pytest run's test file 10th; a newcomer, session 39).
+        if q.shape == Shape.TRACE and Kind.CODE in q.prefer:
+            r.frame_files = ctx.frame_files(q)
+        framed = frozenset(r.frame_files)
         stage1 = [(spec, b) for spec, b in self.branches if spec.stage == 1]
         stage2 = [(spec, b) for spec, b in self.branches if spec.stage == 2]
         self._run(stage1, r)
         if stage2:
-            first = rrf(r.lists, r.weights, ctx.files, self.settings.rrf_k, q.prefer, q.avoid)
+            first = rrf(r.lists, r.weights, ctx.files, self.settings.rrf_k, q.prefer, q.avoid, framed)
             ctx.seeds = {a: SEED_ANCHOR_WEIGHT for a in anchors if a in ctx.files}
             for i, f in enumerate(first[:SEED_TOP]):
                 ctx.seeds.setdefault(f.path, SEED_TOP_WEIGHT / (1 + 0.5 * i))
             self._feedback(r)
             self._run(stage2, r)
         t0 = time.perf_counter()
-        r.fused = rrf(r.lists, r.weights, ctx.files, self.settings.rrf_k, q.prefer, q.avoid)
+        r.fused = rrf(r.lists, r.weights, ctx.files, self.settings.rrf_k, q.prefer, q.avoid, framed)
         r.timings["fusion"] = _ms(t0)
         return r
 
@@ -222,6 +228,8 @@ class Retriever:
         q, ctx, fused = r.q, r.ctx, r.fused
         if kinds:
             fused = [f for f in fused if ctx.files.get(f.path, file_kind(f.path)) in kinds]
+        if r.frame_files:
+            fused = innermost_first(fused, r.frame_files)
         ltr = self.ranker_for(r.state)
         if ltr is not None and fused and q.shape in ltr.shapes:
             t0 = time.perf_counter()

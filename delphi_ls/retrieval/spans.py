@@ -29,7 +29,7 @@ from ..core.tokens import query_terms
 from ..stores.meta import ChunkRow, MetaStore
 from .branches.base import Hit
 from .description import clean_request
-from .query import QueryInfo, closest_by_tail, installed_tails
+from .query import QueryInfo, closest_by_tail, frame_names
 
 GROUP_SHARE = 0.5  # a neighbour joins the listed span of a better chunk at this share of its score
 GROUP_MAX = 2  # chunks in one listed span
@@ -167,11 +167,8 @@ class SpanQuery:
                 for i, cid in enumerate(h.chunk_ids):
                     old, names = per.get(cid, (0.0, []))
                     per[cid] = (old + w / (1 + i), names + [branch])
-        # Innermost frame first: where the program failed. Python prints it last ("most recent call last").
-        frames = list(q.frames)
-        if "most recent call last" in q.text.lower():
-            frames.reverse()
-        return cls(words, exact, evidence, anchor_list, frames)
+        # Innermost frame first, where the program failed, as the question's analysis orders them.
+        return cls(words, exact, evidence, anchor_list, list(q.frames))
 
 
 _LOWER: OrderedDict[str, str] = OrderedDict()  # chunk id -> lower-cased text (ids are content-addressed)
@@ -254,30 +251,6 @@ class ScoredChunk:
         return (self.score if self.pack is None else self.pack) + self.lift
 
 
-_LIBRARY_DIRS = ("/site-packages/", "/dist-packages/", "/node_modules/", "/vendor/", "/.cargo/registry/")
-
-
-_JVM_SOURCES = (".java", ".kt", ".scala")
-
-
-def _frame_names(frame: str, path: str) -> bool:
-    """Whether a frame's file (as the trace wrote it: absolute, site-packages, relative) is ``path``. A library's
-    frame (`.../site-packages/x/models.py`) is not the workspace's root-level `models.py`: a path of one part
-    matches such a frame only whole (review, session 26)."""
-    if frame == path:
-        return True
-    if frame.endswith(_JVM_SOURCES) and not frame.startswith("/"):
-        # A JVM frame's folders are its class's package (`com/acme/Main.java`), which a source tree need not
-        # mirror (Kotlin's seldom does): any file of its name, and closest_by_tail prefers the package's.
-        base = frame.rpartition("/")[2]
-        return path == base or path.endswith("/" + base)
-    if frame.endswith("/" + path):
-        return "/" in path or not any(d in frame for d in _LIBRARY_DIRS)
-    if "/" not in frame:
-        return path.endswith("/" + frame)
-    return any(path == t or path.endswith("/" + t) for t in installed_tails(frame))
-
-
 def frames_first(order: list[str], scored: dict[str, list[ScoredChunk]], sq: SpanQuery) -> None:
     """A frame's line is where the program was when it failed: the chunk holding it is the place to read
     first, whatever the words say (a Node trace's `respond` at application.js:265 was listed after three other
@@ -290,7 +263,7 @@ def frames_first(order: list[str], scored: dict[str, list[ScoredChunk]], sq: Spa
         return
     owner: dict[int, str] = {}  # frame index -> the file it names
     for i, (f, _ln) in enumerate(sq.frames):
-        best = closest_by_tail(f, [p for p in order if _frame_names(f, p)])  # as the path branch resolves a frame
+        best = closest_by_tail(f, [p for p in order if frame_names(f, p)])  # as the path branch resolves a frame
         if len(best) == 1:
             owner[i] = best[0]
     for path in order:

@@ -912,6 +912,18 @@ class MetaStore:
             rows = self.db.execute(f"SELECT {_CHUNK_COLS} FROM chunks WHERE path=? ORDER BY ord", (path,)).fetchall()
         return [_chunk(r) for r in rows]
 
+    def last_lines(self, paths: list[str]) -> dict[str, int]:
+        """Each of ``paths`` with chunks -> the last line its chunks reach (where its text ends, blank lines after
+        aside)."""
+        want = list(dict.fromkeys(paths))
+        out: dict[str, int] = {}
+        with self._lock:
+            for i in range(0, len(want), 500):
+                part = want[i: i + 500]
+                out.update(self.db.execute(f"SELECT path, MAX(end_line) FROM chunks WHERE path IN "
+                                           f"({','.join('?' * len(part))}) GROUP BY path", part).fetchall())
+        return out
+
     def chunks_of_paths(self, paths: list[str]) -> dict[str, list[ChunkRow]]:
         """:meth:`chunks_of` for many files in one query per 500 paths: each path with chunks -> its chunks
         in ``ord`` order (a path without chunks is absent). An answer reads its top files' chunks at once."""
