@@ -1580,7 +1580,7 @@ class Engine:
     def _branch_failed(self, spec: BranchSpec, e: Exception) -> None:
         """A branch raised: a damaged Whoosh segment shows first as a failing search, so check it."""
         if Need.LEXICAL in spec.needs and "lexical_store" not in self.problems:
-            lex = self.lexical.check()
+            lex = self.lexical.check(deep=True)
             if lex:
                 self._lexical_damaged(lex)
 

@@ -167,9 +167,10 @@ class LexicalStore:
 
         return f"Whoosh {version('whoosh-reloaded')}, {self.folder}"
 
-    def check(self) -> str | None:
+    def check(self, deep: bool = False) -> str | None:
         """Cheap proof that the committed index reads: open a searcher (it opens every segment, which
-        finds truncated ones) and read one stored document. The problem in words, or None."""
+        finds truncated ones) and read one stored document. The problem in words, or None. (``deep``: the
+        tantivy store's term walk; Whoosh's segments are checked as they open.)"""
         if self.error:
             return self.error
         try:
