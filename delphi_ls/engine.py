@@ -606,6 +606,12 @@ class Engine:
             return self._checked_meta(path)
         except sqlite3.DatabaseError as e:
             if not is_corruption(e):
+                if isinstance(e, sqlite3.OperationalError) and "unable to open" in str(e) and path.exists() \
+                        and not path.is_file():
+                    # A folder (or a device, a socket) where the manifest should be: a traceback from every
+                    # command before (a hostile-input newcomer, session 39). Not moved aside: not ours to move.
+                    raise IndexFolderUnusable(f"the index folder's manifest {path} is not a file SQLite can open "
+                                              f"({e}): move it away, or delete {self.index_dir} to start over") from e
                 raise
             first = e
         # Only a writer may replace it, and another process may be doing just that right now.
@@ -782,7 +788,7 @@ class Engine:
         return done
 
     def _check_embed_cache(self, vectors: bool) -> list[str]:
-        """The embedding cache probed (one chunk re-embedded, against its cached vector) before a full run
+        """The embedding cache probed (16 chunks re-embedded, against their cached vectors) before a full run
         trusts it: a damaged cache (blobs of the wrong width, other values) was reported by health with "run
         `delphi index` to re-embed", and every run, `--rebuild` too, refilled from it and embedded nothing
         (a security audit, session 26). Rows of the wrong width go; if the probe still fails, the model's
@@ -791,14 +797,14 @@ class Engine:
             return []
         self._cache_probed = True
         model, dim = self.embedder.identity.weights_sha256, self.embedder.identity.dim
-        p = health_mod.probe(self.meta, None, self.embedder, model)
+        p = health_mod.probe(self.meta, None, self.embedder, model, samples=2 * health_mod.PROBE_SAMPLES)
         if p.get("cosine") is None or p["cosine"] >= 0.99:
             return []
         first = p["status"]
         dropped, whole = 0, False
         if "missing from" not in first:  # a missing row is re-embedded by the pass below; the rest are sound
             dropped = self.meta.drop_cached(model, 4 * dim)
-            p = health_mod.probe(self.meta, None, self.embedder, model)
+            p = health_mod.probe(self.meta, None, self.embedder, model, samples=2 * health_mod.PROBE_SAMPLES)
             whole = p.get("cosine") is not None and p["cosine"] < 0.99 and "missing from" not in p["status"]
             if whole:
                 dropped += self.meta.drop_cached(model)

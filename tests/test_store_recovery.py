@@ -266,6 +266,30 @@ def test_a_damaged_embedding_cache_is_found_and_embedded_again(copy, damage: str
         assert eng.context("exponential backoff retry policy")["branchesReady"]["vector"] == "ready"
 
 
+def test_part_of_the_embedding_cache_damaged_is_found_before_a_full_run(copy):
+    """Half the cached vectors' floats shuffled (same width, a valid file): one probed chunk was a coin flip, and
+    health said ok, `delphi index` repaired nothing and answers stayed wrong (a hostile-input newcomer, session 39).
+    The full run probes 16 chunks (a miss: 0.5**16)."""
+    ws, idx, facts = copy
+    con = sqlite3.connect(idx / "meta.sqlite")
+    rows = con.execute("SELECT rowid, vec FROM embed_cache ORDER BY rowid").fetchall()
+    rng = np.random.default_rng(3)
+    for rowid, blob in rows[::2]:
+        v = np.frombuffer(blob, dtype=np.float32).copy()
+        rng.shuffle(v)
+        con.execute("UPDATE embed_cache SET vec = ? WHERE rowid = ?", (v.tobytes(), rowid))
+    con.commit()
+    con.close()
+    with Engine(ws, index_dir=str(idx), reranker="off") as eng:
+        rep = eng.index()
+        n = facts["counts"]["vectors"]
+        assert any(r.startswith("embedding cache failed its probe") for r in rep.repaired), rep.repaired
+        assert rep.chunks_embedded == n
+        h = eng.health(check_staleness=False)
+        assert h["ok"] and h["branches"]["vector"] == "ready", h["problems"]
+        assert h["model"]["probe"]["sampled"] >= 2
+
+
 def test_rebuild_flag_rebuilds_every_store_without_embedding(copy, capsys, monkeypatch):
     ws, idx, facts = copy
     monkeypatch.setenv("DELPHI_VECTOR_SEARCH", "hnsw")  # as _open: Chroma answers, so it is rebuilt too
@@ -346,3 +370,17 @@ def test_a_rebuild_leaves_no_byte_of_a_removed_files_text(tmp_path: Path):
         if f.is_file():
             data = f.read_bytes()
             assert b"zebraquokka" not in data and b"quokkahunt" not in data, f"a removed file's text stayed in {f}"
+
+
+def test_a_manifest_sqlite_cannot_open_is_one_line(copy, capsys):
+    """`meta.sqlite` a folder: every command was a traceback of sqlite3.OperationalError (a hostile-input
+    newcomer, session 39); one line naming the file and what to do, nothing moved or deleted."""
+    ws, idx, _facts = copy
+    (idx / "meta.sqlite").unlink()
+    (idx / "meta.sqlite").mkdir()
+    for cmd in (["health", str(ws)], ["context", str(ws), "retry"], ["index", str(ws)]):
+        code = main([*cmd, "--index-dir", str(idx), "--reranker", "off"])
+        err = capsys.readouterr().err
+        assert code == 2 and "Traceback" not in err, err
+        assert f"manifest {idx / 'meta.sqlite'} is not a file SQLite can open" in err, err
+    assert (idx / "meta.sqlite").is_dir()
