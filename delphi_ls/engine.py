@@ -1067,7 +1067,19 @@ class Engine:
                                or rep.reembedded_all or self.meta.get_state("cochange") != cochange_before)
                 if len(indexer.changed) <= PATCH_MAX_PATHS and not (repaired or rep.reembedded_all or rep.errors):
                     patch = indexer.changed
+                if only is None and not rep.errors and not self._stop.is_set() \
+                        and self.meta.get_state("index_failed") is not None:
+                    self.meta.set_state("index_failed", None)
                 return rep
+            except Exception as e:
+                # Said by health in every process until a full run succeeds: a `delphi index` that failed on too
+                # few file descriptors left the next `delphi health` saying only "not indexed yet" (a hostile-input
+                # newcomer, session 39). Best effort: the failure may be the disk's.
+                try:
+                    self.meta.set_state("index_failed", {"at": time.time(), "error": f"{type(e).__name__}: {e}"[:500]})
+                except Exception:
+                    log.debug("could not record the failed run", exc_info=True)
+                raise
             finally:
                 if indexer is not None and not self._stop.is_set():
                     # A large run's trigram index, after what queries wait for more (pipeline.GRAMS_AFTER_VECTORS);

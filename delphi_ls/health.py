@@ -218,6 +218,12 @@ def report(engine: EngineState, check_staleness: bool = True, buffered: Collecti
         else:
             msg = "the workspace has not been indexed yet"
         problems.append({"severity": "warning", "code": "not_indexed", "message": msg})
+    failed = engine.meta.get_state("index_failed")
+    if failed and "index_run" not in engine.problems:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(failed["at"]))
+        problems.append({"severity": "error", "code": "index_run", "message": (
+            f"the last index run failed on {when} ({failed['error']}); the index may be incomplete until a full run "
+            "succeeds (a running Delphi server starts one itself; otherwise `delphi index`)")})
     recovered = engine.meta.get_state("recovered")
     if recovered:
         rebuilt = bool(engine.meta.get_state("recovered_rebuilt")) and lexical_ready

@@ -756,3 +756,11 @@ def test_a_hostile_environment_gets_one_line_not_a_traceback(tmp_path: Path) -> 
     if starved.returncode != 0:  # how far 24 descriptors go depends on the platform; never a traceback
         assert starved.returncode == 3 and "Traceback" not in starved.stderr, starved.stderr
         assert starved.stderr.count("\n") == 1 and "open files" in starved.stderr.lower(), starved.stderr
+        # Said by the next process's health until a full run succeeds: it said only "not indexed yet" (a hostile-input
+        # newcomer, session 39).
+        health = _run("health", str(root), "--index-dir", str(tmp_path / "i2"), env=env)
+        assert health.returncode == 1 and "the last index run failed" in health.stdout, health.stdout
+        again = _run("index", str(root), "--index-dir", str(tmp_path / "i2"), env=env)
+        assert again.returncode == 0, again.stderr
+        health = _run("health", str(root), "--index-dir", str(tmp_path / "i2"), env=env)
+        assert "the last index run failed" not in health.stdout, health.stdout
