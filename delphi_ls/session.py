@@ -76,6 +76,14 @@ DEFINITION_KINDS = ("function", "method", "class", "struct", "interface", "trait
 QUIET_SKIPS = ("symlink", "empty file", "binary", "lockfile", "generated", "minified", "not a regular file")
 
 
+def run_percentage(phase: str, done: int, total: int, files_share: int, before: int) -> int:
+    """A run's progress as one rising percentage: the files (phase ``lexical``) take the first ``files_share``, the
+    vectors the rest; never below the one ``before``."""
+    part = done / total if total else 1.0
+    pct = int(files_share * part) if phase == "lexical" else files_share + int((100 - files_share) * part)
+    return max(min(pct, 100), before)
+
+
 @dataclass(frozen=True)
 class Problem:
     """Something the user should see: about one file (``path``) or the whole workspace (None)."""
@@ -680,16 +688,20 @@ class Session:
     def _index(self, eng: Engine, paths: set[str] | None) -> IndexReport:
         only = None if paths is None else sorted(paths)
         token = self.events.progress_begin(eng.root, f"Delphi: indexing {eng.root.name}") if paths is None else None
-        last = [0.0]
+        last = [0.0, 0]  # when the last report went, and its percentage
+        # One percentage across the run, rising (LSP: clients may ignore a lower one): it ran 0-100 for the files,
+        # then from about 5 again for the vectors, and sat at 100 through spring-boot's 18 s of embedding (a
+        # monorepo newcomer, session 39). The files take the first part when vectors follow.
+        files_share = 60 if eng.settings.vectors and eng.embedder is not None else 100
 
         def progress(phase: str, done: int, total: int, chunks: int) -> None:
             now = time.monotonic()
             if token is None or (now - last[0] < 0.2 and done < total):
                 return
             last[0] = now
-            pct = int(100 * done / total) if total else 100
+            pct = last[1] = run_percentage(phase, done, total, files_share, last[1])
             what = "files" if phase == "lexical" else "chunks embedded"
-            self.events.progress_report(token, f"{phase}: {done}/{total} {what}, {chunks} chunks", min(pct, 100))
+            self.events.progress_report(token, f"{phase}: {done}/{total} {what}, {chunks} chunks", pct)
 
         def waiting(holder: Any) -> None:
             # Another process (a terminal's `delphi index`, a second editor) writes this index: say so

@@ -103,6 +103,12 @@ async def test_progress_context_and_bad_option_message(client: LanguageClient, w
         kinds = [[v.kind for v in reports] for reports in client.progress_reports.values()]
         return any(k[0] == "begin" and k[-1] == "end" for k in kinds)
     await wait_for(ended, timeout=30, what="work-done progress to end")
+    # One rising percentage across the files and the vectors (it ran 0-100, then from about 5 again; session 39).
+    for reports in client.progress_reports.values():
+        pcts = [v.percentage for v in reports if v.kind == "report" and v.percentage is not None]
+        assert pcts == sorted(pcts), pcts
+    phases = [v.message.split(":")[0] for r in client.progress_reports.values() for v in r if v.kind == "report"]
+    assert "vectors" in phases, phases  # both phases were reported, so the order above spans them
     # The bad initialization option was named, and the default used for it alone.
     assert any("chunkChars" in m.message for m in client.messages)
     # File watchers were registered dynamically (the client allows it).
@@ -283,3 +289,15 @@ async def test_incremental_edits_below_a_page_break_land_on_their_line(client: L
     assert (deux.start.line, deux.end.line) == (3, 5)  # lines 4-5, the end at the start of the line after
     one = syms["one"].location.range
     assert (one.start.line, one.end.line) == (0, 2)
+
+
+def test_a_runs_percentage_rises_across_its_phases() -> None:
+    """The files ran 0-100, then the vectors from about 5 again (a monorepo newcomer, session 39)."""
+    from delphi_ls.session import run_percentage
+    seen, pct = [], 0
+    for phase, done, total in [("lexical", 1, 4), ("lexical", 4, 4), ("vectors", 100, 2000), ("vectors", 2000, 2000)]:
+        pct = run_percentage(phase, done, total, 60, pct)
+        seen.append(pct)
+    assert seen == [15, 60, 62, 100]
+    assert run_percentage("lexical", 10, 10, 100, 0) == 100  # no vectors to follow
+    assert run_percentage("lexical", 1, 10, 60, 70) == 70  # never lower
