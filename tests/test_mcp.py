@@ -420,6 +420,13 @@ async def test_mcp_without_a_folder_serves_the_project_around_the_current_one(ws
         st = (await client.call_tool("index_status", {})).structured_content
         assert Path(st["workspaces"][0]["root"]) == ws.resolve()
         assert st["workspaces"][0]["state"] != "queued"
+        # A path relative to where the agent stands (the CLI reads those first) is read there when the root has
+        # none such: "does not exist in the workspace" before (a monorepo newcomer, session 39).
+        here = next(p.name for p in sorted((ws / "engine" / "src").iterdir()) if p.is_file())
+        assert not (ws / here).exists()
+        res = await client.call_tool("related_tests", {"path": here})
+        assert not res.is_error, res.content[0].text
+        assert res.content[0].text.splitlines()[0].endswith(f"for {ws / 'engine' / 'src' / here}"), res.content[0].text
 
 
 async def test_forwarding_survives_a_daemon_restart(ws: Path, tmp_path: Path):

@@ -9,7 +9,9 @@ the server module turns a :class:`ToolOutput` into the SDK's result type.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import MISSING, dataclass, fields
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..api import KINDS, MAX_LIMIT, ContextRequest, RelatedRequest, RequestError, SymbolsRequest
@@ -172,6 +174,7 @@ def run_tool(session: Session, name: str, args: Any) -> ToolOutput:
     if not isinstance(args, dict):
         return ToolOutput("arguments: must be an object", {"error": {"field": "arguments"}}, True)
     try:
+        args = _from_agents_folder(session, args)
         spec = SPECS.get(name)
         if spec is not None:
             # The schema's names only (`additionalProperties: false`): the api also takes its camelCase wire
@@ -228,6 +231,35 @@ def run_tool(session: Session, name: str, args: Any) -> ToolOutput:
         field, why = (e.field if e.field in args else snake_case(e.field)), str(e).removeprefix(e.field + ": ")
         return ToolOutput(f"argument '{field}': {why}", {"error": {"field": field, "message": f"{field}: {why}"}},
                           True)
+
+
+def _from_agents_folder(session: Session, args: dict[str, Any]) -> dict[str, Any]:
+    """``path`` and ``anchors`` as the agent meant them: relative to the workspace root as documented, else to the
+    folder the agent started `delphi mcp` in when that is inside an open folder and the file is there. An agent in
+    vite's `packages/vite` passing `src/node/utils.ts` was told it does not exist, where the CLI reads the current
+    folder first (a monorepo newcomer, session 39)."""
+    try:
+        cwd = Path.cwd()
+    except OSError:
+        return args
+    roots = list(session.engines)
+
+    def meant(p: Any) -> Any:
+        if not isinstance(p, str) or not p or p.startswith("file:") or os.path.isabs(p):
+            return p
+        if any((root / p).exists() for root in roots):
+            return p
+        here = Path(os.path.normpath(cwd / p))
+        if here.is_file() and any(here.is_relative_to(root) for root in roots):
+            return str(here)
+        return p
+
+    out = dict(args)
+    if "path" in out:
+        out["path"] = meant(out["path"])
+    if isinstance(out.get("anchors"), list):
+        out["anchors"] = [meant(a) for a in out["anchors"]]
+    return out
 
 
 def indexing_line(running: dict[str, Any]) -> str:
