@@ -437,8 +437,8 @@ class Session:
         return self._named.get(eng.root, eng.root)
 
     def engine_for(self, workspace: str | None, paths: list[str] | tuple[str, ...] = ()) -> Engine:
-        """The engine a request is about: its ``workspace``, else the folder of its first absolute path,
-        else the only (or first) open folder."""
+        """The engine a request is about: its ``workspace``, else the folder of its first absolute path, else the one
+        open folder that holds its first relative path, else the only (or first) open folder."""
         if not self.engines:
             if self.open_failures:
                 raise RequestError("workspace", "no workspace folder is open: " + "; ".join(
@@ -462,6 +462,16 @@ class Session:
             found = self.locate(p)
             if found:
                 return found[0]
+        if len(self.engines) > 1:
+            # A workspace-relative path (what VS Code's agent tools send) in a multi-root window: the one open folder
+            # that holds it. The first folder answered "does not exist in the workspace <first>" for a file of the
+            # second (a monorepo newcomer, session 39).
+            for p in paths:
+                if isinstance(p, str) and p and not p.startswith("file:") and not os.path.isabs(p):
+                    holders = [e for r, e in list(self.engines.items())
+                               if (r / p).is_file() or e.meta.file_info(Path(p).as_posix()) is not None]
+                    if len(holders) == 1:
+                        return holders[0]
         return next(iter(self.engines.values()))
 
     # ------------------------------------------------------------------ changes

@@ -1025,3 +1025,30 @@ def test_lenses_are_made_once_per_index_state(tmp_path: Path, monkeypatch):
         assert len(calls) > made and any("tests/test_retry_more.py" in [t["path"] for t in tests] for _, tests in again)
     finally:
         s.shutdown()
+
+
+def test_a_relative_path_goes_to_the_one_open_folder_that_holds_it(tmp_path: Path, monkeypatch):
+    """A multi-root window: VS Code's agent tools send workspace-relative paths and no folder, and the first folder
+    answered "does not exist" for a file of the second (a monorepo newcomer, session 39)."""
+    first = tmp_path / "first"
+    first.mkdir()
+    (first / "alpha.py").write_text("def alpha():\n    return 1\n")
+    second = tmp_path / "second"
+    (second / "pkg").mkdir(parents=True)
+    (second / "pkg" / "beta.py").write_text("def beta():\n    return 2\n")
+    (second / "tests").mkdir()
+    (second / "tests" / "test_beta.py").write_text("from pkg.beta import beta\n\n\ndef test_beta():\n"
+                                                   "    assert beta() == 2\n")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    s = Session(None, {"vectors": False})
+    try:
+        s.start([first, second])
+        assert s.wait_idle(120)
+        rows = s.related_tests(RelatedRequest(path="pkg/beta.py"))
+        assert [r["path"] for r in rows][:1] == ["tests/test_beta.py"], rows
+        ans = s.context(ContextRequest(query="which tests cover this?", anchors=["pkg/beta.py"]))
+        assert ans["results"][0]["path"] == "tests/test_beta.py"
+        with pytest.raises(RequestError, match="does not exist"):
+            s.related_tests(RelatedRequest(path="pkg/gamma.py"))  # in no folder: the first one says so, as before
+    finally:
+        s.shutdown()
