@@ -31,7 +31,7 @@ def test_each_copy_links_its_own_tests(tmp_path: Path) -> None:
         files[f"{copy}/src/main/java/com/acme/Retry.java"] = JAVA
         files[f"{copy}/src/main/java/com/acme/package-info.java"] = "package com.acme;\n"
         files[f"{copy}/src/test/java/com/acme/RetryTests.java"] = JAVA_TEST
-        files[f"{copy}/src/test/java/com/acme/fixtures/package-info.java"] = "package com.acme.fixtures;\n"
+        files[f"{copy}/src/test/java/com/acme/support/package-info.java"] = "package com.acme.support;\n"
     _write(ws, files)
     with Engine(ws, index_dir=str(tmp_path / "idx"), vectors=False) as eng:
         eng.index(vectors=False)
@@ -39,7 +39,7 @@ def test_each_copy_links_its_own_tests(tmp_path: Path) -> None:
             code = f"{copy}/src/main/java/com/acme/Retry.java"
             assert _tests(eng, code) == {f"{copy}/src/test/java/com/acme/RetryTests.java"}
             info = f"{copy}/src/main/java/com/acme/package-info.java"
-            assert _tests(eng, info) == {f"{copy}/src/test/java/com/acme/fixtures/package-info.java"}
+            assert _tests(eng, info) == {f"{copy}/src/test/java/com/acme/support/package-info.java"}  # (`fixtures/`: data)
             # the import resolves inside the copy too (it did before; kept)
             assert eng.view().graph.imports[f"{copy}/src/test/java/com/acme/RetryTests.java"] == {code}
             # Related tests: the copy's own test by name; the other copies' tests only by use (they name

@@ -16,8 +16,15 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from ..core.tokens import stripped
-from ..languages import MANIFEST_KINDS
-from ..workspace.kinds import is_test_support, names_its_source, other_dotted_name, stem_of
+from ..languages import MANIFEST_KINDS, language_of
+from ..workspace.kinds import (
+    in_test_dir,
+    is_test_name,
+    is_test_support,
+    names_its_source,
+    other_dotted_name,
+    stem_of,
+)
 from .imports import Resolver
 
 
@@ -55,10 +62,11 @@ class FileGraph:
                 by_stem.setdefault(stripped(stem_of(p)), []).append(p)
         abbrev_cache: dict[str, list[str]] = {}
         by_distance: dict[tuple[str, str], list[str]] = {}
+        roots = package_roots(files)
         for p, kind in files.items():
             if kind != "test" or is_test_support(p):  # koa's test-helpers/context.js tests no lib/context.js
                 continue
-            linked, prefix = g._named_code(p, by_stem, files, abbrev_cache)
+            linked, prefix = g._named_code(p, by_stem, files, abbrev_cache, roots)
             for code in linked:
                 g.tests_of[code].add(p)
                 g.named_code[p].add(code)
@@ -85,7 +93,7 @@ class FileGraph:
         return g
 
     def _named_code(self, test: str, by_stem: _Stems, files: dict[str, str],
-                    cache: dict[str, list[str]]) -> tuple[list[str], str | None]:
+                    cache: dict[str, list[str]], roots: frozenset[str] = frozenset()) -> tuple[list[str], str | None]:
         """The source files a test is named after, and the abbreviation used when one was.
 
         A plain name links every source file of that stem (``test_retry.py`` -> ``retry.py``). A dotted
@@ -100,11 +108,25 @@ class FileGraph:
         # Only the nearest files of the stem: a workspace with seven vendored copies of spring-boot linked
         # every copy's test to every copy's class (and every `package-info.java` under a test folder to all
         # 4,163 in main folders): 2.3 M of the 100k workspace's 2.4 M name links, and wrong ones.
-        exact = [c for c in by_stem.nearest(stem, test) if not other_dotted_name(c, test)]
+        exact = [c for c in by_stem.nearest(stem, test)
+                 if not other_dotted_name(c, test) and may_be_named_after(test, c, roots)]
         parts = [x for x in os.path.basename(test).split(".")[:-1] if x.lower() not in ("test", "spec")]
         if len(parts) < 2 or len(stem) < 2:
             if not names_its_source(test):  # a fixture or helper in a Python test folder (kinds.py)
                 return [], None
+            if len(exact) > 1 and stem in FOLDER_STEMS:
+                # A folder's front file (`index.ts`) is the one of a folder the test's folders name, else the nearest:
+                # vite's `__tests__/plugins/index.spec.ts` was named after every index.ts under src/node (a monorepo
+                # newcomer, session 39).
+                parts = os.path.dirname(test).split("/")
+
+                def depth(c: str) -> int:  # where the test's folders name c's folder, the deepest place
+                    own = os.path.basename(os.path.dirname(c))
+                    return max((i for i, part in enumerate(parts) if part == own), default=-1)
+                deepest = max(depth(c) for c in exact)
+                exact = [c for c in exact if depth(c) == deepest]
+                near = min(dir_distance(c, test) for c in exact)
+                exact = [c for c in exact if dir_distance(c, test) == near]
             if len(exact) > 1:
                 # Several of the stem at the same distance (`tests/test_views.py`: flask's `views.py` and two in
                 # `examples/`): a test of the product is not one of its examples' (a newcomer, session 38).
@@ -114,7 +136,7 @@ class FileGraph:
             return exact, None
         if stem not in cache:  # many tests share one object name (`res.*.js`): one scan of the stems each
             cache[stem] = [c for s, codes in by_stem.items() if abbreviates(stem, s) for c in codes]
-        abbrevs = [c for c in cache[stem] if not other_dotted_name(c, test)]
+        abbrevs = [c for c in cache[stem] if not other_dotted_name(c, test) and may_be_named_after(test, c, roots)]
         if not abbrevs:
             return exact, None
         self.links_read_imports = True
@@ -250,6 +272,65 @@ class _Stems(dict[str, list[str]]):
             if d in folders:
                 return list(folders[d])
         return list(cands)
+
+
+# A package's manifest: the folder holding one is a package (npm, Go module, crate, Python project, Maven or Gradle
+# module, Composer, Bundler).
+PACKAGE_MANIFESTS = frozenset({"package.json", "go.mod", "Cargo.toml", "pyproject.toml", "setup.py", "pom.xml",
+                               "build.gradle", "build.gradle.kts", "composer.json", "Gemfile"})
+# Data a test reads, not a test: a fixture's `index.js`, `index.css`, `index.html` were "named after" every index.ts
+# (a monorepo newcomer, session 39).
+_FIXTURE_DIR = re.compile(r"(^|/)(__)?(fixtures?|mocks|snapshots|testdata)(__)?(/|$)", re.I)
+# Language families a test and the file it is named after share: a TypeScript test of JavaScript, C++ of C.
+_FAMILY = {"typescript": "javascript", "cpp": "c", "kotlin": "java"}
+# A file named like this stands for its folder: `models/__init__.py`, `response/index.js`, `walk/mod.rs`.
+FOLDER_STEMS = frozenset({"init", "index", "mod"})
+
+
+def package_roots(files: dict[str, str]) -> frozenset[str]:
+    """The folders holding a package manifest ('' for the workspace's top); not those in test folders (a fixture
+    package: vite's `src/node/__tests__/package.json`)."""
+    return frozenset(os.path.dirname(p) for p in files
+                     if os.path.basename(p) in PACKAGE_MANIFESTS and not in_test_dir(p))
+
+
+def package_of(path: str, roots: frozenset[str]) -> str | None:
+    """The deepest package folder holding ``path``; None when no manifest is above it."""
+    d = path
+    while d:
+        d = d.rpartition("/")[0]
+        if d in roots:
+            return d
+    return None
+
+
+def _family(path: str) -> str | None:
+    lang = language_of(path)
+    return None if lang is None else _FAMILY.get(lang.name, lang.name)
+
+
+def may_be_named_after(test: str, code: str, roots: frozenset[str]) -> bool:
+    """Whether a test's name may link it to ``code``, a source file of its stem. Not a file in a fixtures folder
+    (data a test reads), nor a file not named as a test for a folder's front file (`index.ts`); not one of another language (a test of a parsed language's file is of its family:
+    express's `test/config.js` was flask's config.py's second test in a folder of both); not a Go test of another
+    folder (a `_test.go` file tests its own folder's package: etcd's `util_test.go`s were every util.go's); not a
+    test of another package of a monorepo (vue core's compiler-ssr `__tests__/utils.ts` was compiler-core's
+    utils.ts's; a monorepo newcomer, session 39). A test in a package above the file's (a top-level `tests/`)
+    may be."""
+    if _FIXTURE_DIR.search(os.path.dirname(test)):
+        return False
+    if stripped(stem_of(code)) in FOLDER_STEMS and not is_test_name(test):
+        return False  # a plain `index.ts` in a test folder is a fixture package's entry, not a test of an index.ts
+    fam = _family(code)
+    if fam is not None and _family(test) != fam:
+        return False
+    if code.endswith(".go") and test.endswith(".go") and os.path.dirname(code) != os.path.dirname(test):
+        return False
+    if roots:
+        t_root, c_root = package_of(test, roots), package_of(code, roots)
+        if t_root and c_root is not None and t_root != c_root and not c_root.startswith(t_root + "/"):
+            return False
+    return True
 
 
 # Folders of example, sample and demo programs beside a product (flask's `examples/celery/.../views.py`).

@@ -66,6 +66,11 @@ def is_test_path(path: str) -> bool:
     return in_test_folder(path)
 
 
+def in_test_dir(path: str) -> bool:
+    """Under a folder tests are kept in (`tests/`, `__tests__/`, `testdata/`, `e2e/`...), whatever the file."""
+    return bool(_TEST_DIR.search(path.lower()))
+
+
 def is_test_support(path: str) -> bool:
     """A file that is a test only by its support folder (``test-helpers/context.js``), not by its name: it
     helps tests and is named after no source file, so it links to none by name or folder."""

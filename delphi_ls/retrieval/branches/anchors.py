@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from ...core.tokens import stripped
-from ...indexing.graph import dir_distance
+from ...indexing.graph import FOLDER_STEMS, dir_distance, may_be_named_after
 from ...workspace.kinds import other_dotted_name, stem_of
 from ..context import SearchContext
 from ..query import QueryInfo
@@ -38,22 +38,27 @@ class AnchorTestsBranch:
             return []
         scores: dict[str, float] = {}
         notes: dict[str, str] = {}
+        roots = ctx.view.package_roots()
+        g = ctx.view.graph
         for anchor in ctx.anchors:
             stem = stripped(stem_of(anchor))
             if len(stem) < 2 or ctx.files.get(anchor) == "test":
                 continue
+            front = stem in FOLDER_STEMS
             for t in tests:
-                if other_dotted_name(anchor, t):
+                if other_dotted_name(anchor, t) or not may_be_named_after(t, anchor, roots):
+                    continue
+                if front and g is not None and t not in g.tests_of.get(anchor, ()):
+                    # `index.ts` names its folder: a test of that stem elsewhere is another folder's (vite's fixtures
+                    # led every index.ts's tests; a monorepo newcomer, session 39). The graph tells which folder's.
                     continue
                 tstem = stripped(stem_of(t))
-                if tstem == stem or (len(stem) >= 4 and stem in stripped(os.path.basename(t))):
+                if tstem == stem or (not front and len(stem) >= 4 and stem in stripped(os.path.basename(t))):
                     s = 3.0 - 0.1 * dir_distance(anchor, t) + (0.5 if tstem == stem else 0.0)
                     _keep_best(scores, notes, t, s, f"named after {os.path.basename(anchor)}")
         return ranked_hits(scores, notes, ctx.depth)
 
 
-# A file named like this stands for its folder: `models/__init__.py`, `response/index.js`, `walk/mod.rs`.
-_FOLDER_STEMS = frozenset({"init", "index", "mod"})
 
 
 class AnchorFolderTestsBranch:
@@ -76,7 +81,7 @@ class AnchorFolderTestsBranch:
             if ctx.files.get(anchor) == "test":
                 continue
             stem = stripped(stem_of(anchor))
-            if stem in _FOLDER_STEMS:
+            if stem in FOLDER_STEMS:
                 stem = stripped(os.path.basename(os.path.dirname(anchor)))
             if len(stem) < 3:
                 continue
