@@ -469,7 +469,7 @@ class Session:
             for p in paths:
                 if isinstance(p, str) and p and not p.startswith("file:") and not os.path.isabs(p):
                     holders = [e for r, e in list(self.engines.items())
-                               if (r / p).is_file() or e.meta.file_info(Path(p).as_posix()) is not None]
+                               if (r / p).is_file() or e.kind_of(Path(p).as_posix()) is not None]
                     if len(holders) == 1:
                         return holders[0]
         return next(iter(self.engines.values()))
