@@ -273,3 +273,42 @@ def test_a_repository_s_own_config_does_not_choose_an_ignore_file_outside_it(tmp
     assert [f.path for f in scan(root, 10_000).files] == ["a.py"]
     (home / ".gitconfig").write_text(f"[core]\n\texcludesFile = {elsewhere}\n")  # the user's own choice: applied
     assert [f.path for f in scan(root, 10_000).files] == []
+
+
+def test_a_folder_of_a_repository_keeps_the_repository_s_ignore_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """An editor or `delphi` opened on a package of a monorepo indexed what the repository's `.gitignore` hides:
+    build output, a `secret_notes.txt`, logs (session 39). Its rules apply from above, anchored where they are; a
+    folder they ignore, opened on purpose (a vendored package), keeps its own; a dotfiles repository at the home
+    folder is no project's."""
+    from delphi_ls.workspace.scan import skip_reason
+    from tests.conftest import git
+
+    _user_home(monkeypatch, tmp_path / "home")
+    top = tmp_path / "mono"
+    (top / "packages" / "web" / "dist").mkdir(parents=True)
+    (top / "packages" / "web" / "build").mkdir()
+    (top / "packages" / "web" / "src").mkdir()
+    git(top, "init", "-q")
+    (top / ".gitignore").write_text("dist/\nsecret_notes.txt\n*.log\n/packages/web/build/\n")
+    (top / "packages" / ".gitignore").write_text("*.tmp\n")
+    (top / ".git" / "info" / "exclude").write_text("local-only.py\n")
+    web = top / "packages" / "web"
+    for rel in ("src/app.js", "dist/bundle.js", "build/out.js", "secret_notes.txt", "x.log", "a.tmp",
+                "local-only.py", "keep.py"):
+        (web / rel).write_text("x = 1\n")
+    got = sorted(f.path for f in scan(web, 10_000).files)
+    assert got == ["keep.py", "src/app.js"], got
+    # an editor buffer of such a file is judged the same way
+    assert skip_reason(web, "secret_notes.txt", Settings()) is not None
+    assert skip_reason(web, "dist/new.js", Settings()) is not None
+    assert skip_reason(web, "src/new.js", Settings()) is None
+    # a folder the repository ignores, opened on purpose: its files are what was asked for
+    assert sorted(f.path for f in scan(web / "dist", 10_000).files) == ["bundle.js"]
+    # a repository at the home folder (dotfiles) is not the project's
+    home = tmp_path / "home2"
+    (home / "code" / "proj").mkdir(parents=True)
+    git(home, "init", "-q")
+    (home / ".gitignore").write_text("*\n")
+    (home / "code" / "proj" / "main.py").write_text("x = 1\n")
+    _user_home(monkeypatch, home)
+    assert [f.path for f in scan(home / "code" / "proj", 10_000).files] == ["main.py"]

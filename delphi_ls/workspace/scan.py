@@ -157,10 +157,19 @@ def _any_match(_probe: str) -> bool:
 
 class _Ignores:
     """Gitignore specs, each anchored at the folder that holds it; a child folder's view shares its
-    parent's specs (immutable), so the walk needs no recursion and no push/pop."""
+    parent's specs (immutable), so the walk needs no recursion and no push/pop. A spec of a folder above the
+    workspace (the repository's, when the workspace is one of its folders) is anchored there: ``lead`` is the
+    workspace root's path from that folder."""
 
-    def __init__(self, specs: tuple[tuple[str, _Spec], ...] = ()) -> None:
+    def __init__(self, specs: tuple[tuple[str, _Spec, str], ...] = ()) -> None:
         self._specs = specs
+
+    def above(self, lead: str, lines: list[str]) -> _Ignores:
+        """With the patterns of a file in a folder above the workspace, ``lead`` the workspace's path from it."""
+        out = self.child("", lines)
+        if out is self:
+            return self
+        return _Ignores(self._specs + ((out._specs[-1][0], out._specs[-1][1], lead),))
 
     def child(self, base: str, lines: list[str]) -> _Ignores:
         lines = [ln for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
@@ -174,15 +183,17 @@ class _Ignores:
                 continue  # git ignores a line it cannot read; so do we
         if not patterns:
             return self
-        return _Ignores(self._specs + ((base, _Spec(patterns)),))
+        return _Ignores(self._specs + ((base, _Spec(patterns), ""),))
 
     def ignored(self, rel: str, is_dir: bool) -> bool:
         # Later (deeper) files win; within a file, pathspec applies negations in order.
         verdict: bool | None = None
-        for base, spec in self._specs:
+        for base, spec, lead in self._specs:
             sub = rel[len(base) + 1:] if base else rel
             if base and not rel.startswith(base + "/"):
                 continue
+            if lead:
+                sub = f"{lead}/{sub}"
             include = spec.include(sub + "/" if is_dir else sub)
             if include is not None:
                 verdict = include
@@ -245,13 +256,57 @@ def _info_exclude(root: Path) -> Path:
     return dot / "info" / "exclude"
 
 
+def _repository_above(root: Path) -> tuple[Path, str] | None:
+    """The repository a workspace folder without a ``.git`` of its own lies in, and the folder's path from its top:
+    an editor or `delphi` opened on a package of a monorepo indexed what the repository's `.gitignore` hides
+    (build output, a `secret_notes.txt`, logs; session 39). Not a repository at the home folder or the file
+    system's root: a dotfiles repository there ignores everything (`*`) and tracks nothing of the projects below."""
+    try:
+        if os.path.lexists(root / ".git"):
+            return None
+        home = Path.home().resolve()
+    except (OSError, RuntimeError):
+        home = None
+    for top in root.parents:
+        try:
+            if os.path.lexists(top / ".git"):
+                if top == home or top == top.parent:
+                    return None
+                return top, root.relative_to(top).as_posix()
+        except OSError:
+            return None
+    return None
+
+
 def _top_ignores(root: Path, extra_ignores: list[str] | None, fresh: bool = False) -> _Ignores:
     # In git's order of precedence, lowest first: the user's own excludes file, the repository's
-    # info/exclude, then Delphi's own rules. ``fresh``: a walk asks git where the user's file is again.
+    # info/exclude, the `.gitignore` files of the repository's folders above the workspace (when it is one of
+    # its folders), then Delphi's own rules. ``fresh``: a walk asks git where the user's file is again.
     user = user_excludes_file(root, fresh=fresh)
-    top = ((_read_lines(user, follow=True) if user is not None else []) + _read_lines(_info_exclude(root))
-           + _read_lines(root / ".delphiignore") + list(extra_ignores or []))
-    return _Ignores().child("", top)
+    user_lines = _read_lines(user, follow=True) if user is not None else []
+    above = _repository_above(root)
+    if above is None:
+        return _Ignores().child("", user_lines + _read_lines(_info_exclude(root)) + _read_lines(root / ".delphiignore")
+                                + list(extra_ignores or []))
+    top, lead = above
+    parts = lead.split("/")
+    # (how many of the lead's folders below the top the file sits in, its lines): the user's file and info/exclude
+    # at the top, then the top's .gitignore and each folder's down to the workspace's parent.
+    levels = [(0, user_lines + _read_lines(_info_exclude(top)))]
+    levels += [(i, _read_lines(top.joinpath(*parts[:i]) / ".gitignore")) for i in range(len(parts))]
+    for k in range(1, len(parts) + 1):
+        # A workspace folder these rules ignore (a vendored package, a dependency opened to read it) was opened on
+        # purpose: git's rules from above do not apply to it then, only its own.
+        folder = _Ignores()
+        for i, lines in levels:
+            if i < k:  # the rules of a folder above the k-th, read from there
+                folder = folder.above("/".join(parts[i:k - 1]), lines)
+        if folder.ignored(parts[k - 1], True):
+            return _Ignores().child("", _read_lines(root / ".delphiignore") + list(extra_ignores or []))
+    ign = _Ignores()
+    for i, lines in levels:
+        ign = ign.above("/".join(parts[i:]), lines)
+    return ign.child("", _read_lines(root / ".delphiignore") + list(extra_ignores or []))
 
 
 def scan(root: Path, max_file_bytes: int, extra_ignores: list[str] | None = None) -> ScanResult:
