@@ -61,7 +61,7 @@ from .stores.writer_lock import Holder, IndexBusy, WriterLock  # noqa: F401  (In
 from .traces import write_trace
 from .workspace import roots
 from .workspace.kinds import file_kind
-from .workspace.scan import utf8_name
+from .workspace.scan import repository_above, utf8_name
 from .workspace.tracked import tracked_but_ignored
 
 
@@ -74,7 +74,7 @@ def no_history(root: Path) -> str:
     when it is neither "no commits yet" nor "not a repository" (no `git` on PATH and a `.git` file naming a
     folder that is not there both read "no commits yet"; a newcomer, session 29)."""
     try:
-        repo = (root / ".git").exists()
+        repo = (root / ".git").exists() or repository_above(root) is not None
     except OSError as e:
         return f"off: the workspace folder cannot be read ({e.strerror}; no history to read)"
     if not repo:
@@ -435,6 +435,11 @@ class Engine:
             self.problems["reranker_history"] = f"history ranker failed to load: {e}"
             return (f"error: history ranker failed to load: {e}; "
                     f"{plain.identity.name} answers with history too")
+
+    @property
+    def embeds(self) -> bool:
+        """Whether its index runs embed chunks (vectors on, a model loaded): a run's progress has a vector phase."""
+        return bool(self.settings.vectors and self.embedder is not None)
 
     @property
     def branch_errors(self) -> dict[str, str]:
@@ -1057,8 +1062,12 @@ class Engine:
                         and self.embedder is not None and self.model_matches()):
                     # The embedding cache's vectors no chunk uses, bounded: an editor's every indexed edit adds some.
                     n = self.meta.counts()["chunks"]
-                    gone = self.meta.prune_embed_cache(self.embedder.identity.weights_sha256,
-                                                       max(n, EMBED_CACHE_SPARE), n)
+                    try:
+                        gone = self.meta.prune_embed_cache(self.embedder.identity.weights_sha256,
+                                                           max(n, EMBED_CACHE_SPARE), n)
+                    except sqlite3.Error:  # a cache kept too long costs no run (a full disk, a lock): the next run
+                        log.exception("pruning the embedding cache failed; the next full run tries again")
+                        gone = 0
                     if gone:
                         log.info("dropped %d cached vectors no chunk uses (the oldest written)", gone)
                 if self.meta.get_state("recovered") is not None and not rep.errors and only is None:
@@ -1067,8 +1076,8 @@ class Engine:
                                or rep.reembedded_all or self.meta.get_state("cochange") != cochange_before)
                 if len(indexer.changed) <= PATCH_MAX_PATHS and not (repaired or rep.reembedded_all or rep.errors):
                     patch = indexer.changed
-                if only is None and not rep.errors and not self._stop.is_set() \
-                        and self.meta.get_state("index_failed") is not None:
+                if full and only is None and not rep.errors and not self._stop.is_set() \
+                        and self.meta.get_state("index_failed") is not None:  # (a question's catch-up embeds none)
                     self.meta.set_state("index_failed", None)
                 return rep
             except Exception as e:

@@ -468,8 +468,8 @@ class Session:
             # second (a monorepo newcomer, session 39).
             for p in paths:
                 if isinstance(p, str) and p and not p.startswith("file:") and not os.path.isabs(p):
-                    holders = [e for r, e in list(self.engines.items())
-                               if (r / p).is_file() or e.kind_of(Path(p).as_posix()) is not None]
+                    # On disk: asking each folder's index what it holds built every other folder's view (review).
+                    holders = [e for r, e in list(self.engines.items()) if (r / p).is_file()]
                     if len(holders) == 1:
                         return holders[0]
         return next(iter(self.engines.values()))
@@ -702,7 +702,7 @@ class Session:
         # One percentage across the run, rising (LSP: clients may ignore a lower one): it ran 0-100 for the files,
         # then from about 5 again for the vectors, and sat at 100 through spring-boot's 18 s of embedding (a
         # monorepo newcomer, session 39). The files take the first part when vectors follow.
-        files_share = 60 if eng.settings.vectors and eng.embedder is not None else 100
+        files_share = 60 if eng.embeds else 100
 
         def progress(phase: str, done: int, total: int, chunks: int) -> None:
             now = time.monotonic()

@@ -429,6 +429,27 @@ async def test_mcp_without_a_folder_serves_the_project_around_the_current_one(ws
         assert res.content[0].text.splitlines()[0].endswith(f"for {ws / 'engine' / 'src' / here}"), res.content[0].text
 
 
+async def test_a_forwarded_path_is_read_in_the_agents_folder_not_the_daemons(ws: Path, tmp_path: Path):
+    """`delphi mcp` forwarding to a daemon: a path relative to the agent's folder is read there before it goes (the
+    daemon's own folder is another; review, session 39)."""
+    proc, _url, _ = _start_daemon(ws, tmp_path / "index")
+    try:
+        params = stdio_params(ws, tmp_path / "index")
+        params = StdioServerParameters(command=params.command, args=params.args, env=params.env,
+                                       cwd=str(ws / "engine" / "src"))
+        async with Client(params) as client:
+            await _ready(client)
+            assert (await client.call_tool("index_status", {})).structured_content["pid"] == proc.pid
+            res = await client.call_tool("related_tests", {"path": "lib.rs"})
+            assert not res.is_error, res.content[0].text
+            assert str(ws / "engine" / "src" / "lib.rs") in res.content[0].text.splitlines()[0], res.content[0].text
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        for f in (proc.stdout, proc.stderr):
+            f.close()
+
+
 async def test_forwarding_survives_a_daemon_restart(ws: Path, tmp_path: Path):
     """An editor's "restart language server" gives the daemon a new port and token: agents keep working."""
     proc, url, _ = _start_daemon(ws, tmp_path / "index")

@@ -30,6 +30,10 @@ FILES = {
     "server/read/util.go": "package read\n\nfunc Clamp(n int) int {\n\treturn n\n}\n",
     "server/util_test.go": "package server\n\nimport \"testing\"\n\nfunc TestX(t *testing.T) {}\n",
     "py/config.py": "def load_config(path):\n    return {}\n",
+    "jvm/src/main/java/com/acme/Retry.java": "package com.acme;\n\npublic class Retry {}\n",
+    "jvm/src/test/groovy/com/acme/RetrySpec.groovy": "package com.acme\n\nclass RetrySpec {}\n",
+    "packages/a/src/server.ts": "export const serve = () => 1\n",
+    "packages/a/src/mocks/server.test.ts": "import { serve } from '../server'\ntest('s', () => serve())\n",
     "js/test/config.js": "const assert = require('assert')\nassert.ok(true)\n",
 }
 
@@ -69,3 +73,9 @@ def test_a_folders_front_file_by_the_folder_the_test_names(eng: Engine) -> None:
 def test_a_go_test_of_another_folder_and_a_test_in_another_language_are_not_named_after(eng: Engine) -> None:
     assert _named(eng, "server/read/util.go") == set()
     assert _named(eng, "py/config.py") == set()
+
+
+def test_a_test_of_a_language_without_a_module_and_a_test_named_file_in_mocks_keep_their_link(eng: Engine) -> None:
+    """Spock's `RetrySpec.groovy` tests `Retry.java`; `mocks/server.test.ts` is a test by its name (review, s39)."""
+    assert _named(eng, "jvm/src/main/java/com/acme/Retry.java") == {"jvm/src/test/groovy/com/acme/RetrySpec.groovy"}
+    assert "packages/a/src/mocks/server.test.ts" in _named(eng, "packages/a/src/server.ts")

@@ -311,6 +311,10 @@ def test_a_long_folder_name_in_a_frame_is_cheap_to_match_to_files() -> None:
     ("\x1b[1m\x1b[31mtests/test_basic.py\x1b[0m:1262: in test_x\n    c.get('/none')\n"
      "\x1b[1m\x1b[31msrc/flask/app.py\x1b[0m:1307: in make_response\n    raise TypeError(\nE   TypeError: bad\n",
      ("src/flask/app.py", 1307)),
+    # pytest's default (long) style: a frame's location line alone, the last naming the exception (review)
+    ("    def test_direct():\n>       make_response(None)\n\ntests/test_basic.py:6: \n_ _ _ _\n\n"
+     "    def make_response(rv):\n>           raise TypeError('none')\nE           TypeError: none\n\n"
+     "src/shop/app.py:3: TypeError\n", ("src/shop/app.py", 3)),
     # frames of two patterns come in the order written: PHP's `in …:57` is read by one, `#0 …(37)` by another
     ("PHP Fatal error:  Uncaught InvalidArgumentException: no in /var/www/src/Money.php:57\nStack trace:\n"
      "#0 /var/www/src/Money.php(37): Money->assertSameCurrency()\n", ("/var/www/src/Money.php", 57)),
@@ -320,3 +324,10 @@ def test_frames_are_read_innermost_first(text: str, first: tuple[str, int]) -> N
     q = analyse(question_read(text))
     assert q.frames and q.frames[0] == first, q.frames
     assert q.paths[0] == first[0]
+
+
+def test_a_login_is_no_frame() -> None:
+    """Firefox's `fn@url:line` pattern read `me@host.example.com:2222` lines as frames, turning a question into a
+    trace (review, session 39)."""
+    q = analyse("ssh me@host.example.com:2222 fails, then scp me@other.example.com:22 too")
+    assert q.frames == [] and q.shape != "trace"

@@ -173,3 +173,25 @@ def test_a_test_support_file_is_named_after_no_source_file(tmp_path: Path):
         eng.index(vectors=False)
         assert eng.view().files["test-helpers/context.js"] == "test"
         assert eng.view().graph.tests_of["lib/context.js"] == {"__tests__/context.test.js"}
+
+
+def test_a_folder_of_a_repository_reads_the_history_of_its_files(tmp_path: Path):
+    """A package folder of a monorepo opened on its own read no history ("not a git repository"; a monorepo newcomer,
+    session 39): its files' commits are read, their paths from the folder, the rest of the repository's left out."""
+    top = tmp_path / "mono"
+    (top / "packages" / "web" / "src").mkdir(parents=True)
+    (top / "other").mkdir()
+    git(top, "init", "-q")
+    web = top / "packages" / "web"
+    for i in range(3):
+        (web / "src" / "a.py").write_text("".join(f"def a{j}():\n    return {j}\n" for j in range(i + 1)))
+        (web / "src" / "b.py").write_text(f"B = {i}\n")
+        (top / "other" / "c.py").write_text(f"C = {i}\n")
+        git(top, "add", "-A")
+        git(top, "commit", "-qm", f"change {i}")
+    (top / "other" / "c.py").write_text("C = 9\n")
+    git(top, "commit", "-qam", "only other")
+    with Engine(web, index_dir=str(tmp_path / "idx"), vectors=False) as eng:
+        eng.index(vectors=False)
+        assert eng.cochange_status.startswith("ready: 3 commits"), eng.cochange_status
+        assert [p for p, _w in eng.meta.cochanged_with("src/a.py")] == ["src/b.py"]

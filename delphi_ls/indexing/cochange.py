@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.git import ask_git
+from ..workspace.scan import repository_above
 from ..workspace.secrets import redact
 
 COCHANGE_VERSION = 6  # 2: strengths normalised by each file's own change count; 3: those counts kept;
@@ -37,8 +38,10 @@ MAX_MESSAGE = 4000  # characters of a message kept (subject and the start of the
 
 
 def git_head(root: Path) -> str | None:
+    """The repository's HEAD, for the workspace or the repository it is a folder of (a package folder of a monorepo
+    opened on its own read no history: "not a git repository"; session 39); None when there is none."""
     try:
-        if not (root / ".git").exists():
+        if not (root / ".git").exists() and repository_above(root) is None:
             return None
     except OSError:  # a workspace that cannot be entered (its permissions changed): no history to read now
         return None
@@ -64,8 +67,10 @@ def cochange_pairs(root: Path, files: set[str], max_commits: int = 500,
 def change_history(root: Path, files: set[str], max_commits: int = 500, max_files: int = 40) -> History:
     # Each commit opens with NUL SOH and its message ends with NUL; -z ends every path with NUL, unquoted
     # (git refuses NUL in a message, and no path holds one).
+    # `--relative` and `-- .`: the commits that changed the workspace's files, their paths from its root, when it is a
+    # folder of the repository (at the repository's top: every commit that changed a file, as before).
     res = subprocess.run(["git", "-C", str(root), "log", f"-n{max_commits}", "--no-merges", "--name-only", "-z",
-                          "--format=format:%x00%x01%P%x02%s%n%n%b%x00"],
+                          "--relative", "--format=format:%x00%x01%P%x02%s%n%n%b%x00", "--", "."],
                          capture_output=True, text=True, errors="replace", timeout=120)
     if res.returncode != 0:
         raise RuntimeError(res.stderr.strip() or "git log failed")

@@ -110,6 +110,15 @@ class FileGraph:
         # 4,163 in main folders): 2.3 M of the 100k workspace's 2.4 M name links, and wrong ones.
         exact = [c for c in by_stem.nearest(stem, test)
                  if not other_dotted_name(c, test) and may_be_named_after(test, c, roots)]
+        if not exact and len(by_stem.get(stem, ())) > 1:
+            # The nearest were all another package's or language's: the nearest of those the test may be named after
+            # (the rare case: the nearest are looked up by an index; review, session 39).
+            ok = [c for c in by_stem.get(stem, ()) if not other_dotted_name(c, test) and may_be_named_after(test, c, roots)]
+            if ok:
+                depth = max(len(os.path.commonpath([c, test]).split("/")) if os.path.commonpath([c, test]) else 0
+                            for c in ok)
+                exact = [c for c in ok if (len(os.path.commonpath([c, test]).split("/"))
+                                           if os.path.commonpath([c, test]) else 0) == depth]
         parts = [x for x in os.path.basename(test).split(".")[:-1] if x.lower() not in ("test", "spec")]
         if len(parts) < 2 or len(stem) < 2:
             if not names_its_source(test):  # a fixture or helper in a Python test folder (kinds.py)
@@ -281,6 +290,9 @@ PACKAGE_MANIFESTS = frozenset({"package.json", "go.mod", "Cargo.toml", "pyprojec
 # Data a test reads, not a test: a fixture's `index.js`, `index.css`, `index.html` were "named after" every index.ts
 # (a monorepo newcomer, session 39).
 _FIXTURE_DIR = re.compile(r"(^|/)(__)?(fixtures?|mocks|snapshots|testdata)(__)?(/|$)", re.I)
+# Files that hold no test, wherever they are: a fixture's styles, markup and data.
+_NOT_TESTS = frozenset({".css", ".scss", ".less", ".sass", ".html", ".htm", ".json", ".yaml", ".yml", ".toml",
+                        ".xml", ".txt", ".md", ".svg", ".csv"})
 # Language families a test and the file it is named after share: a TypeScript test of JavaScript, C++ of C.
 _FAMILY = {"typescript": "javascript", "cpp": "c", "kotlin": "java"}
 # A file named like this stands for its folder: `models/__init__.py`, `response/index.js`, `walk/mod.rs`.
@@ -317,13 +329,16 @@ def may_be_named_after(test: str, code: str, roots: frozenset[str]) -> bool:
     test of another package of a monorepo (vue core's compiler-ssr `__tests__/utils.ts` was compiler-core's
     utils.ts's; a monorepo newcomer, session 39). A test in a package above the file's (a top-level `tests/`)
     may be."""
-    if _FIXTURE_DIR.search(os.path.dirname(test)):
-        return False
-    if stripped(stem_of(code)) in FOLDER_STEMS and not is_test_name(test):
+    named = is_test_name(test)
+    if not named and _FIXTURE_DIR.search(os.path.dirname(test)):
+        return False  # (`src/mocks/server.test.ts` is a test by its name wherever it is; review)
+    if stripped(stem_of(code)) in FOLDER_STEMS and not named:
         return False  # a plain `index.ts` in a test folder is a fixture package's entry, not a test of an index.ts
-    fam = _family(code)
-    if fam is not None and _family(test) != fam:
+    if os.path.splitext(test)[1].lower() in _NOT_TESTS:
         return False
+    fam, tfam = _family(code), _family(test)
+    if fam is not None and tfam is not None and tfam != fam:
+        return False  # (a language with no module here, Groovy's Spock or Scala, may test a Java class; review)
     if code.endswith(".go") and test.endswith(".go") and os.path.dirname(code) != os.path.dirname(test):
         return False
     if roots:

@@ -178,8 +178,10 @@ AT_FRAME = re.compile(r"at (?:async )?(?:new )?(?:[\w$.<>\[\]]+ )?(?:\[as [\w$]+
                       r"((?:[A-Za-z]:)?[\w./\\@+-]+\.\w+)(?:\?[\w=&.%-]*)?:(\d+)(?::\d+)?\)?")
 # Firefox's and Safari's frames: `insert@http://localhost:5173/packages/runtime-dom/src/nodeOps.ts:46:12`, `@file.js:3:1`
 # (an anonymous function's); read as a trace's words only before (a newcomer, session 39).
+# A path with a folder: `user@host.example.com:2222` is a login, not a frame (review).
 AT_SIGN_FRAME = re.compile(r"^[ \t]*[\w$.<>/\[\]*-]*@(?:file://(?:/(?=[A-Za-z]:))?|(?:https?|webpack(?:-internal)?)://"
-                           r"[\w.:@-]*(?=/))?((?:[A-Za-z]:)?[\w./\\@+-]+\.\w+)(?:\?[\w=&.%-]*)?:(\d+)(?::\d+)?[ \t]*$", re.M)
+                           r"[\w.:@-]*(?=/))?((?:[A-Za-z]:)?[\w.\\@+-]*[/\\][\w./\\@+-]*\.\w+)(?:\?[\w=&.%-]*)?:(\d+)"
+                           r"(?::\d+)?[ \t]*$", re.M)
 # Vitest's frames (`❯ patchBlockChildren packages/runtime-core/src/renderer.ts:994:13`), its default reporter's: a
 # pasted Vitest failure gave no frame at all (a newcomer, session 38, on vue's repository).
 VITEST_FRAME = re.compile(r"^[ \t]*❯ (?:[\w$.<>\[\]]+ )?((?:[A-Za-z]:)?[\w./\\@+-]+\.\w+):(\d+)(?::\d+)?", re.M)

@@ -205,7 +205,7 @@ def run_mcp(path: str | None, overrides: dict[str, Any], connect: bool = True, r
                 fallback.close()
             return 0
         opening, to_open = Opening(overrides, root), True
-    server = build_server(local_call(opening.get))
+    server = build_server(local_call(opening.get, agents_folder=True))
     if to_open:
         opening.start()
     _exit_on_interrupt(opening.close)
@@ -263,6 +263,7 @@ async def _proxy(url: str, token: str, root: Path, index_dir: Path, fallback: Op
 
     from .daemon import daemon_starting, find_daemon
     from .server import build_server, local_call, serve_stdio
+    from .tools import agent_paths
 
     where = [url, token]
     local: list[Any] = []  # the fallback's call, once the daemon is gone
@@ -278,6 +279,7 @@ async def _proxy(url: str, token: str, root: Path, index_dir: Path, fallback: Op
         return result
 
     async def call(name: str, args: dict[str, Any]) -> Any:
+        args = agent_paths(args, [root])  # here, in the agent's folder: the daemon's is another
         if name in FOLDER_TOOLS and "workspace" not in args:
             args = {**args, "workspace": str(root)}
         if local:

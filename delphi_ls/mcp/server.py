@@ -24,7 +24,7 @@ from mcp.server.lowlevel import Server
 
 from .. import __version__
 from ..api import jsonrpc_id
-from .tools import TOOLS, ToolOutput, run_tool
+from .tools import TOOLS, ToolOutput, agent_paths, run_tool
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -50,9 +50,10 @@ def to_result(out: ToolOutput) -> types.CallToolResult:
                                 structured_content=out.structured, is_error=out.is_error)
 
 
-def local_call(session: Session | Callable[[], Session]) -> Call:
+def local_call(session: Session | Callable[[], Session], agents_folder: bool = False) -> Call:
     """Calls answered by ``session`` in this process; a callable gives it when ready (``delphi mcp`` opens it
-    beside the stdio loop) or raises with why there is none."""
+    beside the stdio loop) or raises with why there is none. ``agents_folder``: this process runs in the agent's
+    folder (`delphi mcp`, not a daemon), so a path relative to it is read there too (tools.agent_paths)."""
     get = session if callable(session) else (lambda: session)
 
     def answer(name: str, args: dict[str, Any]) -> ToolOutput:
@@ -60,6 +61,8 @@ def local_call(session: Session | Callable[[], Session]) -> Call:
             sess = get()
         except Exception as e:  # the folder could not be opened: every call says why
             return ToolOutput(str(e), {"error": {"field": None, "message": str(e)}}, True)
+        if agents_folder and isinstance(args, dict):
+            args = agent_paths(args, list(sess.engines))
         return run_tool(sess, name, args)
 
     async def call(name: str, args: dict[str, Any]) -> types.CallToolResult:

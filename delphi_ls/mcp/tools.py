@@ -174,7 +174,6 @@ def run_tool(session: Session, name: str, args: Any) -> ToolOutput:
     if not isinstance(args, dict):
         return ToolOutput("arguments: must be an object", {"error": {"field": "arguments"}}, True)
     try:
-        args = _from_agents_folder(session, args)
         spec = SPECS.get(name)
         if spec is not None:
             # The schema's names only (`additionalProperties: false`): the api also takes its camelCase wire
@@ -233,26 +232,28 @@ def run_tool(session: Session, name: str, args: Any) -> ToolOutput:
                           True)
 
 
-def _from_agents_folder(session: Session, args: dict[str, Any]) -> dict[str, Any]:
+def agent_paths(args: dict[str, Any], roots: list[Path]) -> dict[str, Any]:
     """``path`` and ``anchors`` as the agent meant them: relative to the workspace root as documented, else to the
-    folder the agent started `delphi mcp` in when that is inside an open folder and the file is there. An agent in
-    vite's `packages/vite` passing `src/node/utils.ts` was told it does not exist, where the CLI reads the current
-    folder first (a monorepo newcomer, session 39)."""
+    folder the agent started `delphi mcp` in (this process's) when that is inside one of ``roots`` and the file is
+    there. An agent in vite's `packages/vite` passing `src/node/utils.ts` was told it does not exist, where the CLI
+    reads the current folder first (a monorepo newcomer, session 39). Called where the agent's process runs:
+    `delphi mcp` answering itself or forwarding (never in a daemon, whose folder is not the agent's; review)."""
     try:
         cwd = Path.cwd()
     except OSError:
         return args
-    roots = list(session.engines)
 
     def meant(p: Any) -> Any:
         if not isinstance(p, str) or not p or p.startswith("file:") or os.path.isabs(p):
             return p
         if any((root / p).exists() for root in roots):
             return p
-        here = Path(os.path.normpath(cwd / p))
-        if here.is_file() and any(here.is_relative_to(root) for root in roots):
-            return str(here)
-        return p
+        try:
+            here = Path(os.path.normpath(cwd / p))
+            inside = here.is_file() and any(here.is_relative_to(root) for root in roots)
+        except OSError:
+            return p
+        return str(here) if inside else p
 
     out = dict(args)
     if "path" in out:

@@ -135,7 +135,8 @@ QUESTION_TAIL_CHARS = 4_000
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")  # CSI (colours) and OSC (links)
+# CSI (colours) and OSC (links), within a line: an escape left open must not take the lines after it (review).
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b\n]*(?:\x07|\x1b\\)")
 
 
 _MARK = re.compile(r"\[redacted [^\]\n]{1,40}\]")
@@ -205,9 +206,12 @@ def _prose_ends(text: str) -> list[str]:
     return lines[:1] + lines[-1:] if len(lines) > 1 else lines
 
 
-# Output that prints the innermost frame last: Python's traceback, and pytest's (`src/app.py:1307: in make_response`,
-# outermost first, without the traceback's header). Every other runtime's trace starts at the innermost frame.
-_INNERMOST_LAST = re.compile(r"most recent call last|^[^\s:]+:\d+: in \S+$", re.M | re.I)
+# Output that prints the innermost frame last: Python's traceback, and pytest's, outermost first without the
+# traceback's header: `--tb=short`'s `src/app.py:1307: in make_response`, the long style's `tests/test_x.py:6: ` and
+# `src/app.py:3: TypeError` (a frame's location line; the last names the exception; review, session 39). Every
+# other runtime's trace starts at the innermost frame.
+_INNERMOST_LAST = re.compile(r"most recent call last|^(?:[A-Za-z]:)?[^\s:]+:\d+: ?(?:in \S+|[\w.]*(?:Error|Exception|"
+                             r"Failed|Failure|Exit|Interrupt|Warning)\w*)?[ \t]*$", re.M | re.I)
 
 
 def _frames(raw: str) -> tuple[list[tuple[str, int]], list[tuple[int, int]]]:

@@ -1437,12 +1437,13 @@ class MetaStore:
         a model switched back, but each edit an editor indexes adds its chunks' new vectors, and without a bound
         the manifest grew by every edit ever made (and the exact search's load streams every row of the model).
         A rowid is when the vector was written: the oldest written go first. ``chunks``: the index's chunk count.
-        Reading which are unused took 1.5-2.1 s on the 100k workspace (233k cached, 440k chunks), so it is read only
-        when the count says more than ``keep`` may be (the count: 0.02-0.09 s there)."""
+        The bound kept is on the whole cache: at most ``chunks + keep`` rows (then at most ``keep`` unused when no two
+        chunks share a text; copies make it more, review). Reading which are unused took 1.5-2.1 s on the 100k
+        workspace (233k cached, 440k chunks), so it is read only past that bound (the count: 0.02-0.09 s there)."""
         with self._lock, self.turns.first():
             total = self.db.execute("SELECT COUNT(*) FROM embed_cache").fetchone()[0]
-            if total - chunks <= keep:
-                return 0  # cheap: at most ``keep`` rows can be unused (chunks sharing a text only count more)
+            if total <= chunks + keep:
+                return 0
             unused = [r for (r,) in self.db.execute(
                 "SELECT rowid FROM embed_cache WHERE model IS NOT ? "
                 "OR content_hash NOT IN (SELECT content_hash FROM chunks) ORDER BY rowid", (model,))]

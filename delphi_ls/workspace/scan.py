@@ -256,7 +256,7 @@ def _info_exclude(root: Path) -> Path:
     return dot / "info" / "exclude"
 
 
-def _repository_above(root: Path) -> tuple[Path, str] | None:
+def repository_above(root: Path) -> tuple[Path, str] | None:
     """The repository a workspace folder without a ``.git`` of its own lies in, and the folder's path from its top:
     an editor or `delphi` opened on a package of a monorepo indexed what the repository's `.gitignore` hides
     (build output, a `secret_notes.txt`, logs; session 39). Not a repository at the home folder or the file
@@ -284,7 +284,7 @@ def _top_ignores(root: Path, extra_ignores: list[str] | None, fresh: bool = Fals
     # its folders), then Delphi's own rules. ``fresh``: a walk asks git where the user's file is again.
     user = user_excludes_file(root, fresh=fresh)
     user_lines = _read_lines(user, follow=True) if user is not None else []
-    above = _repository_above(root)
+    above = repository_above(root)
     if above is None:
         return _Ignores().child("", user_lines + _read_lines(_info_exclude(root)) + _read_lines(root / ".delphiignore")
                                 + list(extra_ignores or []))

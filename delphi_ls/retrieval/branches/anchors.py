@@ -46,16 +46,17 @@ class AnchorTestsBranch:
                 continue
             front = stem in FOLDER_STEMS
             for t in tests:
-                if other_dotted_name(anchor, t) or not may_be_named_after(t, anchor, roots):
+                tstem = stripped(stem_of(t))
+                if not (tstem == stem or (not front and len(stem) >= 4 and stem in stripped(os.path.basename(t)))):
                     continue
+                if other_dotted_name(anchor, t) or not may_be_named_after(t, anchor, roots):
+                    continue  # (after the name: 20,000 tests' package lookups doubled the loop; review)
                 if front and g is not None and t not in g.tests_of.get(anchor, ()):
                     # `index.ts` names its folder: a test of that stem elsewhere is another folder's (vite's fixtures
                     # led every index.ts's tests; a monorepo newcomer, session 39). The graph tells which folder's.
                     continue
-                tstem = stripped(stem_of(t))
-                if tstem == stem or (not front and len(stem) >= 4 and stem in stripped(os.path.basename(t))):
-                    s = 3.0 - 0.1 * dir_distance(anchor, t) + (0.5 if tstem == stem else 0.0)
-                    _keep_best(scores, notes, t, s, f"named after {os.path.basename(anchor)}")
+                s = 3.0 - 0.1 * dir_distance(anchor, t) + (0.5 if tstem == stem else 0.0)
+                _keep_best(scores, notes, t, s, f"named after {os.path.basename(anchor)}")
         return ranked_hits(scores, notes, ctx.depth)
 
 
