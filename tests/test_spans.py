@@ -284,6 +284,14 @@ def test_a_files_preamble_is_not_listed_first(tmp_path: Path) -> None:
         e.close()
 
 
+def _python_trace(outer: int, inner: int) -> str:
+    """A Python traceback through lib/application.py: handle_response at ``outer`` calls respond, failing at ``inner``."""
+    return ("Traceback (most recent call last):\n"
+            f'  File "/srv/app/lib/application.py", line {outer}, in handle_response\n'
+            f'  File "/srv/app/lib/application.py", line {inner}, in respond\n'
+            "TypeError: respond failed\n")
+
+
 def test_the_chunk_a_stack_frame_names_is_the_files_first_span(tmp_path: Path) -> None:
     """A Node trace's `respond` at application.js:265 was listed after three chunks of the file that hold none
     of its lines (an agent newcomer, session 26): the innermost frame's chunk now comes first, then the other
@@ -299,10 +307,7 @@ def test_the_chunk_a_stack_frame_names_is_the_files_first_span(tmp_path: Path) -
     node = ("TypeError: Cannot set headers after they are sent\n"
             f"    at respond (/app/node_modules/x/lib/application.py:{at['respond'] + 3}:10)\n"
             f"    at handleResponse (/app/node_modules/x/lib/application.py:{at['handle_response'] + 3}:5)\n")
-    python = ("Traceback (most recent call last):\n"
-              f'  File "/srv/app/lib/application.py", line {at["handle_response"] + 3}, in handle_response\n'
-              f'  File "/srv/app/lib/application.py", line {at["respond"] + 3}, in respond\n'
-              "TypeError: respond failed\n")
+    python = _python_trace(at["handle_response"] + 3, at["respond"] + 3)
     with Engine(root, index_dir=str(tmp_path / "index"), vectors=False) as e:
         e.index(vectors=False)
         for q in (node, python):
@@ -398,10 +403,7 @@ def test_packed_frame_spans_come_innermost_first(tmp_path: Path) -> None:
     lines = body.splitlines()
     at = {name: next(i + 1 for i, ln in enumerate(lines) if ln.startswith(f"def {name}(")) + 3 for name in
           ("respond", "handle_response")}
-    python = ("Traceback (most recent call last):\n"
-              f'  File "/srv/app/lib/application.py", line {at["handle_response"]}, in handle_response\n'
-              f'  File "/srv/app/lib/application.py", line {at["respond"]}, in respond\n'
-              "TypeError: respond failed\n")
+    python = _python_trace(at["handle_response"], at["respond"])
     with Engine(root, index_dir=str(tmp_path / "index"), vectors=False) as e:
         e.index(vectors=False)
         packed = [p for p in e.context(python, limit=3, budget_tokens=700)["packed"]
