@@ -21,6 +21,12 @@ FILES = {
     "packages/a/src/__tests__/fixtures/dep/index.js": "module.exports = 1\n",
     "packages/a/src/__tests__/fixtures/dep/index.css": ".a { color: red }\n",
     "packages/a/src/__tests__/fixture-pkg/index.ts": "export const x = 1\n",
+    "packages/a/src/cli.ts": "function start(root: string) {\n  return root\n}\nexport function run() {\n  return start('.')\n}\n",
+    "packages/a/src/__tests__/run.spec.ts": "import { run } from '../cli'\n\ntest('start', () => {\n"
+                                            "  expect(run()).toBe('.') // start\n})\n",
+    "packages/b/__tests__/server.spec.ts": "import { createServer } from '../src/server'\n\n"
+                                            "test('start', async () => {\n  const server = createServer()\n"
+                                            "  await server.start()\n})\n",
     "packages/b/package.json": '{"name": "@mono/b"}\n',
     "packages/b/src/render.ts": "export function render() {\n  return ''\n}\n",
     "packages/b/__tests__/utils.ts": "export function mount(el: string) {\n  return el\n}\n",
@@ -79,3 +85,11 @@ def test_a_test_of_a_language_without_a_module_and_a_test_named_file_in_mocks_ke
     """Spock's `RetrySpec.groovy` tests `Retry.java`; `mocks/server.test.ts` is a test by its name (review, s39)."""
     assert _named(eng, "jvm/src/main/java/com/acme/Retry.java") == {"jvm/src/test/groovy/com/acme/RetrySpec.groovy"}
     assert "packages/a/src/mocks/server.test.ts" in _named(eng, "packages/a/src/server.ts")
+
+
+def test_a_name_spelt_by_another_package_s_test_is_not_its_test(eng: Engine) -> None:
+    """create-vite's private `start()` had 19 lenses from vite's and the playground's tests (`server.start()`; a
+    monorepo newcomer, session 39): a test of another package that spells the name without loading the file is out."""
+    got = {r["path"] for r in eng.related_tests("packages/a/src/cli.ts", symbol="start")}
+    assert "packages/b/__tests__/server.spec.ts" not in got, got
+    assert "packages/a/src/__tests__/run.spec.ts" in got, got

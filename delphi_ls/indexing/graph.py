@@ -341,6 +341,12 @@ def may_be_named_after(test: str, code: str, roots: frozenset[str]) -> bool:
         return False  # (a language with no module here, Groovy's Spock or Scala, may test a Java class; review)
     if code.endswith(".go") and test.endswith(".go") and os.path.dirname(code) != os.path.dirname(test):
         return False
+    return same_package(test, code, roots)
+
+
+def same_package(test: str, code: str, roots: frozenset[str]) -> bool:
+    """Whether a test can reach ``code`` without another package between: in its package, or in one above it (a
+    top-level `tests/`), or where no manifest says."""
     if roots:
         t_root, c_root = package_of(test, roots), package_of(code, roots)
         if t_root and c_root is not None and t_root != c_root and not c_root.startswith(t_root + "/"):

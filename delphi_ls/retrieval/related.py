@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from ..core.tokens import split_identifier, stripped
+from ..indexing.graph import same_package
 from ..stores.lexical import LexicalStore
 from ..workspace.kinds import names_its_source, stem_of
 from .branches.anchors import AnchorRefsBranch, AnchorTestsBranch
@@ -197,6 +198,14 @@ def related_tests(ctx: SearchContext, lexical: LexicalStore, rel: str, symbol: s
         if p not in out and row is not None and spelt.search(row.text):
             out[p] = {"path": p, "why": f"mentions `{symbol}`", "score": round(score, 4)}
     spelt_anywhere = bool(out)  # some test spells it (before the filter below): no search by test names then
+    roots = ctx.view.package_roots()
+    if out and roots and g is not None:
+        # Another package's test that spells the name, without importing the file or its folder, spells its own:
+        # create-vite's private `start()` and `editFile()` had 19 and 20+ lenses from vite's and the playground's
+        # tests (`server.start()`, their own test-utils `editFile`; a monorepo newcomer, session 39).
+        folder = os.path.dirname(rel)
+        out = {p: r for p, r in out.items() if same_package(p, rel, roots)
+               or any(i == rel or os.path.dirname(i) == folder for i in g.imports.get(p, ()))}
     if out and g is not None:
         # A name many files define (`get`, `new`, `default`, `String`, `Error`) is spelt by tests of all of them:
         # gin's `Context.String` listed 20 tests, `internal/bytesconv`'s among them, and ripgrep's crate-private
