@@ -130,10 +130,11 @@ def test_the_quick_ignore_test_gives_pathspecs_verdicts() -> None:
     checked = matched = 0
     for _ in range(600):
         patterns = [GitIgnoreSpecPattern(rng.choice(lines)) for _ in range(rng.randint(1, 8))]
-        quick, ref = _Spec(patterns), pathspec.PathSpec(patterns)
+        # Folders by pathspec's PathSpec, files by its GitIgnoreSpec (git's precedence; test_ignore_verdicts_are_git_s)
+        quick, folders, files = _Spec(patterns), pathspec.PathSpec(patterns), pathspec.GitIgnoreSpec(patterns)
         for _ in range(20):
             probe = "/".join(rng.choice(parts) for _ in range(rng.randint(1, 4))) + ("/" if rng.random() < 0.3 else "")
-            want = ref.check_file(probe).include
+            want = (folders if probe.endswith("/") else files).check_file(probe).include
             assert quick.include(probe) == want, (probe, [str(p.regex.pattern) for p in patterns])
             checked += 1
             matched += want is not None
@@ -302,7 +303,10 @@ def test_a_folder_of_a_repository_keeps_the_repository_s_ignore_rules(tmp_path: 
     assert skip_reason(web, "secret_notes.txt", Settings()) is not None
     assert skip_reason(web, "dist/new.js", Settings()) is not None
     assert skip_reason(web, "src/new.js", Settings()) is None
-    # a folder the repository ignores, opened on purpose: its files are what was asked for
+    # a folder the repository ignores, opened on purpose: its files are what was asked for, the user's own rules kept
+    (tmp_path / "home" / ".config" / "git").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "home" / ".config" / "git" / "ignore").write_text("*.userexcl\n")
+    (web / "dist" / "mine.userexcl").write_text("x\n")
     assert sorted(f.path for f in scan(web / "dist", 10_000).files) == ["bundle.js"]
     # a repository at the home folder (dotfiles) is not the project's
     home = tmp_path / "home2"
@@ -312,3 +316,32 @@ def test_a_folder_of_a_repository_keeps_the_repository_s_ignore_rules(tmp_path: 
     (home / "code" / "proj" / "main.py").write_text("x = 1\n")
     _user_home(monkeypatch, home)
     assert [f.path for f in scan(home / "code" / "proj", 10_000).files] == ["main.py"]
+
+
+@pytest.mark.parametrize("rules", [
+    ["*", "!*/", "!*.ts", "!.gitignore"],  # the whitelist style: folders entered, only .ts files kept
+    ["src/**", "!src/**/", "!src/**/*.py"],
+    ["build/", "!build/keep.txt"],  # a file of an excluded folder cannot be re-included (git's rule)
+    ["/*", "!/src/", "/src/*", "!/src/k/"],
+])
+def test_ignore_verdicts_are_git_s(tmp_path: Path, rules: list[str]):
+    """A pattern that matches a file through its folder (`!*/`) did not lose to one matching the file (`*`): with the
+    whitelist style every file in a sub-folder was indexed, a `settings.local.ini` with a password among them (a
+    newcomer, session 39). Real git is the judge."""
+    import subprocess
+
+    from tests.conftest import git
+
+    root = tmp_path / "r"
+    root.mkdir()
+    git(root, "init", "-q")
+    (root / ".gitignore").write_text("\n".join(rules) + "\n")
+    files = ["top.js", "a.ts", "packages/app/src/a.ts", "packages/app/src/settings.local.ini", "build/out.js",
+             "build/keep.txt", "src/m.py", "src/k/m.py", "src/k/m.txt", "src/y.tmp", "other/c.py"]
+    for rel in files:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("x = 1\n")
+    tracked = set(subprocess.run(["git", "-C", str(root), "ls-files", "-co", "--exclude-standard"],
+                                 capture_output=True, text=True, check=True).stdout.split())
+    got = {f.path for f in scan(root, 10_000).files}
+    assert got == tracked, (sorted(got - tracked), sorted(tracked - got))

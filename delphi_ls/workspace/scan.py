@@ -104,10 +104,15 @@ class _Spec:
     health report runs and every catch-up's walk (session 24). A path the quick test matches is decided by
     pathspec itself (the last matching pattern wins), so the verdicts are pathspec's."""
 
-    __slots__ = ("spec", "_any")
+    __slots__ = ("spec", "files", "_any")
 
     def __init__(self, patterns: list[GitIgnoreSpecPattern]) -> None:
         self.spec = pathspec.PathSpec(patterns)
+        # A file by git's precedence: a pattern that matched it through a folder (`!*/`) does not outrank one that
+        # matched the file (`*`): the whitelist style `*`, `!*/`, `!*.ts` indexed every file in a sub-folder, a
+        # `settings.local.ini` with a password among them (a newcomer, session 39). Folders as before (pathspec's
+        # GitIgnoreSpec calls `packages/` ignored there, and git enters it).
+        self.files = pathspec.GitIgnoreSpec(patterns)
         regexes = [p.regex.pattern for p in patterns if p.include is not None and p.regex is not None]
         # pathspec ends each regex with a named group (`ps_d`), a name the alternation cannot repeat: only that
         # suffix is rewritten (a `(?P<` inside a line's own `[...]` is text, and rewriting it changed the class).
@@ -133,7 +138,7 @@ class _Spec:
     def include(self, probe: str) -> bool | None:
         if self._any(probe) is None:
             return None
-        return self.spec.check_file(probe).include
+        return (self.spec if probe.endswith("/") else self.files).check_file(probe).include
 
 
 _ANYWHERE = "^(?:.+/)?"
@@ -301,8 +306,8 @@ def _top_ignores(root: Path, extra_ignores: list[str] | None, fresh: bool = Fals
         for i, lines in levels:
             if i < k:  # the rules of a folder above the k-th, read from there
                 folder = folder.above("/".join(parts[i:k - 1]), lines)
-        if folder.ignored(parts[k - 1], True):
-            return _Ignores().child("", _read_lines(root / ".delphiignore") + list(extra_ignores or []))
+        if folder.ignored(parts[k - 1], True):  # (the user's own file applies anywhere, as outside a repository)
+            return _Ignores().child("", user_lines + _read_lines(root / ".delphiignore") + list(extra_ignores or []))
     ign = _Ignores()
     for i, lines in levels:
         ign = ign.above("/".join(parts[i:]), lines)
