@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import gc
 import json
@@ -47,7 +48,14 @@ from .retrieval import related
 from .retrieval.branches.registry import BranchSpec, registered
 from .retrieval.context import IndexView, SearchContext
 from .retrieval.features import feature_names
-from .retrieval.query import QUESTION_HEAD_CHARS, QUESTION_TAIL_CHARS, analyse, cut_note, question_read
+from .retrieval.query import (
+    QUESTION_HEAD_CHARS,
+    QUESTION_TAIL_CHARS,
+    QueryInfo,
+    analyse,
+    cut_note,
+    question_read,
+)
 from .retrieval.retriever import MIN_HISTORY_COMMITS, IndexState, Retrieval, Retriever
 from .settings import RERANKERS, Settings
 from .stores.exact import ExactVectors, exact_bound
@@ -379,6 +387,7 @@ class Engine:
         self._exact_cache = ExactFile(self.index_dir)
         self._exact_unsaved: tuple[tuple[Any, ...], ExactVectors] | None = None
         self._exact_slow = False  # the matrix in memory took long enough to load that it is kept saved
+        self._repo_lead: tuple[Path, str] | tuple[()] | None = None  # (repository top, this folder's path in it)
         self.view_source = ""  # how the view in memory came: "built in N s" / "loaded ..." (health)
         stored_cc = self.meta.get_state("cochange")
         # A history read by an older version (no messages) or emptied outside git is not "ready".
@@ -1579,7 +1588,7 @@ class Engine:
         to the retriever with the live manifest and lexical store."""
         anchors = anchors or []
         query = question_read(query)
-        q = analyse(query, self.settings.clean_description)
+        q = self._without_other_packages_frames(analyse(query, self.settings.clean_description))
         self._catch_up()
         indexing = self.indexing  # one read: the indexing thread sets it to None when it ends
         counts = self.meta.counts()
@@ -1596,6 +1605,38 @@ class Engine:
                            lexical_behind=self.problems.get("lexical_store") if self.lexical_switched_from else None,
                            grams_behind=health_mod.grams_status(self), docs_behind=health_mod.docs_status(self))
         return self.retriever.retrieve(q, state, anchors, draft)
+
+    def _without_other_packages_frames(self, q: QueryInfo) -> QueryInfo:
+        """A workspace that is a folder of a repository (a package opened on its own): a frame of a sibling folder
+        (`packages/plugin-legacy/src/index.ts:210` in create-vite) named this folder's file of the same tail
+        (`src/index.ts`, "holds line 210 of the trace"; a package-folder newcomer, session 39). A frame that passes
+        through the folders above this one and then into another existing folder there names none of its files."""
+        if not q.frames:
+            return q
+        if self._repo_lead is None:
+            self._repo_lead = repository_above(self.root) or ()
+        if not self._repo_lead:
+            return q
+        top, lead = self._repo_lead
+        above, own = lead.split("/")[:-1], lead.split("/")[-1]
+        if not above:
+            return q  # a folder at the top (`pkg/`): any frame's first folder would look like a sibling
+
+        def elsewhere(frame: str) -> bool:
+            parts = frame.split("/")
+            for j in range(len(parts) - len(above) - 1):
+                if parts[j: j + len(above)] == above and parts[j + len(above)] not in (own, "", ".", ".."):
+                    try:
+                        return top.joinpath(*above, parts[j + len(above)]).is_dir()
+                    except (OSError, ValueError):
+                        return False
+            return False
+
+        gone = {f for f, _ln in q.frames if elsewhere(f)}
+        if not gone:
+            return q
+        return dataclasses.replace(q, frames=[fr for fr in q.frames if fr[0] not in gone],
+                                   paths=[p for p in q.paths if p not in gone and not elsewhere(p)])
 
     def candidates(self, query: str, anchors: list[str] | None = None, depth: int = 50,
                    passages: int = 0) -> list[dict[str, Any]]:

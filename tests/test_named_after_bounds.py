@@ -27,6 +27,9 @@ FILES = {
     "packages/b/__tests__/server.spec.ts": "import { createServer } from '../src/server'\n\n"
                                             "test('start', async () => {\n  const server = createServer()\n"
                                             "  await server.start()\n})\n",
+    "packages/a/src/optimizer/index.ts": "export function optimizeDeps() {\n  return []\n}\n",
+    "packages/a/src/__tests__/optimizer/resolve.spec.ts": "import { x } from '../../other'\n\ntest('r', () => {\n"
+                                                          "  expect(x).toBe(1)\n})\n",
     "packages/b/package.json": '{"name": "@mono/b"}\n',
     "packages/b/src/render.ts": "export function render() {\n  return ''\n}\n",
     "packages/b/__tests__/utils.ts": "export function mount(el: string) {\n  return el\n}\n",
@@ -93,3 +96,10 @@ def test_a_name_spelt_by_another_package_s_test_is_not_its_test(eng: Engine) -> 
     got = {r["path"] for r in eng.related_tests("packages/a/src/cli.ts", symbol="start")}
     assert "packages/b/__tests__/server.spec.ts" not in got, got
     assert "packages/a/src/__tests__/run.spec.ts" in got, got
+
+
+def test_a_test_folder_named_after_a_front_file_s_folder_holds_its_tests(eng: Engine) -> None:
+    """vite's `__tests__/optimizer/*.spec.ts` were none of `optimizer/index.ts`'s related tests (a package-folder
+    newcomer, session 39): a front file stands for its folder, as `optimizer.ts` would."""
+    rows = {r["path"]: r["why"] for r in eng.related_tests("packages/a/src/optimizer/index.ts")}
+    assert rows.get("packages/a/src/__tests__/optimizer/resolve.spec.ts") == "in a test folder named after optimizer/"

@@ -122,3 +122,24 @@ def test_a_frame_past_a_files_end_is_not_that_file(tmp_path: Path) -> None:
              "\tat okio.ReadUtf8LineTest.emptySourceThrows(ReadUtf8LineTest.kt:40)\n")
     ans = _answer(tmp_path, files, trace)
     assert ans["results"][0]["path"] == "okio/src/commonMain/kotlin/okio/internal/RealBufferedSource.kt", ans["results"]
+
+
+def test_in_a_package_folder_a_sibling_package_s_frame_names_none_of_its_files(tmp_path: Path) -> None:
+    """create-vite opened on its own: a frame of `packages/plugin-legacy/src/index.ts:210` named create-vite's
+    `src/index.ts` ("holds line 210 of the trace"; a package-folder newcomer, session 39)."""
+    from tests.conftest import git
+
+    top = tmp_path / "mono"
+    for pkg in ("a", "b"):
+        _write(top / "packages" / pkg, {"src/index.ts": "".join(f"export function f{i}() {{\n  return {i}\n}}\n"
+                                                                for i in range(40))})
+    git(top, "init", "-q")
+    trace = ("TypeError: x is undefined\n    at f30 (/home/dev/mono/packages/b/src/index.ts:91:7)\n"
+             "    at Object.<anonymous> (/home/dev/mono/packages/b/src/main.ts:12:5)\n")
+    own = trace.replace("packages/b/", "packages/a/")
+    with Engine(top / "packages" / "a", index_dir=str(tmp_path / "index"), vectors=False) as e:
+        e.index(vectors=False)
+        spans = [s for r in e.context(trace, limit=3)["results"] for s in r["spans"]]
+        assert not any("of the trace" in s["why"] for s in spans), spans
+        top_spans = e.context(own, limit=3)["results"][0]["spans"]
+        assert top_spans[0]["why"].startswith("holds line 91 of the trace"), top_spans

@@ -59,7 +59,13 @@ class FileGraph:
         by_stem = _Stems()
         for p, kind in files.items():
             if kind == "code":
-                by_stem.setdefault(stripped(stem_of(p)), []).append(p)
+                stem = stripped(stem_of(p))
+                by_stem.setdefault(stem, []).append(p)
+                folder = stripped(os.path.basename(os.path.dirname(p)))
+                if stem in FOLDER_STEMS and len(folder) >= 3:
+                    # A front file stands for its folder: vite's `__tests__/optimizer/*.spec.ts` test
+                    # `optimizer/index.ts`, and were none of its related tests (a package-folder newcomer, s39).
+                    by_stem.setdefault(folder, []).append(p)
         abbrev_cache: dict[str, list[str]] = {}
         by_distance: dict[tuple[str, str], list[str]] = {}
         roots = package_roots(files)
@@ -119,6 +125,10 @@ class FileGraph:
                             for c in ok)
                 exact = [c for c in ok if (len(os.path.commonpath([c, test]).split("/"))
                                            if os.path.commonpath([c, test]) else 0) == depth]
+        if stem not in FOLDER_STEMS:
+            # A file of the stem before a folder's front file standing for it (`server.ts` before `server/index.ts`).
+            plain = [c for c in exact if stripped(stem_of(c)) == stem]
+            exact = plain or exact
         parts = [x for x in os.path.basename(test).split(".")[:-1] if x.lower() not in ("test", "spec")]
         if len(parts) < 2 or len(stem) < 2:
             if not names_its_source(test):  # a fixture or helper in a Python test folder (kinds.py)

@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from ..core.tokens import split_identifier, stripped
-from ..indexing.graph import same_package
+from ..indexing.graph import FOLDER_STEMS, same_package
 from ..stores.lexical import LexicalStore
 from ..workspace.kinds import names_its_source, stem_of
 from .branches.anchors import AnchorRefsBranch, AnchorTestsBranch
@@ -174,7 +174,10 @@ def related_tests(ctx: SearchContext, lexical: LexicalStore, rel: str, symbol: s
     seen = {n.path for n in named}
     imported = [Hit(p, 1.0, [], f"imports {os.path.basename(rel)}") for p in importers if p not in seen]
     seen |= set(importers)
-    mirrored = [Hit(p, 0.8, [], f"in a test folder named after {os.path.basename(rel)}")
+    # A front file (`optimizer/index.ts`) by its folder's name, which the test folder bears.
+    named_as = (os.path.basename(os.path.dirname(rel)) + "/" if stripped(stem_of(rel)) in FOLDER_STEMS
+                and os.path.dirname(rel) else os.path.basename(rel))
+    mirrored = [Hit(p, 0.8, [], f"in a test folder named after {named_as}")
                 for p in sorted(g.mirrors_of.get(rel, set()) if g else set()) if p not in seen]
     seen |= {h.path for h in mirrored}
     if not symbol:
