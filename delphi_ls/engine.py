@@ -1483,10 +1483,14 @@ class Engine:
         # A mistyped path must not quietly answer as if there were no anchor. An editor's unsaved
         # buffer is not on disk but is in the index (buffers are indexed), so it counts as existing.
         full = self.root / rel
-        if full.is_dir():
+        try:
+            is_dir, is_file, exists = full.is_dir(), full.is_file(), full.exists()
+        except OSError as e:  # a name too long for the file system: an OSError traceback before (review, s39)
+            raise RequestError(field, f"{raw[:80]!r}... cannot be a file here: {e.strerror or e}") from None
+        if is_dir:
             raise RequestError(field, f"{raw!r} is a folder, not a file")
-        if not full.is_file() and self.meta.file_info(rel.as_posix()) is None:
-            if full.exists():  # a FIFO, socket or device was "does not exist" (a hostile newcomer, session 28)
+        if not is_file and self.meta.file_info(rel.as_posix()) is None:
+            if exists:  # a FIFO, socket or device was "does not exist" (a hostile newcomer, session 28)
                 raise RequestError(field, f"{raw!r} is not a regular file ({_file_type(full)})")
             near = self._near_names(rel.as_posix())
             hint = f"; did you mean {' or '.join(near)}?" if near else ""

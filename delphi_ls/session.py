@@ -76,6 +76,13 @@ DEFINITION_KINDS = ("function", "method", "class", "struct", "interface", "trait
 QUIET_SKIPS = ("symlink", "empty file", "binary", "lockfile", "generated", "minified", "not a regular file")
 
 
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:  # a name too long for the file system (ENAMETOOLONG): none such
+        return False
+
+
 def run_percentage(phase: str, done: int, total: int, files_share: int, before: int) -> int:
     """A run's progress as one rising percentage: the files (phase ``lexical``) take the first ``files_share``, the
     vectors the rest; never below the one ``before``."""
@@ -469,7 +476,7 @@ class Session:
             for p in paths:
                 if isinstance(p, str) and p and not p.startswith("file:") and not os.path.isabs(p):
                     # On disk: asking each folder's index what it holds built every other folder's view (review).
-                    holders = [e for r, e in list(self.engines.items()) if (r / p).is_file()]
+                    holders = [e for r, e in list(self.engines.items()) if _is_file(r / p)]
                     if len(holders) == 1:
                         return holders[0]
         return next(iter(self.engines.values()))

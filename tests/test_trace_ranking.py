@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from delphi_ls import Engine
 
 
@@ -143,3 +145,29 @@ def test_in_a_package_folder_a_sibling_package_s_frame_names_none_of_its_files(t
         assert not any("of the trace" in s["why"] for s in spans), spans
         top_spans = e.context(own, limit=3)["results"][0]["spans"]
         assert top_spans[0]["why"].startswith("holds line 91 of the trace"), top_spans
+
+
+def test_moving_the_innermost_frame_s_file_leaves_the_fused_list_as_it_was() -> None:
+    """The fused list is also the trace's and the candidates': moving it rewrote their scores, and a second call
+    added the note twice (review, session 39)."""
+    from delphi_ls.retrieval.fusion import Fused
+    from delphi_ls.retrieval.rerank import innermost_first
+
+    fused = [Fused("a.js", 3.0), Fused("b.js", 2.0), Fused("lib/response.js", 1.0)]
+    once = innermost_first(fused, ["lib/response.js"])
+    twice = innermost_first(fused, ["lib/response.js"])
+    assert [f.path for f in once] == ["lib/response.js", "a.js", "b.js"] and [f.score for f in once] == [3.0, 2.0, 1.0]
+    assert [(f.path, f.score, f.notes) for f in fused] == [("a.js", 3.0, []), ("b.js", 2.0, []),
+                                                           ("lib/response.js", 1.0, [])]
+    assert twice[0].notes == once[0].notes and len(once[0].notes) == 1
+
+
+def test_a_path_too_long_for_the_file_system_is_a_request_error(tmp_path: Path) -> None:
+    """`related_tests {"path": "a" * 300}` was an OSError ("Delphi failed on this call"; review, session 39)."""
+    from delphi_ls.api import RequestError
+
+    _write(tmp_path / "ws", {"a.py": "x = 1\n"})
+    with Engine(tmp_path / "ws", index_dir=str(tmp_path / "index"), vectors=False) as e:
+        e.index(vectors=False)
+        with pytest.raises(RequestError, match="cannot be a file here"):
+            e.related_tests("a" * 300)

@@ -137,11 +137,11 @@ class FileGraph:
                 # A folder's front file (`index.ts`) is the one of a folder the test's folders name, else the nearest:
                 # vite's `__tests__/plugins/index.spec.ts` was named after every index.ts under src/node (a monorepo
                 # newcomer, session 39).
-                parts = os.path.dirname(test).split("/")
+                folders = os.path.dirname(test).split("/")
 
                 def depth(c: str) -> int:  # where the test's folders name c's folder, the deepest place
                     own = os.path.basename(os.path.dirname(c))
-                    return max((i for i, part in enumerate(parts) if part == own), default=-1)
+                    return max((i for i, part in enumerate(folders) if part == own), default=-1)
                 deepest = max(depth(c) for c in exact)
                 exact = [c for c in exact if depth(c) == deepest]
                 near = min(dir_distance(c, test) for c in exact)

@@ -246,9 +246,9 @@ def agent_paths(args: dict[str, Any], roots: list[Path]) -> dict[str, Any]:
     def meant(p: Any) -> Any:
         if not isinstance(p, str) or not p or p.startswith("file:") or os.path.isabs(p):
             return p
-        if any((root / p).exists() for root in roots):
-            return p
-        try:
+        try:  # (a 300-character name raised ENAMETOOLONG here; the engine then says what is wrong with it)
+            if any((root / p).exists() for root in roots):
+                return p
             here = Path(os.path.normpath(cwd / p))
             inside = here.is_file() and any(here.is_relative_to(root) for root in roots)
         except OSError:

@@ -6,6 +6,7 @@ from the tail (docs/DESIGN.md, lesson 4); only its top ``window`` move, and only
 
 from __future__ import annotations
 
+import dataclasses
 import posixpath
 import re
 from collections.abc import Callable, Sequence
@@ -146,7 +147,8 @@ def innermost_first(fused: list[Fused], frame_files: list[str]) -> list[Fused]:
     if not at:
         return fused  # first already, or not among the answers (of kinds not asked for)
     scores = [f.score for f in fused[: at + 1]]
-    head = [fused[at], *fused[:at]]
+    # Copies: the fused list is also the trace's and the candidates' (a second call duplicated the note; review).
+    head = [dataclasses.replace(f, branches=dict(f.branches), notes=list(f.notes)) for f in [fused[at], *fused[:at]]]
     for f, sc in zip(head, scores, strict=True):
         f.score = sc
     lead = head[0]

@@ -243,8 +243,10 @@ class Retriever:
         if self.cross_encoder is not None and fused:
             t0 = time.perf_counter()
             passages = {f.path: passage(ctx.meta, f) for f in fused[: self.settings.reranker_window]}
+            # The trace's innermost frame's file keeps its place, as a file the caller handed over does.
+            pinned = set(anchors) | ({fused[0].path} if r.frame_files and fused[0].path == r.frame_files[0] else set())
             fused = rerank(query, fused, passages, self.cross_encoder, self.settings.reranker_window,
-                           self.settings.reranker_weight, set(anchors))
+                           self.settings.reranker_weight, pinned)
             r.timings["rerank"] = _ms(t0)
         return fused
 
