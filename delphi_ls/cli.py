@@ -266,12 +266,14 @@ def _stdin_question() -> tuple[str, int]:
 
     from .retrieval.query import QUESTION_HEAD_CHARS as H
     from .retrieval.query import QUESTION_TAIL_CHARS as T
+    from .retrieval.query import strip_ansi
 
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
     head, beyond, total = "", "", 0  # the first H + T characters; the last T of the rest
 
     def add(text: str) -> None:
         nonlocal head, beyond, total
+        text = strip_ansi(text)  # colour codes are not searched: they must not take the head's or tail's room (review)
         total += len(text)
         room = H + T - len(head)
         if room > 0:

@@ -55,6 +55,7 @@ from .retrieval.query import (
     analyse,
     cut_note,
     question_read,
+    strip_ansi,
 )
 from .retrieval.retriever import MIN_HISTORY_COMMITS, IndexState, Retrieval, Retriever
 from .settings import RERANKERS, Settings
@@ -141,6 +142,8 @@ MAX_SEGMENTS = 48
 MAINTAIN_MERGE_DOCS = 4096
 # The most named paths whose rows an update patches into the in-memory views (more: they are rebuilt).
 PATCH_MAX_PATHS = 256
+# A failed search walks the lexical store's terms (damage inside a dictionary) at most this often.
+DEEP_CHECK_S = 600.0
 # Cached vectors no indexed chunk uses (edits since made, another branch, another model) kept for a revert or a
 # switch back: as many as the index has chunks, and at least this many (about 1 KB each at 256 dimensions).
 EMBED_CACHE_SPARE = 20_000
@@ -388,6 +391,7 @@ class Engine:
         self._exact_unsaved: tuple[tuple[Any, ...], ExactVectors] | None = None
         self._exact_slow = False  # the matrix in memory took long enough to load that it is kept saved
         self._repo_lead: tuple[Path, str] | tuple[()] | None = None  # (repository top, this folder's path in it)
+        self._deep_checked = -DEEP_CHECK_S  # when a failed search last walked the lexical store's terms
         self.view_source = ""  # how the view in memory came: "built in N s" / "loaded ..." (health)
         stored_cc = self.meta.get_state("cochange")
         # A history read by an older version (no messages) or emptied outside git is not "ready".
@@ -1557,8 +1561,10 @@ class Engine:
             # file has still gets the files nearest in meaning (and their graph neighbours), which read as an
             # answer unless said (an editor newcomer, session 25).
             out["query"]["meaningOnly"] = True
-        if len(req.query) > QUESTION_HEAD_CHARS + QUESTION_TAIL_CHARS:  # said: a long paste is not searched whole
-            out["query"]["cut"] = cut_note(len(req.query))
+        # Said: a long paste is not searched whole (counted without colour codes, which are not searched; review).
+        if len(req.query) > QUESTION_HEAD_CHARS + QUESTION_TAIL_CHARS \
+                and len(plain := strip_ansi(req.query)) > QUESTION_HEAD_CHARS + QUESTION_TAIL_CHARS:
+            out["query"]["cut"] = cut_note(len(plain))
         if not self.root.is_dir():  # moved or unmounted under a server: said with the answer, not only in health
             out["query"]["workspaceGone"] = str(self.root)
         running = self.indexing  # read once: the indexer thread sets it back to None when done
@@ -1652,7 +1658,12 @@ class Engine:
     def _branch_failed(self, spec: BranchSpec, e: Exception) -> None:
         """A branch raised: a damaged Whoosh segment shows first as a failing search, so check it."""
         if Need.LEXICAL in spec.needs and "lexical_store" not in self.problems:
-            lex = self.lexical.check(deep=True)
+            # The term walk (1.8 s under the store's lock at 100k) at most every DEEP_CHECK_S: a branch that fails on
+            # one odd question for another reason would otherwise walk at each (review, session 39).
+            deep = time.monotonic() - self._deep_checked >= DEEP_CHECK_S
+            if deep:
+                self._deep_checked = time.monotonic()
+            lex = self.lexical.check(deep=deep)
             if lex:
                 self._lexical_damaged(lex)
 

@@ -171,3 +171,38 @@ def test_a_path_too_long_for_the_file_system_is_a_request_error(tmp_path: Path) 
         e.index(vectors=False)
         with pytest.raises(RequestError, match="cannot be a file here"):
             e.related_tests("a" * 300)
+
+
+def test_colour_codes_do_not_count_toward_the_question_s_cut(tmp_path: Path) -> None:
+    """A coloured paste that fits once its codes are gone was said to be cut (review, session 39)."""
+    from delphi_ls.retrieval.query import QUESTION_HEAD_CHARS, QUESTION_TAIL_CHARS
+
+    _write(tmp_path / "ws", {"app.py": "def make_response(rv):\n    raise TypeError('none')\n"})
+    line = "\x1b[1m\x1b[31mE   TypeError: none\x1b[0m\n"
+    plain = len("E   TypeError: none\n")
+    n = (QUESTION_HEAD_CHARS + QUESTION_TAIL_CHARS) // plain - 10
+    question = line * n
+    assert len(question) > QUESTION_HEAD_CHARS + QUESTION_TAIL_CHARS >= n * plain
+    with Engine(tmp_path / "ws", index_dir=str(tmp_path / "index"), vectors=False) as e:
+        e.index(vectors=False)
+        assert "cut" not in e.context(question, limit=3)["query"]
+
+
+def test_the_cli_reads_a_coloured_paste_without_its_codes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """`delphi context . - < coloured.log` kept head and tail before the codes went: they took the room (review)."""
+    import io
+    import json
+    import sys
+
+    from delphi_ls.cli import main
+    from delphi_ls.retrieval.query import QUESTION_HEAD_CHARS, QUESTION_TAIL_CHARS
+
+    _write(tmp_path / "ws", {"app.py": "def make_response(rv):\n    raise TypeError('none')\n"})
+    line = "\x1b[1m\x1b[31mE   TypeError: none\x1b[0m\n"
+    n = (QUESTION_HEAD_CHARS + QUESTION_TAIL_CHARS) // len("E   TypeError: none\n") - 10
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO((line * n).encode())))
+    code = main(["context", str(tmp_path / "ws"), "-", "--json", "--index-dir", str(tmp_path / "index"),
+                 "--no-vectors"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and "cut" not in out["query"], out["query"]

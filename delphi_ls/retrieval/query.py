@@ -148,9 +148,7 @@ def question_read(text: str) -> str:
     argument's undecodable bytes, a JSON ``\\udcff``) become U+FFFD: the model's tokenizer raised on them and
     the vector branch failed the question (a security audit, session 26)."""
     text = _SURROGATE.sub("\ufffd", text)
-    # A terminal's colours, kept in output pasted from a CI log or `pytest --color=yes`: the bold around a frame's
-    # path hid the frame, and the failing line was not packed (a newcomer, session 39).
-    text = _ANSI.sub("", text)
+    text = strip_ansi(text)
     if len(text) > QUESTION_HEAD_CHARS + QUESTION_TAIL_CHARS:
         text = text[:QUESTION_HEAD_CHARS] + "\n" + text[-QUESTION_TAIL_CHARS:]
     # A key pasted in a question (a log line with a token) came back in the answer's `query.terms`, which an agent
@@ -158,6 +156,12 @@ def question_read(text: str) -> str:
     # mark's words would find the files whose secrets were redacted.
     redacted, found = redact(text)
     return _MARK.sub(" ", redacted) if found else text
+
+
+def strip_ansi(text: str) -> str:
+    """Without a terminal's colours, kept in output pasted from a CI log or `pytest --color=yes`: the bold around a
+    frame's path hid the frame, and the failing line was not packed (a newcomer, session 39)."""
+    return _ANSI.sub("", text) if "\x1b" in text else text
 
 
 def cut_note(chars: int) -> dict[str, int]:
