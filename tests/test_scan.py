@@ -345,3 +345,4 @@ def test_ignore_verdicts_are_git_s(tmp_path: Path, rules: list[str]):
                                  capture_output=True, text=True, check=True).stdout.split())
     got = {f.path for f in scan(root, 10_000).files}
     assert got == tracked, (sorted(got - tracked), sorted(tracked - got))
+

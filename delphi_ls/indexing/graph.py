@@ -43,6 +43,7 @@ class FileGraph:
     links_read_imports: bool = False
     # test -> the source files it is linked to by name (tests_of read backwards)
     named_code: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    roots: frozenset[str] = frozenset()  # the folders holding a package manifest (package_roots)
 
     @classmethod
     def build(cls, files: dict[str, str], imports: list[tuple[str, str]]) -> FileGraph:
@@ -68,11 +69,12 @@ class FileGraph:
                     by_stem.setdefault(folder, []).append(p)
         abbrev_cache: dict[str, list[str]] = {}
         by_distance: dict[tuple[str, str], list[str]] = {}
-        roots = package_roots(files)
+        roots = g.roots = package_roots(files)
+        rules = NameRules(roots)
         for p, kind in files.items():
             if kind != "test" or is_test_support(p):  # koa's test-helpers/context.js tests no lib/context.js
                 continue
-            linked, prefix = g._named_code(p, by_stem, files, abbrev_cache, roots)
+            linked, prefix = g._named_code(p, by_stem, files, abbrev_cache, rules)
             for code in linked:
                 g.tests_of[code].add(p)
                 g.named_code[p].add(code)
@@ -99,7 +101,7 @@ class FileGraph:
         return g
 
     def _named_code(self, test: str, by_stem: _Stems, files: dict[str, str],
-                    cache: dict[str, list[str]], roots: frozenset[str] = frozenset()) -> tuple[list[str], str | None]:
+                    cache: dict[str, list[str]], rules: NameRules | None = None) -> tuple[list[str], str | None]:
         """The source files a test is named after, and the abbreviation used when one was.
 
         A plain name links every source file of that stem (``test_retry.py`` -> ``retry.py``). A dotted
@@ -114,17 +116,15 @@ class FileGraph:
         # Only the nearest files of the stem: a workspace with seven vendored copies of spring-boot linked
         # every copy's test to every copy's class (and every `package-info.java` under a test folder to all
         # 4,163 in main folders): 2.3 M of the 100k workspace's 2.4 M name links, and wrong ones.
-        exact = [c for c in by_stem.nearest(stem, test)
-                 if not other_dotted_name(c, test) and may_be_named_after(test, c, roots)]
+        rules = rules or NameRules(frozenset())
+        exact = [c for c in by_stem.nearest(stem, test) if not other_dotted_name(c, test) and rules.allows(test, c)]
         if not exact and len(by_stem.get(stem, ())) > 1:
             # The nearest were all another package's or language's: the nearest of those the test may be named after
             # (the rare case: the nearest are looked up by an index; review, session 39).
-            ok = [c for c in by_stem.get(stem, ()) if not other_dotted_name(c, test) and may_be_named_after(test, c, roots)]
+            ok = [c for c in by_stem.get(stem, ()) if rules.allows(test, c) and not other_dotted_name(c, test)]
             if ok:
-                depth = max(len(os.path.commonpath([c, test]).split("/")) if os.path.commonpath([c, test]) else 0
-                            for c in ok)
-                exact = [c for c in ok if (len(os.path.commonpath([c, test]).split("/"))
-                                           if os.path.commonpath([c, test]) else 0) == depth]
+                shared = {c: _shared_folders(c, test) for c in ok}
+                exact = [c for c in ok if shared[c] == max(shared.values())]
         if stem not in FOLDER_STEMS:
             # A file of the stem before a folder's front file standing for it (`server.ts` before `server/index.ts`).
             plain = [c for c in exact if stripped(stem_of(c)) == stem]
@@ -155,7 +155,7 @@ class FileGraph:
             return exact, None
         if stem not in cache:  # many tests share one object name (`res.*.js`): one scan of the stems each
             cache[stem] = [c for s, codes in by_stem.items() if abbreviates(stem, s) for c in codes]
-        abbrevs = [c for c in cache[stem] if not other_dotted_name(c, test) and may_be_named_after(test, c, roots)]
+        abbrevs = [c for c in cache[stem] if not other_dotted_name(c, test) and rules.allows(test, c)]
         if not abbrevs:
             return exact, None
         self.links_read_imports = True
@@ -332,36 +332,64 @@ def _family(path: str) -> str | None:
 
 
 def may_be_named_after(test: str, code: str, roots: frozenset[str]) -> bool:
-    """Whether a test's name may link it to ``code``, a source file of its stem. Not a file in a fixtures folder
-    (data a test reads), nor a file not named as a test for a folder's front file (`index.ts`); not one of another language (a test of a parsed language's file is of its family:
-    express's `test/config.js` was flask's config.py's second test in a folder of both); not a Go test of another
-    folder (a `_test.go` file tests its own folder's package: etcd's `util_test.go`s were every util.go's); not a
-    test of another package of a monorepo (vue core's compiler-ssr `__tests__/utils.ts` was compiler-core's
-    utils.ts's; a monorepo newcomer, session 39). A test in a package above the file's (a top-level `tests/`)
-    may be."""
-    named = is_test_name(test)
-    if not named and _FIXTURE_DIR.search(os.path.dirname(test)):
-        return False  # (`src/mocks/server.test.ts` is a test by its name wherever it is; review)
-    if stripped(stem_of(code)) in FOLDER_STEMS and not named:
-        return False  # a plain `index.ts` in a test folder is a fixture package's entry, not a test of an index.ts
-    if os.path.splitext(test)[1].lower() in _NOT_TESTS:
-        return False
-    fam, tfam = _family(code), _family(test)
-    if fam is not None and tfam is not None and tfam != fam:
-        return False  # (a language with no module here, Groovy's Spock or Scala, may test a Java class; review)
-    if code.endswith(".go") and test.endswith(".go") and os.path.dirname(code) != os.path.dirname(test):
-        return False
-    return same_package(test, code, roots)
+    """Whether a test's name may link it to ``code``, a source file of its stem (:class:`NameRules`)."""
+    return NameRules(roots).allows(test, code)
+
+
+class NameRules:
+    """Which source files a test's name may link it to. Not from a file in a fixtures folder (data a test reads),
+    nor from a file not named as a test for a folder's front file (`index.ts`); not to one of another language (a
+    test of a parsed language's file is of its family: express's `test/config.js` was flask's config.py's second
+    test in a folder of both); not from a Go test of another folder (a `_test.go` file tests its own folder's
+    package: etcd's `util_test.go`s were every util.go's); not to another package of a monorepo (vue core's
+    compiler-ssr `__tests__/utils.ts` was compiler-core's utils.ts's; a monorepo newcomer, session 39). A test in
+    a package above the file's (a top-level `tests/`) may be. What a path gives is kept: a build asks of each test
+    against each file of its stem (computed per pair, the rules made spring-boot's graph 3-4x slower)."""
+
+    def __init__(self, roots: frozenset[str]) -> None:
+        self.roots = roots
+        self._tests: dict[str, tuple[bool, bool, str | None, str | None]] = {}
+        self._code: dict[str, tuple[bool, str | None, str | None]] = {}
+
+    def _test(self, test: str) -> tuple[bool, bool, str | None, str | None]:
+        """(named as a test, may name a file at all, its family, its package)."""
+        got = self._tests.get(test)
+        if got is None:
+            named = is_test_name(test)
+            # (`src/mocks/server.test.ts` is a test by its name wherever it is; review)
+            usable = (named or not _FIXTURE_DIR.search(os.path.dirname(test))) \
+                and os.path.splitext(test)[1].lower() not in _NOT_TESTS
+            got = self._tests[test] = (named, usable, _family(test), package_of(test, self.roots))
+        return got
+
+    def _of(self, code: str) -> tuple[bool, str | None, str | None]:
+        """(a folder's front file, its family, its package)."""
+        got = self._code.get(code)
+        if got is None:
+            got = self._code[code] = (stripped(stem_of(code)) in FOLDER_STEMS, _family(code),
+                                      package_of(code, self.roots))
+        return got
+
+    def allows(self, test: str, code: str) -> bool:
+        named, usable, tfam, t_root = self._test(test)
+        front, fam, c_root = self._of(code)
+        if not usable or (front and not named):
+            return False  # a plain `index.ts` in a test folder is a fixture package's entry, not a test of an index.ts
+        if fam is not None and tfam is not None and tfam != fam:
+            return False  # (a language with no module here, Groovy's Spock or Scala, may test a Java class; review)
+        if code.endswith(".go") and test.endswith(".go") and os.path.dirname(code) != os.path.dirname(test):
+            return False
+        return _reaches(t_root, c_root)
 
 
 def same_package(test: str, code: str, roots: frozenset[str]) -> bool:
     """Whether a test can reach ``code`` without another package between: in its package, or in one above it (a
     top-level `tests/`), or where no manifest says."""
-    if roots:
-        t_root, c_root = package_of(test, roots), package_of(code, roots)
-        if t_root and c_root is not None and t_root != c_root and not c_root.startswith(t_root + "/"):
-            return False
-    return True
+    return not roots or _reaches(package_of(test, roots), package_of(code, roots))
+
+
+def _reaches(t_root: str | None, c_root: str | None) -> bool:
+    return not (t_root and c_root is not None and t_root != c_root and not c_root.startswith(t_root + "/"))
 
 
 # Folders of example, sample and demo programs beside a product (flask's `examples/celery/.../views.py`).
@@ -377,12 +405,17 @@ def abbreviates(short: str, long: str) -> bool:
             and all(ch in it for it in [iter(long[1:])] for ch in short[1:]))
 
 
-def dir_distance(a: str, b: str) -> int:
-    """Folder steps from a's folder to b's."""
-    pa, pb = os.path.dirname(a).split("/"), os.path.dirname(b).split("/")
+def _shared_folders(a: str, b: str) -> int:
+    """How many leading folders a's and b's folders share."""
     common = 0
-    for x, y in zip(pa, pb, strict=False):
+    for x, y in zip(os.path.dirname(a).split("/"), os.path.dirname(b).split("/"), strict=False):
         if x != y:
             break
         common += 1
-    return (len(pa) - common) + (len(pb) - common)
+    return common
+
+
+def dir_distance(a: str, b: str) -> int:
+    """Folder steps from a's folder to b's."""
+    common = _shared_folders(a, b)
+    return (os.path.dirname(a).count("/") + 1 - common) + (os.path.dirname(b).count("/") + 1 - common)

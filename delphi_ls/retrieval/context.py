@@ -182,7 +182,6 @@ class IndexView:
     # name -> its answer: the path branch and the ranker's columns ask the same names in one query (a name
     # costs about 6 ms at 100,000 files, the table 58 ms once; measured on synthetic names).
     _misspelt: dict[str, list[str]] = field(default_factory=dict, init=False, repr=False, compare=False)
-    _roots: frozenset[str] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.stripped_paths, StrippedPaths):  # rows given as a list (tests, older callers)
@@ -191,21 +190,19 @@ class IndexView:
     def __getstate__(self) -> dict[str, Any]:
         # What questions filled in (the test list, the misspelling tables) is rebuilt by the process that
         # loads a saved view (stores/view_cache.py): it costs milliseconds and keeps the saved file small.
-        return {**self.__dict__, "_tests": None, "_by_shape": None, "_misspelt": {}, "_roots": None}
+        return {**self.__dict__, "_tests": None, "_by_shape": None, "_misspelt": {}}
 
     def patched(self, **changes: Any) -> IndexView:
         """A copy with ``changes`` (a save's definitions, chunk lines and import edges) for the same files of
         the same kinds, so the tables that hang on the file list alone carry over (the misspelling table
         took 58-142 ms to build again at 100,000 files, review of session 22)."""
         out = dataclasses.replace(self, **changes)
-        out._tests, out._by_shape, out._misspelt, out._roots = self._tests, self._by_shape, self._misspelt, self._roots
+        out._tests, out._by_shape, out._misspelt = self._tests, self._by_shape, self._misspelt
         return out
 
     def package_roots(self) -> frozenset[str]:
-        """The folders holding a package manifest (graph.package_roots), once per view."""
-        if self._roots is None:
-            self._roots = package_roots(self.files)
-        return self._roots
+        """The folders holding a package manifest: the file graph's (it found them while it was built)."""
+        return self.graph.roots if self.graph is not None else package_roots(self.files)
 
     def tests(self) -> list[str]:
         if self._tests is None:

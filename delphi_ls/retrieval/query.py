@@ -194,9 +194,7 @@ def _trace_words(text: str, spans: list[tuple[int, int]]) -> str:
     """A trace's text as its words are searched: each frame's path as its tail, the runtime's framing out. Paths
     and frames are read from the text as pasted; only the words change."""
     out, at = [], 0
-    for start, end in sorted(spans, key=lambda se: (se[0], -se[1])):  # of two read at one place, the longer
-        if start < at:
-            continue  # two patterns read the same file
+    for start, end in sorted(spans):  # one frame a place (_frames), innermost first: back to the order written
         out += [text[at:start], _frame_tail(text[start:end])]
         at = end
     out.append(text[at:])

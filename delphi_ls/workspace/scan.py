@@ -169,12 +169,8 @@ class _Ignores:
     def __init__(self, specs: tuple[tuple[str, _Spec, str], ...] = ()) -> None:
         self._specs = specs
 
-    def above(self, lead: str, lines: list[str]) -> _Ignores:
-        """With the patterns of a file in a folder above the workspace, ``lead`` the workspace's path from it."""
-        out = self.child("", lines)
-        if out is self:
-            return self
-        return _Ignores(self._specs + ((out._specs[-1][0], out._specs[-1][1], lead),))
+    def specs(self) -> list[_Spec]:
+        return [spec for _b, spec, _l in self._specs]
 
     def child(self, base: str, lines: list[str]) -> _Ignores:
         lines = [ln for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
@@ -297,20 +293,18 @@ def _top_ignores(root: Path, extra_ignores: list[str] | None, fresh: bool = Fals
     parts = lead.split("/")
     # (how many of the lead's folders below the top the file sits in, its lines): the user's file and info/exclude
     # at the top, then the top's .gitignore and each folder's down to the workspace's parent.
-    levels = [(0, user_lines + _read_lines(_info_exclude(top)))]
-    levels += [(i, _read_lines(top.joinpath(*parts[:i]) / ".gitignore")) for i in range(len(parts))]
+    # Each file's patterns compiled once (an editor buffer's check builds these too).
+    levels = [(i, spec) for i, lines in [(0, user_lines + _read_lines(_info_exclude(top)))]
+              + [(i, _read_lines(top.joinpath(*parts[:i]) / ".gitignore")) for i in range(len(parts))]
+              for spec in _Ignores().child("", lines).specs()]
     for k in range(1, len(parts) + 1):
         # A workspace folder these rules ignore (a vendored package, a dependency opened to read it) was opened on
-        # purpose: git's rules from above do not apply to it then, only its own.
-        folder = _Ignores()
-        for i, lines in levels:
-            if i < k:  # the rules of a folder above the k-th, read from there
-                folder = folder.above("/".join(parts[i:k - 1]), lines)
+        # purpose: git's rules from above do not apply to it then, only its own. (The rules of a folder above the
+        # k-th, read from there.)
+        folder = _Ignores(tuple(("", spec, "/".join(parts[i:k - 1])) for i, spec in levels if i < k))
         if folder.ignored(parts[k - 1], True):  # (the user's own file applies anywhere, as outside a repository)
             return _Ignores().child("", user_lines + _read_lines(root / ".delphiignore") + list(extra_ignores or []))
-    ign = _Ignores()
-    for i, lines in levels:
-        ign = ign.above("/".join(parts[i:]), lines)
+    ign = _Ignores(tuple(("", spec, "/".join(parts[i:])) for i, spec in levels))
     return ign.child("", _read_lines(root / ".delphiignore") + list(extra_ignores or []))
 
 
