@@ -346,3 +346,21 @@ def test_ignore_verdicts_are_git_s(tmp_path: Path, rules: list[str]):
     got = {f.path for f in scan(root, 10_000).files}
     assert got == tracked, (sorted(got - tracked), sorted(tracked - got))
 
+
+def test_another_user_s_repository_above_is_not_the_workspace_s(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A `.git` someone else made above the workspace (a `/tmp/.git` on a shared machine) must not hide its files nor
+    lend it a history: only a repository of the user's own is read from above (git's safe.directory, session 39)."""
+    from delphi_ls.workspace.scan import repository_above
+    from tests.conftest import git
+
+    _user_home(monkeypatch, tmp_path / "home")
+    top = tmp_path / "shared"
+    (top / "proj").mkdir(parents=True)
+    git(top, "init", "-q")
+    (top / ".gitignore").write_text("*.py\n")
+    (top / "proj" / "main.py").write_text("x = 1\n")
+    assert repository_above(top / "proj") is not None  # the user's own: its rules apply
+    assert [f.path for f in scan(top / "proj", 10_000).files] == []
+    monkeypatch.setattr(os, "getuid", lambda: os.lstat(top / ".git").st_uid + 1)  # as another user sees it
+    assert repository_above(top / "proj") is None
+    assert [f.path for f in scan(top / "proj", 10_000).files] == ["main.py"]

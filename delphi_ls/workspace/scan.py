@@ -261,7 +261,8 @@ def repository_above(root: Path) -> tuple[Path, str] | None:
     """The repository a workspace folder without a ``.git`` of its own lies in, and the folder's path from its top:
     an editor or `delphi` opened on a package of a monorepo indexed what the repository's `.gitignore` hides
     (build output, a `secret_notes.txt`, logs; session 39). Not a repository at the home folder or the file
-    system's root: a dotfiles repository there ignores everything (`*`) and tracks nothing of the projects below."""
+    system's root: a dotfiles repository there ignores everything (`*`) and tracks nothing of the projects below.
+    Not one another user owns."""
     try:
         if os.path.lexists(root / ".git"):
             return None
@@ -271,7 +272,9 @@ def repository_above(root: Path) -> tuple[Path, str] | None:
     for top in root.parents:
         try:
             if os.path.lexists(top / ".git"):
-                if top == home or top == top.parent:
+                if top == home or top == top.parent or os.lstat(top / ".git").st_uid != os.getuid():
+                    # Nor another user's (a `/tmp/.git` anyone can make): its rules would hide this folder's files
+                    # and its history be read as this folder's. git refuses such a repository too (safe.directory).
                     return None
                 return top, root.relative_to(top).as_posix()
         except OSError:
