@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .workspace.secrets import redact
+
 _CONTROLS = [*range(32), *range(127, 160)]
 # Line and paragraph separators split a line for `str.splitlines()` and many readers; the bidi controls reorder
 # what is shown from what is there ("trojan source", CVE-2021-42574): a name can read as another.
@@ -61,7 +63,9 @@ def fenced(path: str, text: str) -> str:
 
 
 def shown_question(query: str) -> str:
-    """A question quoted in one header line: its first QUESTION_SHOWN_CHARS characters, then how many more."""
+    """A question quoted in one header line: its first QUESTION_SHOWN_CHARS characters, then how many more. A key
+    pasted in it is redacted, as in the answer's ``query`` (the MCP text echoed a URL's password; session 40)."""
+    query = redact(query)[0]
     head = query[:QUESTION_SHOWN_CHARS]
     more = len(query) - len(head)
     return repr(head) + (f" (+{more} more characters)" if more else "")

@@ -6,6 +6,7 @@ with the real stores and look for the secret's bytes in every file of the index 
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
@@ -240,3 +241,86 @@ def test_a_secret_pasted_in_a_question_is_not_echoed_in_the_answer(tmp_path: Pat
     assert "upload" in answer["query"]["terms"] and "redacted" not in answer["query"]["terms"]
     assert "cut" not in answer["query"]  # shorter once redacted, yet not cut (a review)
     assert answer["results"][0]["path"] == "app/upload.py"
+
+
+B64_KEY = base64.b64encode(f"-----BEGIN RSA PRIVATE KEY-----\n{KEY_LINE}\n{KEY_LINE}\n-----END RSA PRIVATE KEY-----\n"
+                           .encode()).decode()
+B64_CERT = base64.b64encode(f"-----BEGIN CERTIFICATE-----\n{KEY_LINE}\n-----END CERTIFICATE-----\n".encode()).decode()
+# Formats a newcomer's test found kept (session 40): each line's secret, and the kind it is redacted as.
+MORE = [
+    ('REDIS_URL = "redis://:Qz8WmRedis123@cache:6379/0"', "Qz8WmRedis123", "password in a URL"),
+    (f"  client-key-data: {B64_KEY}", B64_KEY[:40], "private key"),
+    (f"  tls.key: {B64_KEY}", B64_KEY[20:60], "private key"),
+    ('url = "jdbc:postgresql://db:5432/shop?user=app&password=Qz8WmJdbc1"', "Qz8WmJdbc1",
+     "password in a connection string"),
+    ('"Server=db;Database=shop;User Id=sa;Password=Qz8WmMssql1;"', "Qz8WmMssql1", "password in a connection string"),
+    ("password=Qz8WmProps1", "Qz8WmProps1", "password in a connection string"),
+    ('"DefaultEndpointsProtocol=https;AccountName=shop;AccountKey=' + "Qz8Wm3Xx7Lp2" * 6 + '==;"',
+     "Qz8Wm3Xx7Lp2" * 4, "Azure key"),
+    ('headers = {"Authorization": "Basic ' + base64.b64encode(b"user:Qz8WmBasic").decode() + '"}',
+     base64.b64encode(b"user:Qz8WmBasic").decode(), "HTTP basic credentials"),
+    ('aws_session_token = "' + "IQoJb3JpZ2luX2Vj" * 8 + '"', "IQoJb3JpZ2luX2Vj" * 7, "AWS session token"),
+    ("export AWS_SESSION_TOKEN=" + "FwoGZXIvYXdzE" * 10, "FwoGZXIvYXdzE" * 9, "AWS session token"),
+    ("//registry.npmjs.org/:_authToken=0b1c2d3e-3d4e-4f50-8a6b-7c8d9e0f1a2b", "0b1c2d3e-3d4e-4f50", "registry auth token"),
+    ("  npmAuthToken: qz8wmyarn0123456789abcdef", "qz8wmyarn0123456789abcdef", "registry auth token"),
+    ('SENDGRID = "SG.Qz8Wm3Xx7Lp2Vn5Rt9Ys4B.Kz8Wm3Xx7Lp2Vn5Rt9Ys4Bk6Hd1Fg0Jc8Ea3Ku7Ni2Lo5Pq"', "Kz8Wm3Xx7Lp2Vn5",
+     "SendGrid key"),
+    ('MAILGUN = "key-0123456789abcdef0123456789abcdef"', "0123456789abcdef0123456789abcdef", "Mailgun key"),
+    ('SHOPIFY = "shpat_0123456789abcdef0123456789abcdef"', "shpat_0123456789", "Shopify token"),
+    ('DO = "dop_v1_' + "0123456789abcdef" * 4 + '"', "0123456789abcdef" * 4, "DigitalOcean token"),
+    ('VAULT_TOKEN = "hvs.CAESIQz8Wm3Xx7Lp2Vn5Rt9Ys4Bk6Hd1Fg0"', "CAESIQz8Wm3Xx7Lp2Vn5", "Vault token"),
+    ('DATABRICKS_TOKEN = "dapi0123456789abcdef0123456789abcdef"', "dapi0123456789abcdef", "Databricks token"),
+    ('SQ = "sq0csp-Qz8Wm3Xx7Lp2Vn5Rt9Ys4Bk6Hd1Fg0Jc8Ea3K"', "Qz8Wm3Xx7Lp2Vn5Rt9Ys4", "Square token"),
+    ("AGE-SECRET-KEY-1" + "QZ8WM3XX7LP2VN5RT9YS4BK6HD1FG0JC8EA3KU7NI2LO5PQ8WM3XX7LP2VN5RT", "QZ8WM3XX7LP2VN5RT9YS4",
+     "age secret key"),
+    ('RUNNER = "glrt-Qz8Wm3Xx7Lp2Vn5Rt9Ys4"', "Qz8Wm3Xx7Lp2Vn5Rt9Ys4", "GitLab token"),
+    ('HOOK = "https://discord.com/api/webhooks/123456789012345678/' + "Qz8Wm3Xx7Lp2Vn5Rt9Ys4" * 3 + '"',
+     "Qz8Wm3Xx7Lp2Vn5Rt9Ys4" * 3, "Discord webhook"),
+    ('BOT = "1234567890:AAEQz8Wm3Xx7Lp2Vn5Rt9Ys4Bk6Hd1Fg0Jc"', "Qz8Wm3Xx7Lp2Vn5Rt9Ys4", "Telegram bot token"),
+]
+
+
+@pytest.mark.parametrize("line, secret, kind", MORE, ids=[k for _l, _s, k in MORE])
+def test_more_self_identifying_formats_are_replaced(line: str, secret: str, kind: str):
+    out, found = redact(line + "\n")
+    assert secret not in out and found == {kind: 1}, out
+    assert out.count("\n") == 1
+
+
+@pytest.mark.parametrize("text", [
+    "connect(host, password=pw)\nlogin(\n    password=os.environ['PW'],\n)\n",  # a call's keyword is code
+    "- fixed a crash when PWD=/ on POSIX (#1631)\n",  # a shell's variable (black's changelog)
+    'authToken = getToken()\nthis.authToken = "${NPM_TOKEN}"\n',
+    "Use Basic authentication for the admin endpoints\n",  # prose
+    f"  tls.crt: {B64_CERT}\n",  # a certificate is public
+    'url = "redis://cache:6379/0"\nconn = "Server=db;Database=shop;Password=${DB_PASSWORD};"\n',
+    "key-value stores keep a key-0123456789abcdefghij map\n",
+])
+def test_code_like_the_new_formats_is_left_alone(text: str):
+    assert redact(text) == (text, {})
+
+
+@pytest.mark.parametrize("rel, secret", [
+    # Indexed and answered verbatim before (a newcomer, session 40).
+    ("ops/kubeconfig", True), ("kubeconfig.yaml", True), ("kubeconfig-prod", True), ("infra/terraform.tfstate", True),
+    ("terraform.tfstate.backup", True), ("prod.auto.tfvars", True), ("terraform.tfvars.json", True),
+    ("deploy/production.env", True), ("config/secrets.yml", True), (".streamlit/secrets.toml", True),
+    ("helm/values-secrets.yaml", True), ("gcp/service-account-prod.json", True), ("local.settings.json", True),
+    ("wp-config.php", True), ("rclone.conf", True), (".dockerconfigjson", True), ("pgpass.conf", True),
+    # Code and templates named like them are not.
+    ("pkg/kubeconfig.go", False), ("kubeconfig_test.go", False), ("kubeconfig.example", False),
+    ("secrets.py", False), ("app/secrets_manager.go", False), ("secrets.yml.example", False),
+    ("terraform.tfvars.example", False), ("templates/secret.yaml", False), ("environment.ts", False),
+    ("service_account.py", False),
+])
+def test_credential_files_under_their_other_usual_names(rel: str, secret: bool):
+    from delphi_ls.workspace.scan import is_secret_file
+
+    assert is_secret_file(rel) is secret
+
+
+def test_the_mcp_text_does_not_echo_a_password_in_the_question():
+    from delphi_ls.shown import shown_question
+
+    shown = shown_question("postgres://shop:Qz8WmPgPass@db.internal:5432/shop connection refused")
+    assert "Qz8WmPgPass" not in shown and "[redacted password in a URL]" in shown

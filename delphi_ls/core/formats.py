@@ -16,7 +16,9 @@ INDEX_FORMAT = 3  # the stores' layout (engine.py refuses and rebuilds another)
 #    that line's (indexing/chunker.py); JavaScript definitions by assignment (`exports.x = function…`) and
 #    class fields holding functions are symbols; `Latest.java` and a C# `*Spec.cs` outside a test folder are code;
 #    Go's structs, interfaces, package-level vars and consts are symbols of their kinds; a Cargo.toml names its crate.
-PARSER_VERSION = 8
+# 9: more secrets redacted: a base64-encoded private key, a URL's password with no user, connection strings'
+#    passwords, HTTP basic credentials, AWS session tokens, registry auth tokens, ten providers' prefixed tokens.
+PARSER_VERSION = 9
 
 
 def describe() -> str:
