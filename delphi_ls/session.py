@@ -964,10 +964,14 @@ class Session:
         """File events in hand but not yet reported (a burst being drained, at most MAX_BATCH_S): waited for, so
         that the edits they name are flushed or the answer says indexing is under way."""
         w = self._watchers.get(root)
-        if w is None or not w.draining or w.continuous:
+        if w is None or w.continuous:
             return
-        burst, deadline = w.drains, time.monotonic() + watch_mod.MAX_BATCH_S + 0.5
-        while w.draining and w.drains == burst and not self._stopping and time.monotonic() < deadline:
+        burst = w.drains
+        if not w.busy():
+            return
+        # Until the burst in hand (or the one the unread events start) is reported.
+        deadline = time.monotonic() + watch_mod.MAX_BATCH_S + 0.5 + 0.5  # + the thread's select wake-up
+        while w.drains == burst and not self._stopping and time.monotonic() < deadline:
             time.sleep(0.01)
 
     def _flush_edits(self, eng: Engine) -> None:

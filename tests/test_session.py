@@ -708,6 +708,33 @@ def test_a_question_during_a_burst_of_file_events_waits_for_them(tmp_path: Path,
         s.shutdown()
 
 
+def test_a_question_right_after_a_write_waits_for_the_unread_event(tmp_path: Path):
+    """An agent that writes a file and asks at once (parallel tool calls in one turn) got the index before the
+    write in 19 of 20 tries: the event was queued but the watching thread had not woken for it, so nothing was
+    "in hand" (an agents' newcomer, session 40). Each question now finds what was written just before it."""
+    ws = build_workspace(tmp_path / "ws")
+    s = Session(None, {"indexDir": str(tmp_path / "index"), "vectors": False})
+    try:
+        s.start([ws])
+        s.watch(interval=0.5)
+        assert s.wait_idle(120)
+        deadline = time.monotonic() + 30
+        while not s._watchers.get(ws.resolve()):
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        target = ws / "shipyard" / "written_now.py"
+        stale = []
+        for k in range(8):
+            target.write_text(f"def written_now_fn_{k}():\n    return {k}\n")
+            ans = s.context(ContextRequest(query=f"written_now_fn_{k}"))
+            if not ans.get("indexing") and "shipyard/written_now.py" not in [r["path"] for r in ans["results"][:3]]:
+                stale.append(k)
+            time.sleep(0.3)
+        assert not stale, stale
+    finally:
+        s.shutdown()
+
+
 def test_a_removed_index_is_reopened_while_an_agent_polls_and_a_damage_not_confirmed_does_not_loop(
         tmp_path: Path, monkeypatch):
     """A status poll every 0.2 s re-armed the debounce and the reopen never ran; a corruption error the manifest's

@@ -207,8 +207,8 @@ def pack(results: list[dict[str, Any]], meta: MetaStore, budget: int, root: Path
             used += tokens_of(span["text"])
             out.append({"path": path, **span})
     if used > budget:  # merging shares lines, so it can only shrink; this guards the promise anyway
-        while out and used > budget:
-            used -= tokens_of(out.pop()["text"])
+        while out and used > budget:  # the largest span goes, not the last file's (session 40)
+            used -= tokens_of(out.pop(max(range(len(out)), key=lambda i: len(out[i]["text"])))["text"])
     return out, used
 
 
@@ -264,6 +264,19 @@ def _trimmed(sc: ScoredChunk, room: int) -> ScoredChunk | None:
     return dataclasses.replace(sc, chunk=cut, trimmed=True)
 
 
+def _whole_lines_or_pieces(group: list[ScoredChunk], lines: list[str]) -> list[list[ScoredChunk]]:
+    """A group spans whole lines, unless its chunks are pieces of a line too long for a chunk (a generated table on
+    one line of 600 KB): its lines' text is then far more than the chunks', and each piece stays a span of its own
+    (the whole line was packed and the budget's guard then dropped every span: a newcomer, session 40)."""
+    if len(group) < 2:
+        return [group]
+    start, end = group[0].chunk.start_line, max(s.chunk.end_line for s in group)
+    span_chars = sum(len(ln) for ln in lines[start - 1: end])
+    if span_chars <= sum(len(s.chunk.text) for s in group) + 2 * MERGE_GAP + 2:
+        return [group]
+    return [[s] for s in group]
+
+
 def _merged(picks: list[ScoredChunk], lines: list[str]) -> list[dict[str, Any]]:
     """Chosen chunks of one file in line order; chunks that touch, overlap or are parted only by a blank
     line or two become one span."""
@@ -276,6 +289,7 @@ def _merged(picks: list[ScoredChunk], lines: list[str]) -> list[dict[str, Any]]:
             groups[-1].append(s)
         else:
             groups.append([s])
+    groups = [part for g in groups for part in _whole_lines_or_pieces(g, lines)]
     out = []
     for g in groups:
         start = g[0].chunk.start_line

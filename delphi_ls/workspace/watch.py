@@ -150,6 +150,19 @@ class Watcher:
     def count(self) -> int:
         return len(self.folders)
 
+    def busy(self) -> bool:
+        """Events in hand or still unread: a burst being drained, or events the kernel queued that the watching
+        thread has not woken for yet (an agent that writes a file and asks at once got the index before the
+        write in 19 of 20 tries, within 20-50 ms of it: a newcomer, session 40). inotify queues an event inside
+        the writer's own call, so a write that returned is seen here."""
+        if self.draining:
+            return True
+        ino = self._ino
+        try:
+            return ino is not None and bool(select.select([ino.fd], [], [], 0)[0])
+        except (OSError, ValueError):  # closed under us (stopping)
+            return False
+
     def start(self) -> None:
         """Watch every folder the walk enters; raises :class:`WatchUnavailable` (nothing left running)."""
         self._ino = _Inotify()
