@@ -1497,9 +1497,21 @@ class Engine:
             if exists:  # a FIFO, socket or device was "does not exist" (a hostile newcomer, session 28)
                 raise RequestError(field, f"{raw!r} is not a regular file ({_file_type(full)})")
             near = self._near_names(rel.as_posix())
+            # `lines.py:120`: agents write a file with its line (an agents' newcomer, session 40).
+            if (m := _WITH_LINE.fullmatch(rel.as_posix())) and (self.root / m.group(1)).is_file():
+                near = [m.group(1)]
             hint = f"; did you mean {' or '.join(near)}?" if near else ""
             raise RequestError(field, f"{raw!r} does not exist in the workspace {self.root}{hint}")
         return rel.as_posix()
+
+    def _indexed_path(self, path: str) -> str:
+        """A file asked about by path (related tests or code): one Delphi skipped is an error saying why. "0 tests
+        for zq_blob.bin" read as "it has none" (an agents' newcomer, session 40)."""
+        rel = self.normalise_anchor(path, field="path")
+        if (why := self.meta.skip_reason(rel)) is not None:
+            raise RequestError("path", f"{rel} is not indexed ({why}), so nothing is known of it; `delphi health` "
+                                       "lists the files skipped and why")
+        return rel
 
     def _near_names(self, rel: str) -> list[str]:
         """Indexed files a missing path may mean (at most three): its name in another folder, or a name of five
@@ -1567,6 +1579,10 @@ class Engine:
             out["query"]["cut"] = cut_note(len(plain))
         if not self.root.is_dir():  # moved or unmounted under a server: said with the answer, not only in health
             out["query"]["workspaceGone"] = str(self.root)
+        # An anchor Delphi skipped (binary, too large) gave an answer around nothing, with nothing to say so (an
+        # agents' newcomer, session 40); an editor sends the open file, so it is said, not refused.
+        if unindexed := {a: why for a in anchors if (why := self.meta.skip_reason(a))}:
+            out["query"]["anchorsNotIndexed"] = unindexed
         running = self.indexing  # read once: the indexer thread sets it back to None when done
         if running is not None:
             out["indexing"] = dict(running)
@@ -1736,7 +1752,7 @@ class Engine:
         what it defines), or for one symbol in it (tests that name the symbol, the file's own first)."""
         check_limit(limit)
         self._open_or_raise()
-        rel = self.normalise_anchor(path, field="path")
+        rel = self._indexed_path(path)
         ctx = SearchContext(self.settings, self.meta, self.lexical, None, None, self.view(), [rel])
         rows = related.related_tests(ctx, self.lexical, rel, symbol, limit)
         if symbol is not None and not rows:
@@ -1754,7 +1770,7 @@ class Engine:
         folder it mirrors, defining names it uses, or changing together with it."""
         check_limit(limit)
         self._open_or_raise()
-        rel = self.normalise_anchor(test_path, field="path")
+        rel = self._indexed_path(test_path)
         view = self.view()
         kind = view.files.get(rel, file_kind(rel))
         if kind != "test":  # a source file's answer would be its neighbours, not what it exercises
@@ -1860,6 +1876,7 @@ def _file_type(path: Path) -> str:
     return "not a file"
 
 
+_WITH_LINE = re.compile(r"(.+?):[0-9]+(?::[0-9]+)?")  # a path followed by its line (and column)
 _QUALIFIED = re.compile(r"(\S*?[^.:#\s])(?:::|\.|#)([^.:#\s]+)")
 
 

@@ -89,6 +89,8 @@ def query_notes(query: dict[str, Any], named: bool = True) -> list[str]:
         n = query["packedNone"]
         notes.append(f"no part of the ranked files fits in {n} token{'s' if n != 1 else ''}: no code is packed; ask "
                      "for a larger budget")
+    for path, why in (query.get("anchorsNotIndexed") or {}).items():
+        notes.append(f"the anchor {shown(path)} is not indexed ({why}): the answer is not asked around it")
     if named and query.get("namedAnchor"):
         notes.append(f"asked around {shown(query['namedAnchor'])}, the file the question names")
     return notes

@@ -878,6 +878,12 @@ class MetaStore:
                     rows += self.db.execute(sql + f" WHERE s.path IN ({','.join('?' * len(part))})", part).fetchall()
         return {p: (r, size, mtime) for p, r, size, mtime in rows}
 
+    def skip_reason(self, path: str) -> str | None:
+        """Why a file is not indexed, when the last run skipped it (binary, too large, a secret file...)."""
+        with self._lock:
+            row = self.db.execute("SELECT reason FROM skipped WHERE path=?", (path,)).fetchone()
+        return row[0] if row else None
+
     def skipped(self) -> dict[str, str]:
         with self._lock:
             return dict(self.db.execute("SELECT path, reason FROM skipped ORDER BY path").fetchall())

@@ -1,0 +1,48 @@
+"""Files asked about by path that Delphi did not index, and paths written with their line (an agents' newcomer,
+session 40): an anchor or a related-tests path that was skipped answered around nothing ("0 tests for
+zq_blob.bin"), and `lines.py:120` got "does not exist" with no hint."""
+
+from __future__ import annotations
+
+import pytest
+
+from delphi_ls import Engine
+from delphi_ls.api import RequestError
+from delphi_ls.shown import query_notes
+
+
+@pytest.fixture(scope="module")
+def eng(tmp_path_factory: pytest.TempPathFactory):
+    ws = tmp_path_factory.mktemp("ws")
+    (ws / "pkg").mkdir()
+    (ws / "pkg" / "lines.py").write_text("def split_lines(text):\n    return text.splitlines()\n", encoding="utf-8")
+    (ws / "tests").mkdir()
+    (ws / "tests" / "test_lines.py").write_text("from pkg.lines import split_lines\n\n\ndef test_split():\n"
+                                                "    assert split_lines('a\\nb') == ['a', 'b']\n", encoding="utf-8")
+    (ws / "pkg" / "blob.bin").write_bytes(bytes(range(256)) * 16)
+    with Engine(ws, index_dir=str(tmp_path_factory.mktemp("idx")), vectors=False, reranker="off") as e:
+        e.index()
+        yield e
+
+
+def test_related_tests_of_a_skipped_file_is_an_error_that_says_why(eng: Engine):
+    with pytest.raises(RequestError) as err:
+        eng.related_tests("pkg/blob.bin")
+    assert "pkg/blob.bin is not indexed (binary" in str(err.value) and "delphi health" in str(err.value)
+    with pytest.raises(RequestError, match="not indexed"):
+        eng.related_code("pkg/blob.bin")
+    assert eng.related_tests("pkg/lines.py")[0]["path"] == "tests/test_lines.py"  # an indexed file still answers
+
+
+def test_a_skipped_anchor_is_said_in_the_answer(eng: Engine):
+    ans = eng.context("what does this file do", anchors=["pkg/blob.bin"])
+    assert ans["query"]["anchorsNotIndexed"]["pkg/blob.bin"].startswith("binary")
+    assert any("the anchor pkg/blob.bin is not indexed (binary" in n for n in query_notes(ans["query"]))
+    assert "anchorsNotIndexed" not in eng.context("split lines", anchors=["pkg/lines.py"])["query"]
+
+
+def test_a_path_with_its_line_is_hinted_to_the_path(eng: Engine):
+    with pytest.raises(RequestError, match=r"did you mean pkg/lines\.py\?"):
+        eng.related_tests("pkg/lines.py:120")
+    with pytest.raises(RequestError, match=r"did you mean pkg/lines\.py\?"):
+        eng.context("split", anchors=["pkg/lines.py:2:5"])
