@@ -21,7 +21,7 @@ from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 from . import __version__  # the package's __init__ is light: its heavy names load on first use
 from .core import KINDS, State, formats, state_of  # standard library only, like this module's other imports
-from .shown import fenced, query_notes, shown, shown_text
+from .shown import branch_notes, fenced, query_notes, shown, shown_text
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -350,9 +350,8 @@ def cmd_context(args: argparse.Namespace) -> int:
             print("no files match")
         for note in query_notes(q, named=False):  # the named anchor is in the header line above
             print(f"note: {note}")
-        for b, s in ans["branchesReady"].items():
-            if state_of(s) not in (State.READY, State.OFF):
-                print(f"note: branch {b}: {shown(s)}")
+        for note in branch_notes(ans["branchesReady"], lambda s: state_of(s) in (State.READY, State.OFF)):
+            print(f"note: {note}")
         if "packed" in ans:
             print(f"\npacked context: {len(ans['packed'])} spans, {ans['packedTokens']} of {args.budget_tokens} tokens")
             for p in ans["packed"]:

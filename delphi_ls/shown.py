@@ -11,6 +11,7 @@ Shared by every front that prints lines of text (the CLI, the MCP tools).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from .workspace.secrets import redact
@@ -94,6 +95,17 @@ def query_notes(query: dict[str, Any], named: bool = True) -> list[str]:
     if named and query.get("namedAnchor"):
         notes.append(f"asked around {shown(query['namedAnchor'])}, the file the question names")
     return notes
+
+
+def branch_notes(ready: dict[str, str], usable: Callable[[str], bool]) -> list[str]:
+    """One note per state of the branches not ready (``usable``: ready or off), the branches named together:
+    eleven lines of one "partial: indexing in progress" during a first index read as eleven problems and cost an
+    agent tokens (an agents' newcomer, session 40)."""
+    by_state: dict[str, list[str]] = {}
+    for b, s in ready.items():
+        if not usable(s):
+            by_state.setdefault(s, []).append(b)
+    return [f"branch{'es' if len(bs) > 1 else ''} {', '.join(bs)}: {shown(s)}" for s, bs in by_state.items()]
 
 
 def cut_note(query: dict[str, Any]) -> str | None:

@@ -46,3 +46,13 @@ def test_a_path_with_its_line_is_hinted_to_the_path(eng: Engine):
         eng.related_tests("pkg/lines.py:120")
     with pytest.raises(RequestError, match=r"did you mean pkg/lines\.py\?"):
         eng.context("split", anchors=["pkg/lines.py:2:5"])
+
+
+def test_branches_in_one_state_are_one_note():
+    from delphi_ls.shown import branch_notes
+
+    ready = {b: "partial: indexing in progress (75 files so far)" for b in ("bm25", "path", "symbol", "filedoc")}
+    ready |= {"vector": "off: vectors = false", "graph": "ready", "trigram": "error: OSError: gone"}
+    notes = branch_notes(ready, lambda s: s.startswith(("ready", "off")))
+    assert notes == ["branches bm25, path, symbol, filedoc: partial: indexing in progress (75 files so far)",
+                     "branch trigram: error: OSError: gone"]

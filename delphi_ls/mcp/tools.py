@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..api import KINDS, MAX_LIMIT, ContextRequest, RelatedRequest, RequestError, SymbolsRequest
 from ..core import State, state_of
 from ..settings import snake_case
-from ..shown import fenced, query_notes, shown, shown_question
+from ..shown import branch_notes, fenced, query_notes, shown, shown_question
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -309,6 +309,10 @@ def _context(session: Session, args: dict[str, Any]) -> ToolOutput:
     return render_context(ans, req, notes, folder)
 
 
+def _usable(status: str) -> bool:
+    return state_of(status) in (State.READY, State.OFF)
+
+
 def render_context(ans: dict[str, Any], req: ContextRequest, notes: list[str] | None = None,
                    folder: str | None = None) -> ToolOutput:
     """The ranked list first (path:lines — why), then the packed spans, within the cap."""
@@ -322,9 +326,7 @@ def render_context(ans: dict[str, Any], req: ContextRequest, notes: list[str] | 
     if running:
         lines.append(indexing_line(running))
     if not (running and running["phase"] == "queued"):  # then every branch is "not ready": one line said it
-        for b, s in ans["branchesReady"].items():
-            if state_of(s) not in (State.READY, State.OFF):
-                lines.append(f"note: branch {b}: {shown(s)}")
+        lines += [f"note: {n}" for n in branch_notes(ans["branchesReady"], _usable)]
     lines += [f"note: {n}" for n in query_notes(ans["query"])]
     lines += [f"note: {n}" for n in notes or []]
     packed = ans.get("packed") or []
