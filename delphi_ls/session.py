@@ -65,6 +65,7 @@ _NO_OVERLOADS = (".go", ".c", ".h")  # files whose lenses are kept for the index
 REOPEN_WAIT_S = 30.0
 RETRY_OPEN_S = 10.0  # how often a folder whose index could not be opened again is tried again
 FLUSH_MAX_FILES = 50
+SHUTDOWN_DISK_FILES = 50  # open files indexed from disk again when a session ends (Session._back_to_disk)
 MAX_FILE_PROBLEMS = 500
 STALENESS_EVERY_S = 10.0
 # With file events, a full incremental pass this often anyway: events cannot see `.git/info/exclude`
@@ -393,6 +394,7 @@ class Session:
             self._worker.join(timeout=30)
         with self._engines_lock:
             for eng in self.engines.values():
+                self._back_to_disk(eng)
                 if eng.settings.warm_start and eng.view_unsaved():
                     # A server stopped soon after a catch-up (whose views are not saved while it runs) would
                     # leave the next start to build them again (18 s on the 100k workspace). A temporary
@@ -404,6 +406,19 @@ class Session:
                 eng.close()
             self.engines.clear()
         self._stopped = True
+
+    def _back_to_disk(self, eng: Engine) -> None:
+        """The files open in the editor as they are on disk again, at the end: the index held each open buffer's
+        text with no size or time of its own, so the next `delphi health` called every file left open "changed"
+        (two editors on one index, each other's), and a new file never saved stayed in it with its text (a Neovim
+        newcomer, session 40). A few files (SHUTDOWN_DISK_FILES at most), as a save indexes them."""
+        rels = sorted(rel for path in self.buffers for e, rel in self.locate_all(path) if e is eng)
+        if not rels or len(rels) > SHUTDOWN_DISK_FILES:
+            return
+        try:
+            eng.index(only=rels, reembed=False)
+        except Exception:  # the end of a session: said in the log, the next run redoes them
+            log.exception("indexing the open files of %s from disk at the end failed", eng.root)
 
     # ------------------------------------------------------------------ routing
     def locate(self, path_or_uri: str | Path) -> tuple[Engine, str] | None:

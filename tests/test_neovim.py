@@ -82,6 +82,8 @@ def test_readme_config_attaches_one_server_per_root(workspace: Path, tmp_path: P
     assert result["context"]["results"][0]["path"] == "proxy/grpc_proxy.go"
     assert result["lenses_shown"], "the config's BufEnter refresh showed no lenses"
     assert result["lens_opened"] and not result.get("lens_run_error"), result
+    assert result["lens_autocmds"] == 3, result  # BufEnter, InsertLeave, BufWritePost; once each
+    assert result["uri_buffer_clients"] == 0 and result["uri_buffer_attached"] == 0, result
     # A file of another project gets its own server; the first one stays attached to its files.
     assert result["clients_after_other_root"] == 2
     assert result["other_root_client"] != result["first_client"]

@@ -128,6 +128,29 @@ def test_an_open_buffer_never_makes_the_index_stale(session):
     assert s.wait_idle(60)
 
 
+def test_files_open_when_the_editor_quits_are_left_as_on_disk(tmp_path: Path):
+    """Quitting an editor with files open left each in the index with no size or time of its own: the next
+    `delphi health` said "index is stale: N changed" (with two editors on one index, each other's files), and a
+    new file never saved stayed with its text (a Neovim newcomer, session 40)."""
+    from delphi_ls.engine import Engine
+
+    ws = build_workspace(tmp_path / "ws")
+    s = Session(None, {"indexDir": str(tmp_path / "index"), "vectors": False})
+    s.start([ws])
+    assert s.wait_idle(120)
+    opened = ws / "shipyard" / "scheduler.py"
+    s.buffer_changed(opened.as_uri(), opened.read_text())  # open, unchanged
+    s.buffer_changed((ws / "shipyard" / "never_saved.py").as_uri(), "def never_saved_fn():\n    return 1\n")
+    assert s.wait_idle(60)
+    assert s.context(ContextRequest(query="never_saved_fn"))["results"][0]["path"] == "shipyard/never_saved.py"
+    s.shutdown()  # the editor quits: no didClose
+    with Engine(ws, index_dir=str(tmp_path / "index"), vectors=False) as eng:
+        h = eng.health()
+        assert not [p for p in h["problems"] if p["code"] == "stale_index"], h["problems"]
+        assert eng.meta.file_info("shipyard/never_saved.py") is None
+        assert eng.meta.file_info("shipyard/scheduler.py") is not None
+
+
 def test_a_buffer_too_large_to_index_says_so_on_its_file(session):
     """A buffer grown past max_file_bytes was silently not indexed while answers kept reading the file as saved
     (an editor newcomer, session 25): its file gets a diagnostic saying so, gone once the buffer closes."""

@@ -99,9 +99,12 @@ def _basic_credentials(s: str) -> bool:
     return ":" in text and text.isprintable()
 
 
+_PLACEHOLDERS = {"password", "pass", "secret", "pwd", "redacted", "changeme", "xxx", "xxxx", "none", "null"}
+
+
 def _not_placeholder(s: str) -> bool:
     # `postgres://user:${DB_PASSWORD}@db`, `://user:<password>@`, `://u:****@` name a secret, they are none.
-    return not (s.startswith(("$", "<", "{", "%", "*")) or s.lower() in {"password", "pass", "secret", "pwd"})
+    return not (s.startswith(("$", "<", "{", "%", "*")) or s.lower() in _PLACEHOLDERS)
 
 
 _PEM = re.compile(r"-----BEGIN ((?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?)-----(.*?)(?:-----END \1-----|\Z)", re.S)
@@ -184,8 +187,8 @@ _RULES: tuple[_Rule, ...] = (
     _Rule("AWS session token", re.compile(r"ESSION_TOKEN\W{0,5}?[:=]>?\W{0,3}?([A-Za-z0-9/+=]{100,})"), group=1,
           after_word=True),
     # npm's and yarn's registry tokens under their names (`_authToken=…`, `npmAuthToken: "…"`), the old UUID
-    # form included; `authToken = getToken()` is code (no digit).
-    _Rule("registry auth token", re.compile(r"uthToken\W{0,5}?[:=]\W{0,3}?([A-Za-z0-9_.+/=-]{16,})"), group=1,
+    # form included; `authToken = getToken()` and `neo4jEnvironment.getAuthToken()` are code.
+    _Rule("registry auth token", re.compile(r"uthToken\W{0,5}?[:=]\W{0,3}?([A-Za-z0-9_+/=-]{16,})(?![\w.(])"), group=1,
           check=lambda s: _has_digit_and_letter(s) and _not_placeholder(s), after_word=True),
 )
 

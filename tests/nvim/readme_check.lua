@@ -83,6 +83,20 @@ out.lens_opened = vim.wait(10000, function()
 end, 100)
 vim.cmd("buffer " .. b1)
 
+-- The lens refresh is set once per buffer, in the config's own group.
+out.lens_autocmds = #vim.api.nvim_get_autocmds({ group = "delphi_lens", buffer = b1 })
+
+-- A plugin's buffer named like a URI (fugitive's, with buftype "") starts no server of its own: the config
+-- took `fugitive:///…/.git//0/…` for a path, and its made-up folder for a project (a Neovim newcomer, session 40).
+local before = #delphi_clients()
+vim.cmd("split fugitive://" .. ws .. "/.git//0/shipyard/retry.py")
+vim.bo.buftype = ""
+vim.bo.filetype = "python"
+vim.wait(1500, function() return #delphi_clients() > before end, 50)
+out.uri_buffer_clients = #delphi_clients() - before
+out.uri_buffer_attached = #attached(vim.api.nvim_get_current_buf())
+vim.cmd("bwipeout!")
+
 -- A file of another root gets that root's own server; the first is left alone.
 vim.cmd("split " .. ws2 .. "/main.py")
 local b3 = vim.api.nvim_get_current_buf()
