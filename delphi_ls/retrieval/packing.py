@@ -272,7 +272,9 @@ def _whole_lines_or_pieces(group: list[ScoredChunk], lines: list[str]) -> list[l
         return [group]
     start, end = group[0].chunk.start_line, max(s.chunk.end_line for s in group)
     span_chars = sum(len(ln) for ln in lines[start - 1: end])
-    if span_chars <= sum(len(s.chunk.text) for s in group) + 2 * MERGE_GAP + 2:
+    # Twice the chunks' text and a margin: blank lines between chunks may hold spaces, a line's pieces are a
+    # small part of it (25 KB of 600 KB there).
+    if span_chars <= 2 * sum(len(s.chunk.text) for s in group) + 1000:
         return [group]
     return [[s] for s in group]
 
