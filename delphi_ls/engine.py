@@ -1498,7 +1498,7 @@ class Engine:
                 raise RequestError(field, f"{raw!r} is not a regular file ({_file_type(full)})")
             near = self._near_names(rel.as_posix())
             # `lines.py:120`: agents write a file with its line (an agents' newcomer, session 40).
-            if (m := _WITH_LINE.fullmatch(rel.as_posix())) and (self.root / m.group(1)).is_file():
+            if (m := _WITH_LINE.fullmatch(rel.as_posix())) and self.meta.file_info(m.group(1)) is not None:
                 near = [m.group(1)]
             hint = f"; did you mean {' or '.join(near)}?" if near else ""
             raise RequestError(field, f"{raw!r} does not exist in the workspace {self.root}{hint}")
@@ -1876,7 +1876,7 @@ def _file_type(path: Path) -> str:
     return "not a file"
 
 
-_WITH_LINE = re.compile(r"(.+?):[0-9]+(?::[0-9]+)?")  # a path followed by its line (and column)
+_WITH_LINE = re.compile(r"(.+?):[0-9]+(?:[-:][0-9]+)?")  # a path and its line: `:12`, `:12:5`, `:12-40` (ours)
 _QUALIFIED = re.compile(r"(\S*?[^.:#\s])(?:::|\.|#)([^.:#\s]+)")
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from .api import ContextAnswer, ContextRequest, RelatedRequest, RequestError, SymbolsRequest, uri_to_path
 from .core import cancel
-from .engine import Engine, EngineClosed, IndexReport, manifest_fails_check, move_manifest_aside
+from .engine import Engine, EngineClosed, IndexBusy, IndexReport, manifest_fails_check, move_manifest_aside
 from .indexing.pipeline import WorkspaceGone, folder_readable
 from .settings import Settings, SettingsError
 from .stores.meta import is_corruption
@@ -415,8 +415,14 @@ class Session:
         rels = sorted(rel for path in self.buffers for e, rel in self.locate_all(path) if e is eng)
         if not rels or len(rels) > SHUTDOWN_DISK_FILES:
             return
+        if self._worker is not None and self._worker.is_alive():
+            return  # the indexing thread did not stop in time: the store is its
         try:
-            eng.index(only=rels, reembed=False)
+            # Never waits for another process's writer (the editor's quit would wait on it: a review), and
+            # embeds nothing (quitting during a first index's embedding would embed its whole backlog).
+            eng.index(only=rels, reembed=False, vectors=False, wait=False)
+        except IndexBusy:
+            log.info("open files of %s not indexed from disk at the end: another process is indexing", eng.root)
         except Exception:  # the end of a session: said in the log, the next run redoes them
             log.exception("indexing the open files of %s from disk at the end failed", eng.root)
 

@@ -46,6 +46,8 @@ def test_a_path_with_its_line_is_hinted_to_the_path(eng: Engine):
         eng.related_tests("pkg/lines.py:120")
     with pytest.raises(RequestError, match=r"did you mean pkg/lines\.py\?"):
         eng.context("split", anchors=["pkg/lines.py:2:5"])
+    with pytest.raises(RequestError, match=r"did you mean pkg/lines\.py\?"):
+        eng.related_tests("pkg/lines.py:1-2")  # the form answers print
 
 
 def test_branches_in_one_state_are_one_note():

@@ -151,6 +151,36 @@ def test_files_open_when_the_editor_quits_are_left_as_on_disk(tmp_path: Path):
         assert eng.meta.file_info("shipyard/scheduler.py") is not None
 
 
+def test_the_end_of_a_session_never_waits_for_another_writer(tmp_path: Path):
+    """Indexing the open files from disk at the end waited on another process's writer lock (a second editor's
+    run, a terminal's `delphi index`): the editor's quit took as long as that run (a review, session 40)."""
+    import subprocess
+    import sys
+    import threading
+
+    ws = build_workspace(tmp_path / "ws")
+    s = Session(None, {"indexDir": str(tmp_path / "index"), "vectors": False})
+    s.start([ws])
+    assert s.wait_idle(120)
+    eng = next(iter(s.engines.values()))
+    opened = ws / "shipyard" / "scheduler.py"
+    s.buffer_changed(opened.as_uri(), opened.read_text() + "\n# typed, not saved\n")
+    assert s.wait_idle(60)
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time; fd = os.open(sys.argv[1], "
+                               "os.O_RDWR | os.O_CREAT); fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); "
+                               "time.sleep(20)", str(eng.index_dir / "writer.lock")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        t0 = time.monotonic()
+        done = threading.Thread(target=s.shutdown, daemon=True)
+        done.start()
+        done.join(10)
+        assert not done.is_alive() and time.monotonic() - t0 < 10
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 def test_a_buffer_too_large_to_index_says_so_on_its_file(session):
     """A buffer grown past max_file_bytes was silently not indexed while answers kept reading the file as saved
     (an editor newcomer, session 25): its file gets a diagnostic saying so, gone once the buffer closes."""

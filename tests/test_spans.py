@@ -412,22 +412,23 @@ def test_packed_frame_spans_come_innermost_first(tmp_path: Path) -> None:
         assert holds[:2] == ["respond", "handle_response"], packed
 
 
-def test_pieces_of_one_long_line_are_packed_as_pieces_and_the_other_files_stay(tmp_path: Path) -> None:
-    """A generated table on one 300 KB line is cut into pieces at indexing; the packer merged the pieces it chose
-    into the whole line (75,000 tokens), and the budget's guard then dropped every span, the other files' first:
-    no code packed at any budget (an agents' newcomer, session 40)."""
+@pytest.mark.parametrize("items", [25000, 900])  # a 300 KB line; a 12 KB one (merged again by group totals: review)
+def test_pieces_of_one_long_line_are_packed_as_pieces_and_the_other_files_stay(tmp_path: Path, items: int) -> None:
+    """A generated table on one long line is cut into pieces at indexing; the packer merged the pieces it chose
+    into the whole line (75,000 tokens for 300 KB), and the budget's guard then dropped every span, the other
+    files' first: no code packed at any budget (an agents' newcomer, session 40)."""
     ws = tmp_path / "ws"
     (ws / "pkg").mkdir(parents=True)
     (ws / "pkg" / "table.py").write_text(
-        "WIDTH_TABLE = [" + ", ".join(f"'widthitem{i}'" for i in range(25000)) + "]\n", encoding="utf-8")
+        "WIDTH_TABLE = [" + ", ".join(f"'widthitem{i}'" for i in range(items)) + "]\n", encoding="utf-8")
     (ws / "pkg" / "width.py").write_text(
         '"""Display width of a string, read from WIDTH_TABLE."""\n\nfrom .table import WIDTH_TABLE\n\n\n'
         "def str_width(text):\n    return sum(char_width(c) for c in text)\n\n\n"
         "def char_width(char):\n    return 2 if char in WIDTH_TABLE else 1\n", encoding="utf-8")
     with Engine(ws, index_dir=str(tmp_path / "idx"), vectors=False, reranker="off") as eng:
         eng.index()
-        for budget in (2000, 8000):
-            ans = eng.context("WIDTH_TABLE widthitem24999 width table", budget_tokens=budget, limit=5)
+        for budget in (1800, 2000, 2500, 8000):
+            ans = eng.context(f"WIDTH_TABLE widthitem{items - 1} width table", budget_tokens=budget, limit=5)
             packed = ans["packed"]
             assert packed and ans["packedTokens"] <= budget, (budget, ans["packedTokens"])
             assert {"pkg/table.py", "pkg/width.py"} <= {p["path"] for p in packed}

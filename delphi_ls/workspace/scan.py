@@ -60,7 +60,7 @@ SECRET_SUFFIXES = (".pem", ".key", ".p12", ".pfx", ".jks", ".keystore", ".kdbx",
                    ".dockerconfigjson")
 # `secrets.yml` (Rails), `.streamlit/secrets.toml`, `values-secrets.yaml`: data files named for secrets (`secrets.py`
 # is code: Python's module of that name).
-SECRET_STEMS = ("secrets", "-secrets", "_secrets", ".secrets")
+SECRET_STEMS = ("-secrets", "_secrets", ".secrets")  # not `nosecrets.json`
 SECRET_DATA_EXTENSIONS = (".yml", ".yaml", ".json", ".toml", ".ini", ".conf", ".properties", ".cfg")
 # A Google Cloud key file under its console's names (`service-account-prod.json`, `service_account.json`).
 SERVICE_ACCOUNT_PREFIXES = ("service-account", "service_account", "serviceaccount")
@@ -69,6 +69,7 @@ SERVICE_ACCOUNT_PREFIXES = ("service-account", "service_account", "serviceaccoun
 # `client_secret_<id>.json` (`client_secret.py` is code).
 SSH_KEY_PREFIXES = ("id_rsa", "id_dsa", "id_ecdsa", "id_ed25519")
 SECRET_TEMPLATE_SUFFIXES = (".example", ".sample", ".template", ".dist", ".defaults")
+_TEMPLATE_STEMS = ("example", "sample", "template", "default", "dist")
 
 
 # Credentials kept under a generic name in a tool's own folder (`config`, `hosts.yml`): matched by the path's end.
@@ -92,9 +93,12 @@ def is_secret_file(rel: str) -> bool:
     if low.startswith(("client_secret", *SERVICE_ACCOUNT_PREFIXES)) and low.endswith(".json"):
         return True
     stem, ext = os.path.splitext(low)
+    if ext == ".env" and stem.startswith(_TEMPLATE_STEMS):  # `sample.env`, `example.env`: shared templates
+        return False
     if stem.startswith("kubeconfig") and ext in ("", ".yaml", ".yml", ".json", ".conf"):  # not `kubeconfig.go`
         return True
-    if ext in SECRET_DATA_EXTENSIONS and (stem == "secrets" or stem.endswith(SECRET_STEMS)):
+    if ext in SECRET_DATA_EXTENSIONS and (stem == "secrets" or stem.endswith(SECRET_STEMS)) \
+            and "/workflows/" not in f"/{rel}":  # a CI workflow that checks for secrets is code
         return True
     return low in SECRET_NAMES or low.endswith(SECRET_SUFFIXES)
 

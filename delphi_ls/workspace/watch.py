@@ -158,8 +158,12 @@ class Watcher:
         if self.draining:
             return True
         ino = self._ino
-        try:
-            return ino is not None and bool(select.select([ino.fd], [], [], 0)[0])
+        if ino is None:
+            return False
+        try:  # poll, not select: a server holding many files may have its inotify fd past select's 1024 (review)
+            poller = select.poll()
+            poller.register(ino.fd, select.POLLIN)
+            return bool(poller.poll(0))
         except (OSError, ValueError):  # closed under us (stopping)
             return False
 
