@@ -32,7 +32,6 @@ BREADTH = 0.25  # share of the budget first spent on each top file's best chunk 
 BREADTH_CHUNKS = 1  # how many of each file's best chunks the breadth share takes, file by file
 BREADTH_BONUS = 10.0  # lifts those candidates above every depth candidate
 MERGE_GAP = 2  # chosen chunks separated by at most this many blank lines read as one span
-PIECE_SLACK = 200  # characters a chunk's text may lack of its lines (line ends, a trimmed indent) and be whole lines
 # A file's best chunk that does not fit what is left of the budget is packed as its first lines that do (at
 # least TRIM_MIN_TOKENS of them) instead of leaving the room to smaller chunks of lower value: at 100 tokens
 # the top file's best part (375 tokens) was left out and two 1-line chunks of other files with no word of the
@@ -207,8 +206,12 @@ def pack(results: list[dict[str, Any]], meta: MetaStore, budget: int, root: Path
         for span in _merged(picks, file_lines(root, chunks) if len(picks) > 1 else []):
             used += tokens_of(span["text"])
             out.append({"path": path, **span})
-    if used > budget:  # merging shares lines (pieces of a line are not merged), so it can only shrink; a guard
-        while out and used > budget:  # the largest span goes, not the last file's (session 40)
+    # Merging shares lines, so it shrinks what was taken, except for the pieces of a line too long for a chunk:
+    # merged, they are the whole line (a line is packed whole or not at all, session 30), which may not fit. The
+    # largest span goes, not the last file's: the spans were popped from the end, and one 600 KB line among the
+    # ranked files emptied the whole packed context at every budget (an agents' newcomer, session 40).
+    if used > budget:
+        while out and used > budget:
             used -= tokens_of(out.pop(max(range(len(out)), key=lambda i: len(out[i]["text"])))["text"])
     return out, used
 
@@ -265,20 +268,6 @@ def _trimmed(sc: ScoredChunk, room: int) -> ScoredChunk | None:
     return dataclasses.replace(sc, chunk=cut, trimmed=True)
 
 
-def _whole_lines_or_pieces(group: list[ScoredChunk], lines: list[str]) -> list[list[ScoredChunk]]:
-    """A group spans whole lines, unless one of its chunks is a piece of a line too long for a chunk (a generated
-    table on one line of 600 KB; a chunk is otherwise its whole lines): its pieces then stay spans of their own.
-    Merged, the whole line was packed and the budget's guard dropped every span (a newcomer, session 40); told by
-    the group's totals, pieces of 6-13 KB lines were still merged (a review)."""
-    if len(group) < 2:
-        return [group]
-    for s in group:
-        own = sum(len(ln) for ln in lines[s.chunk.start_line - 1: s.chunk.end_line])
-        if own - len(s.chunk.text) > PIECE_SLACK:
-            return [[s] for s in group]
-    return [group]
-
-
 def _merged(picks: list[ScoredChunk], lines: list[str]) -> list[dict[str, Any]]:
     """Chosen chunks of one file in line order; chunks that touch, overlap or are parted only by a blank
     line or two become one span."""
@@ -291,7 +280,6 @@ def _merged(picks: list[ScoredChunk], lines: list[str]) -> list[dict[str, Any]]:
             groups[-1].append(s)
         else:
             groups.append([s])
-    groups = [part for g in groups for part in _whole_lines_or_pieces(g, lines)]
     out = []
     for g in groups:
         start = g[0].chunk.start_line
