@@ -732,6 +732,20 @@ def test_an_index_removed_under_a_running_server_is_opened_again(tmp_path: Path,
         assert e.context("after_removal_fn")["results"][0]["path"] == "shipyard/retry.py"
 
 
+def _watched_session(tmp_path: Path) -> tuple[Path, Session]:
+    """A session on the fixture workspace, indexed, with its own file watcher running."""
+    ws = build_workspace(tmp_path / "ws")
+    s = Session(None, {"indexDir": str(tmp_path / "index"), "vectors": False})
+    s.start([ws])
+    s.watch(interval=0.5)
+    assert s.wait_idle(120)
+    deadline = time.monotonic() + 30
+    while not s._watchers.get(ws.resolve()):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    return ws, s
+
+
 def test_a_question_during_a_burst_of_file_events_waits_for_them(tmp_path: Path, monkeypatch):
     """The watcher drains a burst of events before it reports them (a checkout: up to a second): a question in that
     window read the index as it was and named files the checkout had deleted, with nothing to say so (a newcomer,
@@ -740,16 +754,8 @@ def test_a_question_during_a_burst_of_file_events_waits_for_them(tmp_path: Path,
 
     monkeypatch.setattr(watch, "BATCH_S", 1.5)  # a long drain, so that the question surely falls inside it
     monkeypatch.setattr(watch, "MAX_BATCH_S", 3.0)
-    ws = build_workspace(tmp_path / "ws")
-    s = Session(None, {"indexDir": str(tmp_path / "index"), "vectors": False})
+    ws, s = _watched_session(tmp_path)
     try:
-        s.start([ws])
-        s.watch(interval=0.5)
-        assert s.wait_idle(120)
-        deadline = time.monotonic() + 30
-        while not s._watchers.get(ws.resolve()):
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
         (ws / "shipyard" / "retry.py").unlink()
         (ws / "shipyard" / "fresh_burst.py").write_text("def burst_written_fn():\n    return 1\n")
         time.sleep(0.3)  # the watcher has the events and is draining
@@ -765,16 +771,8 @@ def test_a_question_right_after_a_write_waits_for_the_unread_event(tmp_path: Pat
     """An agent that writes a file and asks at once (parallel tool calls in one turn) got the index before the
     write in 19 of 20 tries: the event was queued but the watching thread had not woken for it, so nothing was
     "in hand" (an agents' newcomer, session 40). Each question now finds what was written just before it."""
-    ws = build_workspace(tmp_path / "ws")
-    s = Session(None, {"indexDir": str(tmp_path / "index"), "vectors": False})
+    ws, s = _watched_session(tmp_path)
     try:
-        s.start([ws])
-        s.watch(interval=0.5)
-        assert s.wait_idle(120)
-        deadline = time.monotonic() + 30
-        while not s._watchers.get(ws.resolve()):
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
         target = ws / "shipyard" / "written_now.py"
         stale = []
         for k in range(8):
