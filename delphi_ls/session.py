@@ -412,7 +412,7 @@ class Session:
         text with no size or time of its own, so the next `delphi health` called every file left open "changed"
         (two editors on one index, each other's), and a new file never saved stayed in it with its text (a Neovim
         newcomer, session 40). A few files (SHUTDOWN_DISK_FILES at most), as a save indexes them."""
-        rels = sorted(rel for path in self.buffers for e, rel in self.locate_all(path) if e is eng)
+        rels = sorted(self._buffers_of(eng))
         if not rels or len(rels) > SHUTDOWN_DISK_FILES:
             return
         if self._worker is not None and self._worker.is_alive():

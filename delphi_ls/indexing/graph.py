@@ -101,7 +101,7 @@ class FileGraph:
         return g
 
     def _named_code(self, test: str, by_stem: _Stems, files: dict[str, str],
-                    cache: dict[str, list[str]], rules: NameRules | None = None) -> tuple[list[str], str | None]:
+                    cache: dict[str, list[str]], rules: NameRules) -> tuple[list[str], str | None]:
         """The source files a test is named after, and the abbreviation used when one was.
 
         A plain name links every source file of that stem (``test_retry.py`` -> ``retry.py``). A dotted
@@ -116,7 +116,6 @@ class FileGraph:
         # Only the nearest files of the stem: a workspace with seven vendored copies of spring-boot linked
         # every copy's test to every copy's class (and every `package-info.java` under a test folder to all
         # 4,163 in main folders): 2.3 M of the 100k workspace's 2.4 M name links, and wrong ones.
-        rules = rules or NameRules(frozenset())
         exact = [c for c in by_stem.nearest(stem, test) if not other_dotted_name(c, test) and rules.allows(test, c)]
         if not exact and len(by_stem.get(stem, ())) > 1:
             # The nearest were all another package's or language's: the nearest of those the test may be named after
@@ -329,11 +328,6 @@ def package_of(path: str, roots: frozenset[str]) -> str | None:
 def _family(path: str) -> str | None:
     lang = language_of(path)
     return None if lang is None else _FAMILY.get(lang.name, lang.name)
-
-
-def may_be_named_after(test: str, code: str, roots: frozenset[str]) -> bool:
-    """Whether a test's name may link it to ``code``, a source file of its stem (:class:`NameRules`)."""
-    return NameRules(roots).allows(test, code)
 
 
 class NameRules:

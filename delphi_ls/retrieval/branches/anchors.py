@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from ...core.tokens import stripped
-from ...indexing.graph import FOLDER_STEMS, dir_distance, may_be_named_after
+from ...indexing.graph import FOLDER_STEMS, NameRules, dir_distance
 from ...workspace.kinds import other_dotted_name, stem_of
 from ..context import SearchContext
 from ..query import QueryInfo
@@ -38,7 +38,7 @@ class AnchorTestsBranch:
             return []
         scores: dict[str, float] = {}
         notes: dict[str, str] = {}
-        roots = ctx.view.package_roots()
+        rules = NameRules(ctx.view.package_roots())  # one per question: what a path gives is kept
         g = ctx.view.graph
         for anchor in ctx.anchors:
             stem = stripped(stem_of(anchor))
@@ -49,7 +49,7 @@ class AnchorTestsBranch:
                 tstem = stripped(stem_of(t))
                 if not (tstem == stem or (not front and len(stem) >= 4 and stem in stripped(os.path.basename(t)))):
                     continue
-                if other_dotted_name(anchor, t) or not may_be_named_after(t, anchor, roots):
+                if other_dotted_name(anchor, t) or not rules.allows(t, anchor):
                     continue  # (after the name: 20,000 tests' package lookups doubled the loop; review)
                 if front and g is not None and t not in g.tests_of.get(anchor, ()):
                     # `index.ts` names its folder: a test of that stem elsewhere is another folder's (vite's fixtures
