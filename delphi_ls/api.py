@@ -33,6 +33,12 @@ def jsonrpc_id(x: object) -> bool:
     return isinstance(x, str) or (isinstance(x, int) and not isinstance(x, bool))
 
 
+def plain_relative(p: Any) -> bool:
+    """A path written relative to some folder: a non-empty string, not a URI, not absolute (what the session and the
+    MCP tools look for in several folders)."""
+    return isinstance(p, str) and bool(p) and not p.startswith("file:") and not os.path.isabs(p)
+
+
 def uri_to_path(uri: str) -> Path:
     """A ``file:`` URI or a plain path, as a path. ``%FF`` is the byte 0xFF, as the file system names it
     (``unquote`` made it U+FFFD: another name, one the skip rules for undecodable names never saw, so an

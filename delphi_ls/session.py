@@ -19,7 +19,15 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from .api import ContextAnswer, ContextRequest, RelatedRequest, RequestError, SymbolsRequest, uri_to_path
+from .api import (
+    ContextAnswer,
+    ContextRequest,
+    RelatedRequest,
+    RequestError,
+    SymbolsRequest,
+    plain_relative,
+    uri_to_path,
+)
 from .core import cancel
 from .engine import Engine, EngineClosed, IndexBusy, IndexReport, manifest_fails_check, move_manifest_aside
 from .indexing.pipeline import WorkspaceGone, folder_readable
@@ -495,7 +503,8 @@ class Session:
             # that holds it. The first folder answered "does not exist in the workspace <first>" for a file of the
             # second (a monorepo newcomer, session 39).
             for p in paths:
-                if isinstance(p, str) and p and not p.startswith("file:") and not os.path.isabs(p):
+                # Not through `..`: a stat outside every folder chose the folder an error then named (session 40).
+                if plain_relative(p) and ".." not in p.replace("\\", "/").split("/"):
                     # On disk: asking each folder's index what it holds built every other folder's view (review).
                     holders = [e for r, e in list(self.engines.items()) if _is_file(r / p)]
                     if len(holders) == 1:

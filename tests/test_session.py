@@ -1128,5 +1128,10 @@ def test_a_relative_path_goes_to_the_one_open_folder_that_holds_it(tmp_path: Pat
         assert ans["results"][0]["path"] == "tests/test_beta.py"
         with pytest.raises(RequestError, match="does not exist"):
             s.related_tests(RelatedRequest(path="pkg/gamma.py"))  # in no folder: the first one says so, as before
+        # A path through `..` is not looked for on disk: a file outside every folder chose the folder (second's
+        # `pkg/../../outside.py` reaches it, first has no pkg/), and which folder the error named told it exists.
+        (second.parent / "outside.py").write_text("x = 1\n")
+        with pytest.raises(RequestError, match=f"outside the workspace {first}"):
+            s.related_tests(RelatedRequest(path="pkg/../../outside.py"))
     finally:
         s.shutdown()

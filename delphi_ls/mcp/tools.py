@@ -14,7 +14,15 @@ from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..api import KINDS, MAX_LIMIT, ContextRequest, RelatedRequest, RequestError, SymbolsRequest
+from ..api import (
+    KINDS,
+    MAX_LIMIT,
+    ContextRequest,
+    RelatedRequest,
+    RequestError,
+    SymbolsRequest,
+    plain_relative,
+)
 from ..core import State, state_of
 from ..settings import snake_case
 from ..shown import branch_notes, fenced, query_notes, shown, shown_question
@@ -244,7 +252,7 @@ def agent_paths(args: dict[str, Any], roots: list[Path]) -> dict[str, Any]:
         return args
 
     def meant(p: Any) -> Any:
-        if not isinstance(p, str) or not p or p.startswith("file:") or os.path.isabs(p):
+        if not plain_relative(p):
             return p
         try:  # (a 300-character name raised ENAMETOOLONG here; the engine then says what is wrong with it)
             if any((root / p).exists() for root in roots):
