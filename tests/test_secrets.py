@@ -167,18 +167,18 @@ def test_an_index_made_before_redaction_is_chunked_again(tmp_path: Path):
     """An index written by a Delphi without redaction holds the secret in its chunks: PARSER_VERSION makes the
     next full run re-chunk every file, so the secret leaves the manifest."""
     import delphi_ls.indexing.pipeline as pipe
-    import delphi_ls.indexing.workers as workers
+    import delphi_ls.workspace.indexed_text as reading
 
     ws = _write(tmp_path / "ws", WORKSPACE)
-    real = workers.redact
-    workers.redact = lambda text: (text, {})  # the old Delphi
+    real = reading.redact
+    reading.redact = lambda text: (text, {})  # the old Delphi
     try:
         with Engine(ws, index_dir=str(tmp_path / "idx"), vectors=False, reranker="off") as eng:
             eng.index()
             eng.meta.set_state("parser_version", pipe.PARSER_VERSION - 1)
             assert SECRETS["GitHub token"] in "".join(c.text for c in eng.meta.chunks_of("app/config.py"))
     finally:
-        workers.redact = real
+        reading.redact = real
     with Engine(ws, index_dir=str(tmp_path / "idx"), vectors=False, reranker="off") as eng:
         eng.index()
         assert SECRETS["GitHub token"] not in "".join(c.text for c in eng.meta.chunks_of("app/config.py"))

@@ -18,7 +18,8 @@ INDEX_FORMAT = 3  # the stores' layout (engine.py refuses and rebuilds another)
 #    Go's structs, interfaces, package-level vars and consts are symbols of their kinds; a Cargo.toml names its crate.
 # 9: more secrets redacted: a base64-encoded private key, a URL's password with no user, connection strings'
 #    passwords, HTTP basic credentials, AWS session tokens, registry auth tokens, ten providers' prefixed tokens.
-PARSER_VERSION = 9
+# 10: a Jupyter notebook is read as its cells' code and prose, line for line (core/notebooks.py), and is code.
+PARSER_VERSION = 10
 
 
 def describe() -> str:

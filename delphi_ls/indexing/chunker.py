@@ -85,8 +85,10 @@ def _leads_into(group: list[_Unit], i: int, below: _Unit) -> bool:
     return u.leads and u.end_line + 1 >= below.start_line and not (i > 0 and group[i - 1].end_line >= u.start_line)
 
 
-def chunk_file(path: str, text: str, max_chars: int = 1500) -> ChunkedFile:
-    spec = spec_for(path)
+def chunk_file(path: str, text: str, max_chars: int = 1500, grammar_path: str | None = None) -> ChunkedFile:
+    """``grammar_path``: the path whose extension picks the grammar when it is not ``path``'s own (a notebook's
+    cells: workspace/indexed_text.py)."""
+    spec = spec_for(path if grammar_path is None else grammar_path)
     if spec is None:
         return ChunkedFile("text", window_chunks(text, max_chars), [], imports=manifest_imports(path, text))
     data = text.encode("utf-8", errors="replace")

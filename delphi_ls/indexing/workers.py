@@ -42,12 +42,12 @@ from multiprocessing import spawn
 from pathlib import Path
 from typing import Any
 
-from ..core.text import decode
 from ..stores.filedocs import FileDoc, build_doc, top_level_names
 from ..stores.meta import ChunkRow
+from ..workspace.indexed_text import indexed_text
 from ..workspace.kinds import file_kind
-from ..workspace.scan import SkipFile, content_skip_reason, read_no_follow
-from ..workspace.secrets import in_words, redact
+from ..workspace.scan import SkipFile, byte_limit, content_skip_reason, read_no_follow, too_large
+from ..workspace.secrets import in_words
 from .chunker import chunk_file
 
 # Runs with fewer files to look at than this stay in-process: a pool's start-up (0.3 s until the first
@@ -122,7 +122,7 @@ def prepare_file(root: Path, path: str, opts: Options, old_digest: str | None = 
     the same bytes give ``unchanged``. Pure: no store is touched, so it runs in any process."""
     if data is None:
         try:
-            data = read_no_follow(root, path, opts.max_file_bytes)
+            data = read_no_follow(root, path, byte_limit(path, opts.max_file_bytes))
         except SkipFile as e:
             return Prepared(path, skip=e.reason)
         except FileNotFoundError:
@@ -135,9 +135,11 @@ def prepare_file(root: Path, path: str, opts: Options, old_digest: str | None = 
     digest = hashlib.sha1(data).hexdigest()
     if old_digest is not None and old_digest == digest:
         return Prepared(path, unchanged=True, digest=digest)
-    text, replaced = decode(data)
-    text, found = redact(text)
-    cf = chunk_file(path, text, opts.chunk_chars)
+    read = indexed_text(path, data)
+    text, replaced, found = read.text, read.replaced, read.found
+    if read.notebook_cells >= 0 and len(text) > opts.max_file_bytes:  # its outputs were let past the size check
+        return Prepared(path, skip=too_large(path, len(text), opts.max_file_bytes) + " in its cells' text")
+    cf = chunk_file(path, text, opts.chunk_chars, grammar_path=read.grammar_path)
     kind = file_kind(path)
     rows = []
     for n, c in enumerate(cf.chunks):

@@ -18,10 +18,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..core.text import decode, lines_of
+from ..core.text import lines_of
 from ..stores.meta import ChunkRow, MetaStore
+from ..workspace.indexed_text import indexed_text
 from ..workspace.scan import SkipFile, read_no_follow
-from ..workspace.secrets import redact
 from .spans import ScoredChunk, SpanQuery, frames_first, score_chunks, why_of
 
 CHARS_PER_TOKEN = 4  # a coarse, tokenizer-free estimate; callers budget conservatively
@@ -56,8 +56,9 @@ def file_lines(root: Path | None, chunks: list[ChunkRow]) -> list[str]:
             # Never through a symlink, a FIFO or a file grown huge since it was indexed: the file may have
             # changed since (an editor that sends no file events), and the stored chunks are the fallback.
             data = read_no_follow(root, chunks[0].path, MAX_READ_BYTES)
-            # Redacted as indexing redacts it (workspace/secrets.py): a secret in the file is never packed.
-            lines = lines_of(redact(decode(data)[0])[0])  # read as indexing reads it
+            # Redacted as indexing redacts it (workspace/secrets.py): a secret in the file is never packed; a
+            # notebook as its cells (core/notebooks.py).
+            lines = lines_of(indexed_text(chunks[0].path, data).text)  # read as indexing reads it
         except (SkipFile, OSError):
             lines = None
         if lines is not None and all(_matches(lines, c) for c in chunks):

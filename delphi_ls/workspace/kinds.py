@@ -16,7 +16,7 @@ CODE_EXT = {
     ".kt", ".kts", ".scala", ".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".hh", ".cs", ".rb", ".php",
     ".swift", ".m", ".mm", ".lua", ".sh", ".bash", ".zsh", ".fish", ".pl", ".pm", ".r", ".jl", ".ex",
     ".exs", ".erl", ".hs", ".ml", ".mli", ".clj", ".dart", ".vue", ".svelte", ".sql", ".groovy", ".zig",
-    ".nim", ".ps1", ".fs", ".elm", ".proto", ".css", ".scss", ".less", ".html",
+    ".nim", ".ps1", ".fs", ".elm", ".proto", ".css", ".scss", ".less", ".html", ".ipynb",
 } | {ext for spec in SPECS for ext in spec.extensions}  # and whatever a registered grammar parses
 DOC_EXT = {".md", ".rst", ".txt", ".adoc", ".asciidoc", ".org", ".tex", ".textile"}
 DOC_NAMES = {"readme", "changelog", "changes", "history", "news", "license", "licence", "copying",

@@ -24,6 +24,7 @@ from typing import Any
 import pathspec
 from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
 
+from ..core.notebooks import is_notebook
 from ..core.text import byte_order_mark, decode
 from .excludes import user_excludes_file
 
@@ -515,6 +516,23 @@ def read_no_follow(root: Path, rel: str, max_bytes: int) -> bytes:
     return data
 
 
+# A notebook's outputs (plots as base64, tables, tracebacks) are not indexed (core/notebooks.py): one with a few plots
+# is megabytes of JSON around kilobytes of code, and its cells' text is held to max_file_bytes when it is read.
+NOTEBOOK_BYTES_FACTOR = 8
+
+
+def byte_limit(name: str, max_bytes: int) -> int:
+    """The most bytes a file of this name may have on disk to be read."""
+    return max_bytes * NOTEBOOK_BYTES_FACTOR if is_notebook(name) else max_bytes
+
+
+def too_large(name: str, size: int | None, max_bytes: int) -> str:
+    got = f"{size} bytes" if size is not None else "over"
+    if is_notebook(name):
+        return f"too large ({got} > {byte_limit(name, max_bytes)}, {NOTEBOOK_BYTES_FACTOR} x max_file_bytes for a notebook)"
+    return f"too large ({got} > max_file_bytes {max_bytes})"
+
+
 def _static_skip_reason(name: str, rel: str, size: int, max_bytes: int) -> str | None:
     if name in LOCKFILES or name.endswith(".lock"):
         return "lockfile"
@@ -528,8 +546,8 @@ def _static_skip_reason(name: str, rel: str, size: int, max_bytes: int) -> str |
         return "image (SVG drawing data)"
     if ext in BINARY_EXTENSIONS:
         return "binary file type"
-    if size > max_bytes:
-        return f"too large ({size} bytes > max_file_bytes {max_bytes})"
+    if size > byte_limit(name, max_bytes):
+        return too_large(name, size, max_bytes)
     if size == 0:
         return "empty file"
     return None
