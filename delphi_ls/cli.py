@@ -155,15 +155,24 @@ def workspace_path(arg: str, root: Path) -> str:
     except FileNotFoundError:  # the current folder was removed under the shell: the workspace root is left
         return arg
     here = Path(os.path.normpath(cwd / arg))
-    if here.exists():
+    if _exists(here):
         try:
             here.relative_to(root)
             return str(here)
         except ValueError:
             pass
-    if not (root / arg).exists() and here.exists():
+    if not _exists(root / arg) and _exists(here):
         return str(here)  # it exists only here, outside the workspace: let the engine say so
     return arg
+
+
+def _exists(p: Path) -> bool:
+    """``Path.exists`` without its errors: a name over 255 bytes (86 CJK characters) raised ENAMETOOLONG from it, a
+    traceback where the engine names the path in one line (a newcomer, session 41)."""
+    try:
+        return p.exists()
+    except OSError:
+        return False
 
 
 def _quiet_progress(args: argparse.Namespace) -> ProgressBar | None:

@@ -20,6 +20,7 @@ import stat
 import subprocess
 import threading
 import time
+import unicodedata
 import uuid
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
@@ -30,6 +31,7 @@ from .api import ContextAnswer, ContextRequest, RequestError, check_limit, uri_t
 from .core import Need, State, SymbolRecord, state_of
 from .core.formats import INDEX_FORMAT
 from .core.git import ask_git, is_slow, slow_status
+from .core.tokens import FULL_WIDTH
 from .indexing.cochange import COCHANGE_VERSION, change_history, git_head
 from .indexing.graph import FileGraph
 from .indexing.pipeline import (
@@ -1726,6 +1728,10 @@ class Engine:
             raise RequestError("limit", f"must be an integer from 1, got {limit!r}")
         # An empty query answers: LSP's workspace/symbol sends "" to list symbols (the CLI and MCP refuse it).
         ql = query.lower().strip()
+        if not ql.isascii():
+            # Full-width letters of an input method left in that mode (`ｐａｒｓｅ＿ｃｏｎｆｉｇ`), a name pasted decomposed
+            # (macOS): as the code writes it (a newcomer, session 41).
+            ql = unicodedata.normalize("NFC", ql.translate(FULL_WIDTH))
         table = self.view().symbols
         out: list[tuple[float, SymbolRecord]] = []
         # A qualified name as a trace or a review writes it (`OrderService.checkout`, `Polygon::area`,

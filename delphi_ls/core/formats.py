@@ -18,7 +18,9 @@ INDEX_FORMAT = 3  # the stores' layout (engine.py refuses and rebuilds another)
 #    Go's structs, interfaces, package-level vars and consts are symbols of their kinds; a Cargo.toml names its crate.
 # 9: more secrets redacted: a base64-encoded private key, a URL's password with no user, connection strings'
 #    passwords, HTTP basic credentials, AWS session tokens, registry auth tokens, ten providers' prefixed tokens.
-# 10: a Jupyter notebook is read as its cells' code and prose, line for line (core/notebooks.py), and is code.
+# 10: a Jupyter notebook is read as its cells' code and prose, line for line (core/notebooks.py), and is code; a run
+#     of Han, kana or Hangul is a word apart from Latin letters beside it, with its character pairs as tokens, and
+#     file names in other scripts keep their letters when tests are named after them (core/tokens.py).
 PARSER_VERSION = 10
 
 

@@ -7,12 +7,15 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from ..core import Kind, Shape
-from ..core.tokens import STOPWORDS, is_identifier_like, query_terms
+from ..core.tokens import CJK, FULL_WIDTH, STOPWORDS, is_identifier_like, query_terms
 from ..languages import FRAME_PATTERNS, SPECS, TRACE_MARKERS
 from ..workspace.secrets import redact
 from .description import clean_request
 
-_QUOTED = re.compile(r"`([^`\n]{3,200})`|\"([^\"\n]{4,200})\"|'([^'\n]{4,200})'")
+# Curly, low and angle quotes and corner brackets too, as chat tools, word processors and other languages write
+# them (`“…”`, `„…“`, `«…»`, `「…」`): a string quoted so was never searched as written (a newcomer, session 41).
+_QUOTED = re.compile(r"`([^`\n]{3,200})`|\"([^\"\n]{4,200})\"|'([^'\n]{4,200})'|[“„]([^“”„\n]{4,200})[”“]"
+                     r"|‘([^‘’\n]{4,200})’|«\s?([^«»\n]{4,200}?)\s?»|「([^「」\n]{2,200})」|『([^『』\n]{2,200})』")
 # A bare file name counts as a path when its extension is a parsed language's or a common doc/config one.
 _NAMED_EXTENSIONS = frozenset({e for spec in SPECS for e in spec.extensions} |
                               {".md", ".toml", ".yaml", ".yml", ".json"})
@@ -241,6 +244,11 @@ def _frames(raw: str) -> tuple[list[tuple[str, int]], list[tuple[int, int]]]:
     return [(f, ln) for _s, _e, f, ln in kept], [(s, e) for s, e, _f, _ln in kept]
 
 
+# An identifier runs on over letters of any script (`berechne_größe`) but not into Han, kana or Hangul, which
+# Chinese and Japanese write beside it without a space (`为什么parse_config在Windows上失败`; session 41).
+_IDENTIFIER = re.compile(rf"[A-Za-z_](?:[^\W{CJK}]|\.)*(?:\(\))?")
+
+
 def analyse(text: str, cleaning: str = "squash") -> QueryInfo:
     """``cleaning``: how a change description is cleaned before search (setting ``clean_description``,
     ``description.CLEANINGS``); a trace is never cleaned."""
@@ -252,8 +260,10 @@ def analyse(text: str, cleaning: str = "squash") -> QueryInfo:
         # (retrieval/description.py); a trace keeps every line, its log is the question.
         text = clean_request(raw, cleaning)
     searched = _trace_words(text, spans) if is_trace else text
+    if not searched.isascii():
+        searched = searched.translate(FULL_WIDTH)  # `ｐａｒｓｅ＿ｃｏｎｆｉｇ` typed in full-width mode is parse_config
     terms = query_terms(searched)
-    words = re.findall(r"[A-Za-z_][\w.]*(?:\(\))?", searched)
+    words = _IDENTIFIER.findall(searched)
     identifiers = list(dict.fromkeys(w.rstrip(".") for w in words if is_identifier_like(w.rstrip("."))))
     # A trace's quoted words without its framing: Rust's `thread 'main' panicked` gave the literal `main`.
     literals = [next(g for g in m.groups() if g) for m in _QUOTED.finditer(
