@@ -435,3 +435,28 @@ def test_a_long_line_that_does_not_fit_leaves_the_other_files_packed(tmp_path: P
             assert packed and ans["packedTokens"] <= budget, (budget, ans["packedTokens"])
             assert "pkg/width.py" in {p["path"] for p in packed}
             assert all(p["text"] == table for p in packed if p["path"] == "pkg/table.py")  # whole, or not at all
+
+
+def test_a_long_line_between_chosen_chunks_goes_alone(tmp_path: Path) -> None:
+    """Chunks on both sides of a line too long for any budget, and pieces of that line, all chosen in one file:
+    merged, they were one span holding the whole line, which the budget's guard then dropped, the file's chunks
+    with it. A notebook's 500 KB plot between two cells left the top file with nothing packed from 6,000 tokens up
+    (a newcomer, session 41). Only the line goes now; the chunks beside it stay packed."""
+    ws = tmp_path / "ws"
+    (ws / "pkg").mkdir(parents=True)
+    bins = "DRIFT_BINS = [" + ", ".join(f"'driftbin{i}'" for i in range(25000)) + "]\n"
+    (ws / "pkg" / "drift.py").write_text(
+        'def measure_drift(reference, current):\n    """Population stability index: how far current drifts."""\n'
+        "    return psi(reference, current, DRIFT_BINS)\n\n" + bins +
+        '\ndef report_drift(reference, current):\n    """A drift report of the measured index."""\n'
+        "    return {'psi': measure_drift(reference, current)}\n", encoding="utf-8")
+    (ws / "pkg" / "other.py").write_text("def unrelated():\n    return 'drift elsewhere'\n", encoding="utf-8")
+    with Engine(ws, index_dir=str(tmp_path / "idx"), vectors=False, reranker="off") as eng:
+        eng.index()
+        for budget in (2000, 6000, 14000):
+            ans = eng.context("measure drift report driftbin1 driftbin2", budget_tokens=budget, limit=5)
+            assert ans["results"][0]["path"] == "pkg/drift.py"
+            mine = [p for p in ans["packed"] if p["path"] == "pkg/drift.py"]
+            text = "".join(p["text"] for p in mine)
+            assert "def measure_drift(" in text and "def report_drift(" in text, (budget, mine)
+            assert "driftbin1'" not in text and ans["packedTokens"] <= budget  # the line: whole or not at all

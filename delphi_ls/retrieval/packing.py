@@ -191,6 +191,7 @@ def pack(results: list[dict[str, Any]], meta: MetaStore, budget: int, root: Path
         used = _take(it, used, budget, root, per_file, whole, chosen)
     out: list[dict[str, Any]] = []
     used = 0
+    read: dict[str, list[str]] = {}  # the lines of each file read to merge its chunks
     for path, (_rank, chunks) in per_file.items():
         if path in whole:
             text = whole[path]
@@ -204,17 +205,36 @@ def pack(results: list[dict[str, Any]], meta: MetaStore, budget: int, root: Path
             continue
         # One chosen chunk is shown as its own text: the file is read (and checked against every stored
         # chunk) only where two chunks may merge and the lines between them are needed.
-        for span in _merged(picks, file_lines(root, chunks) if len(picks) > 1 else []):
+        lines = read[path] = file_lines(root, chunks) if len(picks) > 1 else []
+        for span in _merged(picks, lines):
             used += tokens_of(span["text"])
             out.append({"path": path, **span})
     # Merging shares lines, so it shrinks what was taken, except for the pieces of a line too long for a chunk:
     # merged, they are the whole line (a line is packed whole or not at all, session 30), which may not fit. The
     # largest span goes, not the last file's: the spans were popped from the end, and one 600 KB line among the
-    # ranked files emptied the whole packed context at every budget (an agents' newcomer, session 40).
-    if used > budget:
-        while out and used > budget:
-            used -= tokens_of(out.pop(max(range(len(out)), key=lambda i: len(out[i]["text"])))["text"])
+    # ranked files emptied the whole packed context at every budget (an agents' newcomer, session 40). Of a span
+    # that holds such a line and chunks beside it, only the line goes: a notebook's 500 KB plot between two cells
+    # took the top file's cells with it, from 6,000 tokens up (a newcomer, session 41).
+    while out and used > budget:
+        i = max(range(len(out)), key=lambda k: len(out[k]["text"]))
+        span = out.pop(i)
+        used -= tokens_of(span["text"])
+        lines = read.get(span["path"], [])
+        picks = span.get("_picks", [])
+        keep = [s for s in picks if not _piece_of_longer_line(s, lines)]
+        if keep and len(keep) < len(picks):
+            rest = [{"path": span["path"], **sp} for sp in _merged(keep, lines)]
+            out[i:i] = rest
+            used += sum(tokens_of(sp["text"]) for sp in rest)
+    for span in out:
+        span.pop("_picks", None)
     return out, used
+
+
+def _piece_of_longer_line(s: ScoredChunk, lines: list[str]) -> bool:
+    """A chunk that is a piece of one line too long for a chunk (indexing/chunker.py cuts such a line)."""
+    c = s.chunk
+    return c.start_line == c.end_line and 0 < c.start_line <= len(lines) and len(lines[c.start_line - 1]) > len(c.text) + 1
 
 
 _HAS_WORD = re.compile(r"[^\W_]")  # a letter or a digit
@@ -290,7 +310,8 @@ def _merged(picks: list[ScoredChunk], lines: list[str]) -> list[dict[str, Any]]:
         else:
             text = "".join(lines[start - 1: end])
         best = max(g, key=lambda s: s.value)  # the chunk that earned the span its place (links included)
-        out.append({"startLine": start, "endLine": end, "text": text, "whole": False, "why": why_of(best, packed=True, head=g[0].chunk)})
+        out.append({"startLine": start, "endLine": end, "text": text, "whole": False,
+                    "why": why_of(best, packed=True, head=g[0].chunk), "_picks": g})
     # A span holding a line of the pasted trace comes first in its file, as the listing has it (README); packed in
     # line order, it came last of three in express's test/app.render.js (an agents' newcomer, session 38).
     # Among them the innermost frame's (where the program failed) leads: spans.frames_first scores a frame's
