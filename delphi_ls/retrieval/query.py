@@ -113,6 +113,29 @@ _RUNNER_OUTPUT = re.compile(r"\b(?:FAILED|FAIL)\b|\b\w*(?:Error|Exception|Failur
 _FAILING_TEST = re.compile(r"\b(?:(?:this|the|a|these|those|my|our)\s+)?(?:failing|broken|flaky|red)\s+tests?\b|"
                            r"\btests?\s+(?:fails?|failed|failing|breaks?|broke)\b", re.I)
 _DOC_Q = re.compile(r"\b(docs?|documentation|readme|changelog|guide|tutorial)\b", re.I)
+# What builds, ships and runs the code rather than the code: CI, containers, infrastructure, build files. A question
+# naming one asks for config files ("where is CI configured", "which Dockerfile builds the api image", "where is
+# the liveness probe set"), and "which workflow runs the tests" for a workflow, not tests: read as asking for code,
+# none of 16 such questions on a newcomer's repository (workflows, Terraform, Helm, nginx, k8s) had its file in the
+# top 10, which `--kind config` put first in 12 (session 41).
+_CONFIG_NOUNS = (r"ci|ci/cd|github actions?|workflows?|(?:ci|build|deploy|deployment|release) pipelines?|gitlab-ci|"
+                 r"circleci|travis|appveyor|jenkins(?:file)?|dockerfiles?|docker-compose|docker compose|"
+                 r"(?:docker|container) images?|compose files?|terraform|helm(?: charts?)?|k8s|kubernetes|"
+                 r"manifests?|ingress|(?:liveness|readiness|startup) probes?|cron ?jobs?|nginx|systemd|ansible|"
+                 r"playbooks?|cloudformation|makefiles?|make targets?|cmake|build (?:config(?:uration)?|scripts?|"
+                 r"files?|system)|config(?:uration)? files?|settings files?|pre-commit|dependabot|codecov|"
+                 r"linters? config(?:uration)?|tsconfig|webpack config|vite config|pyproject(?:\.toml)?|setup\.cfg|"
+                 r"tox\.ini|package\.json|go\.mod|cargo\.toml|pom\.xml|build\.gradle")
+# Not bare `docker`, `containers`, `charts`, `pipelines`, `probes`, env variables, `yaml`: in a Docker SDK, a
+# charting or data-pipeline library, or "the code that parses yaml", they name code.
+_CONFIG_Q = re.compile(rf"(?<![\w/.-])(?:{_CONFIG_NOUNS})(?![\w/-])", re.I)
+# ...unless the question asks for code by name: "which function reads the env variables", "the code that builds the
+# docker image".
+_NAMES_CODE = re.compile(r"\b(code|source|functions?|methods?|class(?:es)?|modules?|implementation|implemented|"
+                         r"implements?|parser|parses|parsing|handler)\b", re.I)
+# The config noun is the thing asked for: "which workflow runs the tests", "what make target builds the docs".
+_CONFIG_ASKED = re.compile(rf"\b(?:which|what|where)\b(?:\s+(?:is|are|does|do|the|a|an|our|my))*\s+"
+                           rf"(?:[\w-]+\s+)?(?:{_CONFIG_NOUNS})(?![\w/-])", re.I)
 
 
 @dataclass
@@ -287,8 +310,11 @@ def analyse(text: str, cleaning: str = "squash") -> QueryInfo:
     prefer: set[Kind] = set()
     avoid: set[Kind] = set()
     wants_docs = bool(_DOC_Q.search(question))
+    wants_config = bool(_CONFIG_Q.search(question)) and not is_trace and not _NAMES_CODE.search(question)
     if _CODE_FROM_TEST.search(question):
         shape_hint = "code"
+    elif wants_config and _CONFIG_ASKED.search(question):
+        shape_hint = "config"  # before tests: "which workflow runs the tests" asks for the workflow
     elif (_FIX_A_TEST.search(question) and (is_trace or _RUNNER_OUTPUT.search(raw))
           and not any(asks_for_tests(_FAILING_TEST.sub(" ", ln)) for ln in _prose_ends(text))):
         # "Fix this failing test:" and the runner's output: the fix is in the code the test runs, which the output
@@ -298,6 +324,8 @@ def analyse(text: str, cleaning: str = "squash") -> QueryInfo:
         shape_hint = "code"
     elif asks_for_tests(question) and not (wants_docs and not _TEST_WORD.search(re.sub(r"\bcover\w*", "", question))):
         shape_hint = "test"  # an intent for tests wins over "where is" ("where is this tested?")
+    elif wants_config:
+        shape_hint = "config"  # "where is CI configured", "how does nginx proxy /api": before "where is", "how does"
     elif _CODE_Q.search(question):
         shape_hint = "code"
     elif re.search(r"\b(which|what|find|list|show)\b[^.?]*\b(tests|specs)\b", text, re.I):
@@ -322,6 +350,8 @@ def analyse(text: str, cleaning: str = "squash") -> QueryInfo:
         prefer = {Kind.CODE}
         if not wants_docs:
             avoid = {Kind.DOC}
+    elif shape_hint == "config" and shape != Shape.TRACE:
+        prefer = {Kind.CONFIG}
     if wants_docs and shape != Shape.TEST:
         prefer = prefer | {Kind.DOC}
         avoid.discard(Kind.DOC)

@@ -21,10 +21,16 @@ CODE_EXT = {
 DOC_EXT = {".md", ".rst", ".txt", ".adoc", ".asciidoc", ".org", ".tex", ".textile"}
 DOC_NAMES = {"readme", "changelog", "changes", "history", "news", "license", "licence", "copying",
              "authors", "contributors", "contributing", "code_of_conduct", "security", "notice"}
+# Infrastructure and build files are config too: Terraform and HCL, Helm's `.tpl` helpers, make fragments, Nomad
+# jobs; `Dockerfile.worker` and `api.Dockerfile`, Jenkinsfiles, `go.mod` (kind "other", a newcomer's `--kind config`
+# missed them; session 41).
 CONFIG_EXT = {".json", ".yaml", ".yml", ".toml", ".ini", ".cfg", ".conf", ".xml", ".properties",
-              ".gradle", ".lock", ".env", ".editorconfig", ".gitignore", ".gitattributes"}
-CONFIG_NAMES = {"makefile", "dockerfile", "justfile", "rakefile", "gemfile", "procfile", "cmakelists.txt",
-                "setup.py", "setup.cfg", "conftest.py", "noxfile.py", "tox.ini"}
+              ".gradle", ".lock", ".env", ".editorconfig", ".gitignore", ".gitattributes", ".tf", ".hcl", ".tpl",
+              ".mk", ".nomad", ".dockerignore", ".dockerfile", ".containerfile"}
+CONFIG_NAMES = {"makefile", "dockerfile", "containerfile", "justfile", "rakefile", "gemfile", "procfile",
+                "cmakelists.txt", "setup.py", "setup.cfg", "conftest.py", "noxfile.py", "tox.ini", "jenkinsfile",
+                "vagrantfile", "brewfile", "caddyfile", "go.mod", "go.work", "codeowners"}
+_CONFIG_PREFIXES = ("dockerfile.", "containerfile.", "jenkinsfile.")
 
 # Test support folders are tests' code, not the product's: koa's `test-helpers/`, Go's `internal/testutil/`,
 # `test-utils/`, Rust's `test-support/` (issue 19: koa's `test-helpers/stream.js` ranked 2nd for source questions).
@@ -82,7 +88,7 @@ def file_kind(path: str) -> str:
     stem, ext = os.path.splitext(base)
     if is_test_path(path):
         return "test"
-    if base in CONFIG_NAMES:
+    if base in CONFIG_NAMES or base.startswith(_CONFIG_PREFIXES):
         return "config"
     if ext in DOC_EXT or stem in DOC_NAMES or "/docs/" in f"/{path.lower()}" or path.lower().startswith("doc/"):
         return "doc" if ext not in CODE_EXT else "code"
