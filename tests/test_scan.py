@@ -384,3 +384,20 @@ def test_another_user_s_repository_above_is_not_the_workspace_s(tmp_path: Path, 
     monkeypatch.setattr(os, "getuid", lambda: os.lstat(top / ".git").st_uid + 1)  # as another user sees it
     assert repository_above(top / "proj") is None
     assert [f.path for f in scan(top / "proj", 10_000).files] == ["main.py"]
+
+
+def test_a_git_lfs_pointer_is_skipped_with_its_reason(tmp_path: Path):
+    """A pointer names an object the checkout does not hold; indexed, a model's pointer ranked above the code that
+    loads it (a newcomer, session 41)."""
+    from delphi_ls import Engine
+
+    root = tmp_path / "ws"
+    (root / "models").mkdir(parents=True)
+    (root / "models" / "churn_gbm.joblib").write_text(
+        "version https://git-lfs.github.com/spec/v1\noid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\n"
+        "size 12345\n")
+    (root / "load.py").write_text("def load_model():\n    return joblib.load('models/churn_gbm.joblib')\n")
+    with Engine(root, index_dir=str(tmp_path / "idx"), vectors=False, reranker="off") as eng:
+        eng.index()
+        assert eng.health()["skipped"]["models/churn_gbm.joblib"].startswith("Git LFS pointer")
+        assert [r["path"] for r in eng.context("churn_gbm.joblib")["results"]] == ["load.py"]

@@ -562,6 +562,8 @@ BINARY_SHARE = 0.30  # random bytes score ~0.5; latin-1 prose with accents stays
 # mtime of each file it skipped for its bytes and does not read it again while they stay (indexing/pipeline.py).
 # (Not bumped for the PDF mark: it only skips more, and PARSER_VERSION 5 read every indexed file again.)
 SKIP_RULES = 2  # 2: protoc's, grpc's and C#'s generated-file headers (session 40)
+# (Not bumped for Git LFS pointers either, session 41: that mark only skips more, and PARSER_VERSION 10 reads every
+# indexed file again.)
 
 
 def content_skip_reason(rel: str, data: bytes) -> str | None:
@@ -594,6 +596,10 @@ def content_skip_reason(rel: str, data: bytes) -> str | None:
         # A PDF (an Illustrator `.ai` is one) begins as text, and its compressed streams can stay under the
         # binary share in the first 8 KB: ky's 155 KB `media/logo.ai` was indexed as 95 chunks of drawing data.
         return "document or drawing data (PDF or PostScript)"
+    if data.startswith(b"version https://git-lfs.github.com/spec/"):
+        # A Git LFS pointer: three lines naming an object the checkout does not hold. Indexed, `churn_gbm.joblib`'s
+        # pointer ranked above the code that loads the model (a newcomer, session 41).
+        return "Git LFS pointer (the file's content is not in the checkout)"
     head = data[:2048]
     if GENERATED_MARK.search(head):
         return "generated file (header says so)"
