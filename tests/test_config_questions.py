@@ -51,6 +51,13 @@ def test_a_question_for_ci_containers_or_infrastructure_answers_with_that_file(e
     ("where is the docker client created", {Kind.CODE}, "english"),  # a Docker SDK's own code
     ("where is the training pipeline defined", {Kind.CODE}, "english"),
     ("Which source files implement this change? Add a CI workflow for the docs", {Kind.CODE}, "english"),
+    # What code does to them, in a workflow engine, a Terraform provider, a controller (a review, session 41).
+    ("where is the workflow state persisted", {Kind.CODE}, "english"),
+    ("where does the terraform provider create the bucket resource", set(), "english"),
+    ("how does the controller reconcile the ingress", {Kind.CODE}, "english"),
+    ("where is the helm chart tested", {Kind.TEST}, "test"),
+    ("which CI tests are flaky", {Kind.TEST}, "test"),
+    ("Support ingress v1 API", set(), "english"),  # a change's title: no question asked
 ])
 def test_config_words_that_do_not_ask_for_config(question: str, prefer: set, shape: str):
     q = analyse(question)
@@ -69,11 +76,17 @@ def test_the_code_of_the_same_words_is_still_found_when_code_is_asked_for(eng: E
     assert top[0] == "tests/test_worker.py"
 
 
-@pytest.mark.parametrize("path", ["terraform/main.tf", "modules/vpc/variables.hcl", "charts/x/templates/_helpers.tpl",
+@pytest.mark.parametrize("path", ["terraform/main.tf", "modules/vpc/variables.hcl",
                                   "Dockerfile.worker", "docker/api.Dockerfile", "Jenkinsfile", "services/go.mod",
                                   "build/rules.mk"])
 def test_infrastructure_and_build_files_are_config(path: str):
     assert file_kind(path) == "config"
+
+
+@pytest.mark.parametrize(("path", "kind"), [("pkg/dockerfile/dockerfile.go", "code"),  # kaniko's, moby's parser
+                                            ("templates/page.tpl", "other")])  # PHP's and Go's templates too
+def test_names_like_build_files_that_are_not(path: str, kind: str):
+    assert file_kind(path) == kind
 
 
 def test_a_kind_filter_for_config_finds_terraform(eng: Engine, tmp_path: Path):

@@ -104,3 +104,23 @@ def test_other_layouts_and_languages(tmp_path: Path):
         assert ans["results"][0]["path"] == "r/survival.ipynb"
         packed = "".join(p["text"] for p in ans["packed"] if p["path"] == "r/survival.ipynb")
         assert "# Survival curves by cohort\n" in packed and "fit <- survfit(" in packed
+
+
+def test_a_notebook_read_as_json_keeps_the_plain_size_limit(tmp_path: Path):
+    """Only a notebook read as its cells leaves its outputs out, so only it may be larger on disk (a review)."""
+    root = copy_fixture("notebooks", tmp_path / "ws")
+    kaggle = root / "kaggle" / "titanic.ipynb"
+    nb = json.loads(kaggle.read_text())
+    nb["cells"][0]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "x" * 5000}]
+    kaggle.write_text(json.dumps(nb, separators=(",", ":")))
+    with _engine(root, tmp_path, max_file_bytes=4000) as eng:
+        assert eng.health()["skipped"]["kaggle/titanic.ipynb"].startswith("too large")
+
+
+def test_prose_cells_of_a_kernel_without_comments_stay_text():
+    nb = {"cells": [{"cell_type": "markdown", "metadata": {}, "source": ["Load the raw events\n", "into a table"]},
+                    {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": 1,
+                     "source": ["SELECT * FROM events"]}],
+          "metadata": {"kernelspec": {"language": "sql", "name": "sql"}}, "nbformat": 4, "nbformat_minor": 5}
+    view = notebook_view(json.dumps(nb, indent=1, sort_keys=True))
+    assert view is not None and "Load the raw events\n" in view.text and "SELECT * FROM events" in view.text

@@ -56,6 +56,16 @@ def test_an_identifier_written_into_a_chinese_or_japanese_sentence_is_searched_a
         assert top["path"] == "lager/config/loader.py" and "symbol" in top["branches"], (q, top)
 
 
+def test_an_underscore_joins_latin_and_cjk_into_one_name(ws):
+    _root, eng = ws
+    assert words_of("def test_计算(): get_用户名") == ["def", "test_计算", "get_用户名"]
+    # (Where such a name ends inside a sentence cannot be told: `test_计算失败` stays one word; a space ends it.)
+    assert analyse("为什么test_计算 会失败").identifiers == ["test_计算"]
+    assert eng.context("为什么test_计算 会失败", limit=3)["results"][0]["path"] == "tests/test_计算.py"
+    # A sentence of more than 64 characters with no space still gives its character pairs.
+    assert "配置" in analyse("在这个项目里面我们想知道到底是哪一个模块负责读取并且解析配置文件然后把结果交给其他的服务使用呢").terms
+
+
 def test_a_question_in_chinese_alone_finds_the_comment_that_says_it(ws):
     _root, eng = ws
     # No word of it is spelt apart in Chinese: pairs of characters are the words both sides share (配置, 文件, 解析).

@@ -128,8 +128,8 @@ def notebook_view(text: str) -> NotebookView | None:
             body = s[:-1] if s.endswith("\n") else s
             if "\n" in body or "\r" in body:
                 return None  # several lines in one string: they cannot keep the file's line numbers
-            if prose:
-                body = f"{mark}{body}".rstrip() if mark and body.strip() else ""
+            if prose:  # as a comment where the language has a mark; as plain text where no grammar reads it
+                body = f"{mark}{body}".rstrip() if body.strip() else ""
             out[n] = body
     view = "".join(v + ("\n" if lines[k].endswith("\n") else "") for k, v in enumerate(out))
     ext = _LANGUAGE_EXT.get(lang, "")

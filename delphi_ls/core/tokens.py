@@ -21,13 +21,19 @@ _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 
 
 @lru_cache(maxsize=1)
-def _unicode_word() -> re.Pattern[str]:
+def _unicode_words() -> tuple[re.Pattern[str], re.Pattern[str]]:
     """Words with letters beyond ASCII (`größe`, `Ñandú`, a Spanish comment) were cut at each such letter (`gr`), so
     a question naming one found nothing by its words (a newcomer, session 30). Any script's letters, and the
     combining marks inside a word (Devanagari's vowel signs: `हिन्दी` is one word, not four letters; a review).
     Python's ``re`` has no ``\\p{M}``: the marks' ranges are read from ``unicodedata`` once (the BMP, ~10 ms), on
     the first text beyond ASCII. This regex is 1.55x slower than the ASCII one (black's 3.2 MB: 72 against 46
-    ms), so ASCII text (most code; ``str.isascii``) keeps the ASCII one."""
+    ms), so ASCII text (most code; ``str.isascii``) keeps the ASCII one.
+
+    The second pattern, for text with Han, kana or Hangul: such a run is a word of its own, apart from Latin letters
+    beside it, since Chinese and Japanese put no space around an identifier (`为什么parse_config失败` was one word that
+    matched nothing; a newcomer, session 41), but an underscore joins them as an identifier does (`test_计算`,
+    `get_用户名`; a review). Text without such a run keeps the first, whose single character class is faster (the
+    second is ~1.3x slower on Cyrillic and German, a review)."""
     ranges: list[tuple[int, int]] = []
     for cp in range(0x300, 0x10000):
         if unicodedata.category(chr(cp)) in ("Mn", "Mc", "Me"):
@@ -36,12 +42,10 @@ def _unicode_word() -> re.Pattern[str]:
             else:
                 ranges.append((cp, cp))
     marks = "".join(f"\\u{a:04x}-\\u{b:04x}" for a, b in ranges)
-    # A run of Han, kana or Hangul is a word of its own, apart from Latin letters beside it: Chinese and Japanese
-    # put no space around an identifier (`为什么parse_config失败`), and the whole was one word that matched
-    # nothing (a newcomer, session 41).
-    # (The marks as an unrolled loop: as fast as the regex before on 0.6 MB of Python, German and Chinese text,
-    # 27 against 30 ms; an alternation per character took 36.)
-    return re.compile(rf"[{CJK}]+|[^\W\d{CJK}][^\W{CJK}]*(?:[{marks}][^\W{CJK}]*)*|[0-9]+")
+    plain = re.compile(rf"[^\W\d][\w{marks}]*|[0-9]+")
+    rest = rf"[^\W{CJK}]*(?:[{marks}][^\W{CJK}]*)*"  # letters, digits, `_` and marks of any other script
+    cjk = re.compile(rf"(?:[{CJK}]+|[^\W\d{CJK}]{rest})(?:(?<=_)[{CJK}]+{rest}|_{rest})*|[0-9]+")
+    return plain, cjk
 
 
 def words_of(text: str) -> list[str]:
@@ -49,7 +53,9 @@ def words_of(text: str) -> list[str]:
     is composed first (NFC), so a decomposed `größe` (macOS file names, some editors) is the same word."""
     if text.isascii():
         return _WORD.findall(text)
-    return _unicode_word().findall(unicodedata.normalize("NFC", text))
+    text = unicodedata.normalize("NFC", text)
+    plain, cjk = _unicode_words()
+    return (cjk if _CJK_RUN.search(text) else plain).findall(text)
 
 
 def _camel_parts(piece: str) -> list[str]:
@@ -108,7 +114,10 @@ MAX_WHOLE = 64  # longer words are not tokens whole: base64, hex blobs, generate
 def _long_parts(word: str) -> list[str]:
     """The parts of a word longer than MAX_WHOLE when it is made of words (``test_a_broken_history_ranker_is_…``, a
     pytest name an agent pastes, lost every word-match: a newcomer, session 36); none for a blob (base64 split at
-    its case changes gives parts of one or two characters; base32 has no small letter and no underscore)."""
+    its case changes gives parts of one or two characters; base32 has no small letter and no underscore). A long
+    run of Chinese or Japanese (a sentence without spaces) gives its character pairs (a review, session 41)."""
+    if _CJK_RUN.search(word):
+        return split_identifier(word)
     if "_" not in word and not any(c.islower() for c in word):
         return []  # base32 (TOTP seeds, ids): capitals and digits in runs long enough to pass the test below
     parts = split_identifier(word)

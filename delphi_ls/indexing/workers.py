@@ -139,6 +139,10 @@ def prepare_file(root: Path, path: str, opts: Options, old_digest: str | None = 
     text, replaced, found = read.text, read.replaced, read.found
     if read.notebook_cells >= 0 and len(text) > opts.max_file_bytes:  # its outputs were let past the size check
         return Prepared(path, skip=too_large(path, len(text), opts.max_file_bytes) + " in its cells' text")
+    if read.notebook_cells < 0 and len(data) > opts.max_file_bytes:
+        # Read as JSON (no cell view: minified, nbformat 3), it is all text to index, plots too: the plain limit.
+        return Prepared(path, skip=f"too large ({len(data)} bytes > max_file_bytes {opts.max_file_bytes}; a notebook "
+                                   "not in nbformat's line layout is read as JSON)", skip_for_bytes=True)
     cf = chunk_file(path, text, opts.chunk_chars, grammar_path=read.grammar_path)
     kind = file_kind(path)
     rows = []

@@ -131,8 +131,17 @@ _CONFIG_NOUNS = (r"ci|ci/cd|github actions?|workflows?|(?:ci|build|deploy|deploy
 _CONFIG_Q = re.compile(rf"(?<![\w/.-])(?:{_CONFIG_NOUNS})(?![\w/-])", re.I)
 # ...unless the question asks for code by name: "which function reads the env variables", "the code that builds the
 # docker image".
+# Nor when it asks what code does to them ("where is the workflow state persisted" in a workflow engine, "how is
+# go.mod parsed", "where does the terraform provider create the bucket"; a review, session 41), and only a question
+# that asks where or which: a bare title ("Support ingress v1") is a change to code.
 _NAMES_CODE = re.compile(r"\b(code|source|functions?|methods?|class(?:es)?|modules?|implementation|implemented|"
-                         r"implements?|parser|parses|parsing|handler)\b", re.I)
+                         r"implements?|parser|handler|controller|provider|(?:parse|persist|handle|reconcile|create|"
+                         r"load|call|process|validate|compute|store|serialize|decode|encode)(?:s|d|ed|es|ing)?)\b",
+                         re.I)
+_LOCATOR = re.compile(r"^\W*(?:where|which|what|how)\b", re.I)
+# The tests a workflow or a make target runs: "which workflow runs the tests". Any other test intent wins ("where is
+# the helm chart tested", "which CI tests are flaky").
+_RUNS_TESTS = re.compile(r"\bruns?\b[^.?]{0,20}\b(?:tests?|specs?|test suite)\b", re.I)
 # The config noun is the thing asked for: "which workflow runs the tests", "what make target builds the docs".
 _CONFIG_ASKED = re.compile(rf"\b(?:which|what|where)\b(?:\s+(?:is|are|does|do|the|a|an|our|my))*\s+"
                            rf"(?:[\w-]+\s+)?(?:{_CONFIG_NOUNS})(?![\w/-])", re.I)
@@ -269,7 +278,7 @@ def _frames(raw: str) -> tuple[list[tuple[str, int]], list[tuple[int, int]]]:
 
 # An identifier runs on over letters of any script (`berechne_größe`) but not into Han, kana or Hangul, which
 # Chinese and Japanese write beside it without a space (`为什么parse_config在Windows上失败`; session 41).
-_IDENTIFIER = re.compile(rf"[A-Za-z_](?:[^\W{CJK}]|\.)*(?:\(\))?")
+_IDENTIFIER = re.compile(rf"[A-Za-z_](?:[^\W{CJK}]|\.|(?<=_)[{CJK}]+)*(?:\(\))?")  # `test_计算` whole
 
 
 def analyse(text: str, cleaning: str = "squash") -> QueryInfo:
@@ -310,10 +319,11 @@ def analyse(text: str, cleaning: str = "squash") -> QueryInfo:
     prefer: set[Kind] = set()
     avoid: set[Kind] = set()
     wants_docs = bool(_DOC_Q.search(question))
-    wants_config = bool(_CONFIG_Q.search(question)) and not is_trace and not _NAMES_CODE.search(question)
+    wants_config = (bool(_CONFIG_Q.search(question)) and not is_trace and bool(_LOCATOR.match(question))
+                    and not _NAMES_CODE.search(question))
     if _CODE_FROM_TEST.search(question):
         shape_hint = "code"
-    elif wants_config and _CONFIG_ASKED.search(question):
+    elif wants_config and _CONFIG_ASKED.search(question) and _RUNS_TESTS.search(question):
         shape_hint = "config"  # before tests: "which workflow runs the tests" asks for the workflow
     elif (_FIX_A_TEST.search(question) and (is_trace or _RUNNER_OUTPUT.search(raw))
           and not any(asks_for_tests(_FAILING_TEST.sub(" ", ln)) for ln in _prose_ends(text))):

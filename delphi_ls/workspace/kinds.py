@@ -21,11 +21,11 @@ CODE_EXT = {
 DOC_EXT = {".md", ".rst", ".txt", ".adoc", ".asciidoc", ".org", ".tex", ".textile"}
 DOC_NAMES = {"readme", "changelog", "changes", "history", "news", "license", "licence", "copying",
              "authors", "contributors", "contributing", "code_of_conduct", "security", "notice"}
-# Infrastructure and build files are config too: Terraform and HCL, Helm's `.tpl` helpers, make fragments, Nomad
-# jobs; `Dockerfile.worker` and `api.Dockerfile`, Jenkinsfiles, `go.mod` (kind "other", a newcomer's `--kind config`
+# Infrastructure and build files are config too: Terraform and HCL, make fragments, Nomad jobs (not `.tpl`: PHP's
+# and Go's templates are that too); `Dockerfile.worker` and `api.Dockerfile`, Jenkinsfiles, `go.mod` (kind "other", a newcomer's `--kind config`
 # missed them; session 41).
 CONFIG_EXT = {".json", ".yaml", ".yml", ".toml", ".ini", ".cfg", ".conf", ".xml", ".properties",
-              ".gradle", ".lock", ".env", ".editorconfig", ".gitignore", ".gitattributes", ".tf", ".hcl", ".tpl",
+              ".gradle", ".lock", ".env", ".editorconfig", ".gitignore", ".gitattributes", ".tf", ".hcl",
               ".mk", ".nomad", ".dockerignore", ".dockerfile", ".containerfile"}
 CONFIG_NAMES = {"makefile", "dockerfile", "containerfile", "justfile", "rakefile", "gemfile", "procfile",
                 "cmakelists.txt", "setup.py", "setup.cfg", "conftest.py", "noxfile.py", "tox.ini", "jenkinsfile",
@@ -88,7 +88,7 @@ def file_kind(path: str) -> str:
     stem, ext = os.path.splitext(base)
     if is_test_path(path):
         return "test"
-    if base in CONFIG_NAMES or base.startswith(_CONFIG_PREFIXES):
+    if base in CONFIG_NAMES or (base.startswith(_CONFIG_PREFIXES) and ext not in CODE_EXT):  # not dockerfile.go
         return "config"
     if ext in DOC_EXT or stem in DOC_NAMES or "/docs/" in f"/{path.lower()}" or path.lower().startswith("doc/"):
         return "doc" if ext not in CODE_EXT else "code"
