@@ -21,7 +21,7 @@ INDEX_FORMAT = 3  # the stores' layout (engine.py refuses and rebuilds another)
 # 10: a Jupyter notebook is read as its cells' code and prose, line for line (core/notebooks.py), and is code; a run
 #     of Han, kana or Hangul is a word apart from Latin letters beside it, with its character pairs as tokens, and
 #     file names in other scripts keep their letters when tests are named after them (core/tokens.py); Terraform,
-#     HCL, Helm `.tpl`, `Dockerfile.*`, Jenkinsfiles and `go.mod` are config (workspace/kinds.py).
+#     HCL, `Dockerfile.*`, Jenkinsfiles and `go.mod` are config (workspace/kinds.py).
 PARSER_VERSION = 10
 
 

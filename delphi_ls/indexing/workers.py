@@ -42,6 +42,7 @@ from multiprocessing import spawn
 from pathlib import Path
 from typing import Any
 
+from ..core.notebooks import is_notebook
 from ..stores.filedocs import FileDoc, build_doc, top_level_names
 from ..stores.meta import ChunkRow
 from ..workspace.indexed_text import indexed_text
@@ -137,12 +138,13 @@ def prepare_file(root: Path, path: str, opts: Options, old_digest: str | None = 
         return Prepared(path, unchanged=True, digest=digest)
     read = indexed_text(path, data)
     text, replaced, found = read.text, read.replaced, read.found
-    if read.notebook_cells >= 0 and len(text) > opts.max_file_bytes:  # its outputs were let past the size check
-        return Prepared(path, skip=too_large(path, len(text), opts.max_file_bytes) + " in its cells' text")
-    if read.notebook_cells < 0 and len(data) > opts.max_file_bytes:
-        # Read as JSON (no cell view: minified, nbformat 3), it is all text to index, plots too: the plain limit.
-        return Prepared(path, skip=f"too large ({len(data)} bytes > max_file_bytes {opts.max_file_bytes}; a notebook "
-                                   "not in nbformat's line layout is read as JSON)", skip_for_bytes=True)
+    if len(data) > opts.max_file_bytes and is_notebook(path):
+        # Only a notebook gets past the plain limit (scan.byte_limit), for outputs that are not indexed: its cells'
+        # text is held to it, and one read as JSON (minified, nbformat 3; plots and all) is held to it whole.
+        size = len(text) if read.notebook_view else len(data)
+        if size > opts.max_file_bytes:
+            return Prepared(path, skip=too_large(path, size, opts.max_file_bytes, read.notebook_view),
+                            skip_for_bytes=True)
     cf = chunk_file(path, text, opts.chunk_chars, grammar_path=read.grammar_path)
     kind = file_kind(path)
     rows = []

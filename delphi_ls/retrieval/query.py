@@ -129,11 +129,10 @@ _CONFIG_NOUNS = (r"ci|ci/cd|github actions?|workflows?|(?:ci|build|deploy|deploy
 # Not bare `docker`, `containers`, `charts`, `pipelines`, `probes`, env variables, `yaml`: in a Docker SDK, a
 # charting or data-pipeline library, or "the code that parses yaml", they name code.
 _CONFIG_Q = re.compile(rf"(?<![\w/.-])(?:{_CONFIG_NOUNS})(?![\w/-])", re.I)
-# ...unless the question asks for code by name: "which function reads the env variables", "the code that builds the
-# docker image".
-# Nor when it asks what code does to them ("where is the workflow state persisted" in a workflow engine, "how is
-# go.mod parsed", "where does the terraform provider create the bucket"; a review, session 41), and only a question
-# that asks where or which: a bare title ("Support ingress v1") is a change to code.
+# Not when the question asks for code by name ("the code that builds the docker image") or for what code does to
+# them ("where is the workflow state persisted" in a workflow engine, "how is go.mod parsed", "where does the
+# terraform provider create the bucket"; a review, session 41); and only a question that asks where, which, what or
+# how (_LOCATOR): a bare title ("Support ingress v1") is a change to code.
 _NAMES_CODE = re.compile(r"\b(code|source|functions?|methods?|class(?:es)?|modules?|implementation|implemented|"
                          r"implements?|parser|handler|controller|provider|(?:parse|persist|handle|reconcile|create|"
                          r"load|call|process|validate|compute|store|serialize|decode|encode)(?:s|d|ed|es|ing)?)\b",

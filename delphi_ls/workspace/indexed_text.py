@@ -22,15 +22,13 @@ class IndexedText:
     # The path whose extension picks the grammar: the file's own; for a notebook read as its cells, its language's
     # ("" when no grammar parses it: line windows).
     grammar_path: str
-    notebook_cells: int = -1  # a notebook read as its cells: how many (-1: not read as a notebook)
+    notebook_view: bool = False  # a notebook read as its cells (not as JSON)
 
 
 def indexed_text(path: str, data: bytes) -> IndexedText:
     text, replaced = decode(data)
-    grammar_path, cells = path, -1
-    if is_notebook(path):
-        view = notebook_view(text)
-        if view is not None:
-            text, grammar_path, cells = view.text, view.grammar_path, view.cells
+    view = notebook_view(text) if is_notebook(path) else None
+    if view is not None:
+        text = view.text
     text, found = redact(text)
-    return IndexedText(text, replaced, found, grammar_path, cells)
+    return IndexedText(text, replaced, found, view.grammar_path if view else path, view is not None)

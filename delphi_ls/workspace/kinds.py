@@ -21,9 +21,9 @@ CODE_EXT = {
 DOC_EXT = {".md", ".rst", ".txt", ".adoc", ".asciidoc", ".org", ".tex", ".textile"}
 DOC_NAMES = {"readme", "changelog", "changes", "history", "news", "license", "licence", "copying",
              "authors", "contributors", "contributing", "code_of_conduct", "security", "notice"}
-# Infrastructure and build files are config too: Terraform and HCL, make fragments, Nomad jobs (not `.tpl`: PHP's
-# and Go's templates are that too); `Dockerfile.worker` and `api.Dockerfile`, Jenkinsfiles, `go.mod` (kind "other", a newcomer's `--kind config`
-# missed them; session 41).
+# Infrastructure and build files are config too: Terraform and HCL, make fragments, Nomad jobs, `Dockerfile.worker`
+# and `api.Dockerfile`, Jenkinsfiles, `go.mod` (kind "other": a newcomer's `--kind config` missed them; session 41).
+# Not `.tpl`: PHP's and Go's templates are that too.
 CONFIG_EXT = {".json", ".yaml", ".yml", ".toml", ".ini", ".cfg", ".conf", ".xml", ".properties",
               ".gradle", ".lock", ".env", ".editorconfig", ".gitignore", ".gitattributes", ".tf", ".hcl",
               ".mk", ".nomad", ".dockerignore", ".dockerfile", ".containerfile"}

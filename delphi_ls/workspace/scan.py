@@ -526,11 +526,14 @@ def byte_limit(name: str, max_bytes: int) -> int:
     return max_bytes * NOTEBOOK_BYTES_FACTOR if is_notebook(name) else max_bytes
 
 
-def too_large(name: str, size: int | None, max_bytes: int) -> str:
-    got = f"{size} bytes" if size is not None else "over"
-    if is_notebook(name):
-        return f"too large ({got} > {byte_limit(name, max_bytes)}, {NOTEBOOK_BYTES_FACTOR} x max_file_bytes for a notebook)"
-    return f"too large ({got} > max_file_bytes {max_bytes})"
+def too_large(name: str, size: int, max_bytes: int, cells: bool = False) -> str:
+    """Why a file of ``size`` bytes is skipped; ``cells``: the size is a notebook's cells' text (the plain limit)."""
+    if cells:
+        return f"too large ({size} bytes of cells' text > max_file_bytes {max_bytes})"
+    limit = byte_limit(name, max_bytes)
+    if limit != max_bytes:
+        return f"too large ({size} bytes > {limit}, {NOTEBOOK_BYTES_FACTOR} x max_file_bytes for a notebook)"
+    return f"too large ({size} bytes > max_file_bytes {max_bytes})"
 
 
 def _static_skip_reason(name: str, rel: str, size: int, max_bytes: int) -> str | None:
