@@ -20,7 +20,13 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 from . import __version__  # the package's __init__ is light: its heavy names load on first use
-from .core import KINDS, State, formats, state_of  # standard library only, like this module's other imports
+from .core import (  # standard library only, like this module's other imports
+    KINDS,
+    State,
+    formats,
+    fs,
+    state_of,
+)
 from .shown import branch_notes, fenced, query_notes, shown, shown_text
 
 if TYPE_CHECKING:
@@ -155,24 +161,15 @@ def workspace_path(arg: str, root: Path) -> str:
     except FileNotFoundError:  # the current folder was removed under the shell: the workspace root is left
         return arg
     here = Path(os.path.normpath(cwd / arg))
-    if _exists(here):
+    if fs.exists(here):
         try:
             here.relative_to(root)
             return str(here)
         except ValueError:
             pass
-    if not _exists(root / arg) and _exists(here):
+    if not fs.exists(root / arg) and fs.exists(here):
         return str(here)  # it exists only here, outside the workspace: let the engine say so
     return arg
-
-
-def _exists(p: Path) -> bool:
-    """``Path.exists`` without its errors: a name over 255 bytes (86 CJK characters) raised ENAMETOOLONG from it, a
-    traceback where the engine names the path in one line (a newcomer, session 41)."""
-    try:
-        return p.exists()
-    except OSError:
-        return False
 
 
 def _quiet_progress(args: argparse.Namespace) -> ProgressBar | None:

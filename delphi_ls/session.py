@@ -28,7 +28,7 @@ from .api import (
     plain_relative,
     uri_to_path,
 )
-from .core import cancel
+from .core import cancel, fs
 from .engine import Engine, EngineClosed, IndexBusy, IndexReport, manifest_fails_check, move_manifest_aside
 from .indexing.pipeline import WorkspaceGone, folder_readable
 from .settings import Settings, SettingsError
@@ -83,13 +83,6 @@ DEFINITION_KINDS = ("function", "method", "class", "struct", "interface", "trait
 # Skips a user expects (images, lock files, empty files, links, generated and minified code) are
 # not worth a mark in the editor: the probe saw one Information diagnostic per PNG and lock file.
 QUIET_SKIPS = ("symlink", "empty file", "binary", "lockfile", "generated", "minified", "not a regular file")
-
-
-def _is_file(path: Path) -> bool:
-    try:
-        return path.is_file()
-    except OSError:  # a name too long for the file system (ENAMETOOLONG): none such
-        return False
 
 
 def run_percentage(phase: str, done: int, total: int, files_share: int, before: int) -> int:
@@ -506,7 +499,7 @@ class Session:
                 # Not through `..`: a stat outside every folder chose the folder an error then named (session 40).
                 if plain_relative(p) and ".." not in p.replace("\\", "/").split("/"):
                     # On disk: asking each folder's index what it holds built every other folder's view (review).
-                    holders = [e for r, e in list(self.engines.items()) if _is_file(r / p)]
+                    holders = [e for r, e in list(self.engines.items()) if fs.is_file(r / p)]
                     if len(holders) == 1:
                         return holders[0]
         return next(iter(self.engines.values()))
