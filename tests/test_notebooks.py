@@ -124,3 +124,14 @@ def test_prose_cells_of_a_kernel_without_comments_stay_text():
           "metadata": {"kernelspec": {"language": "sql", "name": "sql"}}, "nbformat": 4, "nbformat_minor": 5}
     view = notebook_view(json.dumps(nb, indent=1, sort_keys=True))
     assert view is not None and "Load the raw events\n" in view.text and "SELECT * FROM events" in view.text
+
+
+def test_hostile_notebooks_are_refused_not_raised():
+    """JSON nested deeper than Python's stack raised RecursionError out of the view (a notebook is parsed whole);
+    and a repository's own settings may raise max_file_bytes, so a notebook's larger limit has a ceiling."""
+    from delphi_ls.workspace.scan import NOTEBOOK_MAX_BYTES, byte_limit
+
+    assert notebook_view('{"cells": ' + "[" * 200_000 + "]" * 200_000 + "}") is None
+    assert byte_limit("a.ipynb", 1_000_000) == 8_000_000
+    assert byte_limit("a.ipynb", 10_000_000) == NOTEBOOK_MAX_BYTES and byte_limit("a.py", 10_000_000) == 10_000_000
+    assert byte_limit("a.ipynb", 50_000_000) == 50_000_000  # the user's own larger limit is never lowered

@@ -72,7 +72,7 @@ def notebook_view(text: str) -> NotebookView | None:
         return None
     try:
         nb = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: JSON nested deeper than Python's stack (hostile input)
         return None
     cells = nb.get("cells") if isinstance(nb, dict) else None
     if not isinstance(cells, list) or not all(isinstance(c, dict) for c in cells):

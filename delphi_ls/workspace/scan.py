@@ -517,13 +517,18 @@ def read_no_follow(root: Path, rel: str, max_bytes: int) -> bytes:
 
 
 # A notebook's outputs (plots as base64, tables, tracebacks) are not indexed (core/notebooks.py): one with a few plots
-# is megabytes of JSON around kilobytes of code, and its cells' text is held to max_file_bytes when it is read.
+# is megabytes of JSON around kilobytes of code, and its cells' text is held to max_file_bytes when it is read. At
+# most NOTEBOOK_MAX_BYTES: a cloned repository's own settings may raise max_file_bytes to 10 MB, and a notebook is
+# parsed whole in memory.
 NOTEBOOK_BYTES_FACTOR = 8
+NOTEBOOK_MAX_BYTES = 16_000_000
 
 
 def byte_limit(name: str, max_bytes: int) -> int:
     """The most bytes a file of this name may have on disk to be read."""
-    return max_bytes * NOTEBOOK_BYTES_FACTOR if is_notebook(name) else max_bytes
+    if is_notebook(name):
+        return max(max_bytes, min(max_bytes * NOTEBOOK_BYTES_FACTOR, NOTEBOOK_MAX_BYTES))
+    return max_bytes
 
 
 def too_large(name: str, size: int, max_bytes: int, cells: bool = False) -> str:
@@ -532,7 +537,8 @@ def too_large(name: str, size: int, max_bytes: int, cells: bool = False) -> str:
         return f"too large ({size} bytes of cells' text > max_file_bytes {max_bytes})"
     limit = byte_limit(name, max_bytes)
     if limit != max_bytes:
-        return f"too large ({size} bytes > {limit}, {NOTEBOOK_BYTES_FACTOR} x max_file_bytes for a notebook)"
+        return (f"too large ({size} bytes > {limit}, {NOTEBOOK_BYTES_FACTOR} x max_file_bytes for a notebook, at most "
+                f"{NOTEBOOK_MAX_BYTES})")
     return f"too large ({size} bytes > max_file_bytes {max_bytes})"
 
 
