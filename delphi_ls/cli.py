@@ -634,20 +634,27 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     if args.action == "create":
         with _engine(args, ranks=False) as eng:
             head = eng.snapshot(args.out, progress=None if args.quiet or args.json else ProgressBar())
-        info = {k: head[k] for k in ("counts", "built", "embedder", "workspace", "content", "bytes")}
+        info = {k: head[k] for k in ("counts", "built", "embedder", "workspace", "content", "bytes", "untracked")}
         c = info["counts"]
         _dump({"file": args.out, **info}) if args.json else \
             print(f"wrote {args.out}: {c['files']} files, {c['chunks']} chunks, {c['vectors']} vectors, "
                   f"{head['bytes'] / 2**20:.1f} MiB")
+        if head["untracked"] and not args.json:
+            loose = head["untracked"]
+            print(f"note: {len(loose)} of them git does not track, and their text is in the snapshot: "
+                  f"{', '.join(shown(p) for p in loose[:5])}{', ...' if len(loose) > 5 else ''} (commit, ignore or "
+                  "remove them first if they are not meant to be shared)", file=sys.stderr)
         return 0
     got = Engine.load_snapshot(args.file, args.path, **_overrides(args))
     c = got["header"]["counts"]
     if args.json:
-        _dump({"file": args.file, "counts": c, "vectors": got["vectors"]})
+        _dump({"file": args.file, "counts": c, "vectors": got["vectors"], "note": got.get("note")})
     else:
         print(f"loaded {args.file}: {c['files']} files, {c['chunks']} chunks, {c['vectors']} vectors "
               f"({got['vectors']}); the next `delphi index` or question re-indexes only the files whose "
               "content differs")
+    if got.get("note"):
+        print(f"warning: {got['note']}", file=sys.stderr)
     return 0
 
 

@@ -73,7 +73,7 @@ from .traces import write_trace
 from .workspace import roots
 from .workspace.kinds import file_kind
 from .workspace.scan import repository_above, utf8_name
-from .workspace.tracked import tracked_but_ignored
+from .workspace.tracked import tracked_but_ignored, untracked
 
 
 class EngineClosed(RuntimeError):
@@ -889,11 +889,17 @@ class Engine:
         self._open_or_raise()
         from .indexing import snapshot
 
+        snapshot.check_out(Path(out))
         rep = self.index(progress=progress)
         if rep.errors:
             raise snapshot.SnapshotError("indexing did not finish, so no snapshot was written: " + "; ".join(rep.errors))
         with self._index_lock:  # no run of this engine starts while the stores are copied
-            return snapshot.create(self.root, self.index_dir, self.writer, self.settings, INDEX_FORMAT, Path(out))
+            head = snapshot.create(self.root, self.index_dir, self.writer, self.settings, INDEX_FORMAT, Path(out))
+        # Files git does not track travel too: a teammate's scratch file with a password in it went to everyone who
+        # loaded the snapshot, unsaid (a team newcomer, session 42). Said, so they can be committed, ignored or removed.
+        loose = untracked(self.root)
+        head["untracked"] = None if loose is None else [p for p in loose if self.meta.file_info(p) is not None]
+        return head
 
     def _start_from_snapshot(self, file: Path) -> None:
         """A new index starts from the `snapshot` setting's file. One that cannot be loaded is a problem
@@ -1088,8 +1094,10 @@ class Engine:
                 if self.meta.get_state("recovered") is not None and not rep.errors and only is None:
                     self.meta.set_state("recovered_rebuilt", True)
                 changed = bool(repaired or rep.files_indexed or rep.files_deleted or rep.chunks_embedded
-                               or rep.reembedded_all or self.meta.get_state("cochange") != cochange_before)
-                if len(indexer.changed) <= PATCH_MAX_PATHS and not (repaired or rep.reembedded_all or rep.errors):
+                               or rep.reembedded_all or rep.vendored_changed
+                               or self.meta.get_state("cochange") != cochange_before)
+                if len(indexer.changed) <= PATCH_MAX_PATHS and not (repaired or rep.reembedded_all or rep.errors
+                                                                     or rep.vendored_changed):
                     patch = indexer.changed
                 if full and only is None and not rep.errors and not self._stop.is_set() \
                         and self.meta.get_state("index_failed") is not None:  # (a question's catch-up embeds none)
@@ -1581,6 +1589,10 @@ class Engine:
             out["query"]["cut"] = cut_note(len(plain))
         if not self.root.is_dir():  # moved or unmounted under a server: said with the answer, not only in health
             out["query"]["workspaceGone"] = str(self.root)
+        if self.meta.get_state("snapshot_unchecked"):
+            # Loaded from a snapshot and not yet compared with this checkout: the answer holds the snapshot's files
+            # (another machine's, at another commit) until a run here has looked (a team newcomer, session 42).
+            out["query"]["snapshotUnchecked"] = (self.meta.get_state("snapshot") or {}).get("file") or "a snapshot"
         # An anchor Delphi skipped (binary, too large) gave an answer around nothing, with nothing to say so (an
         # agents' newcomer, session 40); an editor sends the open file, so it is said, not refused.
         if unindexed := {a: why for a in anchors if (why := self.meta.skip_reason(a))}:

@@ -25,6 +25,7 @@ from .stores.meta import MetaStore
 from .stores.vectors import VectorStore
 from .stores.writer_lock import Holder
 from .workspace.scan import scan
+from .workspace.vendored import Vendored
 
 CHROMA_PROBLEMS = ("vector_store", "vector_store_damaged")  # keys of Engine.problems that are Chroma's
 
@@ -119,12 +120,30 @@ def staleness(engine: EngineState, buffered: Collection[str] = ()) -> dict[str, 
     skipped = engine.meta.skipped()
     current = {f.path: f for f in res.files}
     buffered = set(buffered)
+    # A file loaded from a snapshot has no mtime here (-1): not known to differ until the next run hashes it. Counted
+    # as changed, every file of a snapshot loaded a moment ago was "stale" (a team newcomer, session 42).
+    unchecked = [p for p, f in current.items() if p in stored and stored[p][2] == -1 and p not in buffered]
     changed = [p for p, f in current.items() if p in stored and (stored[p][1], stored[p][2]) != (f.size, f.mtime_ns)
-               and p not in buffered]
+               and stored[p][2] != -1 and p not in buffered]
     new = [p for p in current if p not in stored and p not in skipped and p not in buffered]
     deleted = [p for p in stored if p not in current and p not in buffered]
-    return {"changed": len(changed), "new": len(new), "deleted": len(deleted),
+    return {"changed": len(changed), "new": len(new), "deleted": len(deleted), "unchecked": len(unchecked),
             "examples": (changed + new + deleted)[:10], "stale": bool(changed or new or deleted)}
+
+
+def vendored_summary(engine: EngineState) -> dict[str, Any] | None:
+    """How many indexed files are other projects' code, by the folder that makes them so (most first)."""
+    rules = Vendored.from_state(engine.meta.get_state("vendored"))
+    folders: dict[str, int] = {}
+    for path, _kind, _n in engine.meta.files():
+        root = rules.root_of(path)
+        if root is not None:
+            folders[root] = folders.get(root, 0) + 1
+    if not folders:
+        return None
+    ordered = dict(sorted(folders.items(), key=lambda kv: (-kv[1], kv[0])))
+    return {"files": sum(folders.values()), "folders": dict(list(ordered.items())[:20]),
+            "repositories": list(rules.repos)}
 
 
 GRAMS_COUNTED = 1_000  # the most chunks a status line counts above the trigram index's watermark
@@ -251,6 +270,14 @@ def report(engine: EngineState, check_staleness: bool = True, buffered: Collecti
             problems.append({"severity": "error", "code": "grammar", "message": f"tree-sitter grammar {lang}: {st}"})
     # A folder that is gone is not "stale" with every file deleted: workspace_gone says what it is.
     stale = staleness(engine, buffered) if check_staleness and lexical_ready and not gone else None
+    if lexical_ready and engine.meta.get_state("snapshot_unchecked"):
+        loaded = engine.meta.get_state("snapshot") or {}
+        problems.append({"severity": "warning", "code": "snapshot_unchecked", "message": (
+            f"the index was loaded from the snapshot {loaded.get('file') or ''} and is not yet compared with this "
+            "checkout: until the next index run (`delphi index`; a running server does it itself) answers may hold "
+            "files as the snapshot's machine had them" + (f" ({stale['unchecked']} files to compare by content"
+                                                           f"{', ' + str(stale['new']) + ' new' if stale['new'] else ''})"
+                                                           if stale else ""))})
     if stale and stale["stale"]:
         problems.append({"severity": "warning", "code": "stale_index",
                          "message": f"index is stale: {stale['changed']} changed, {stale['new']} new, "
@@ -260,6 +287,15 @@ def report(engine: EngineState, check_staleness: bool = True, buffered: Collecti
         problems.append({"severity": "info", "code": "tracked_but_ignored",
                          "message": f"{len(tracked_ignored)} files git tracks are matched by ignore rules and not "
                                     f"indexed ({some}); Delphi follows the ignore rules, as ripgrep does"})
+    vendored = vendored_summary(engine) if lexical_ready and check_staleness else None
+    if vendored:
+        folders = ", ".join(f"{f or '(.gitattributes patterns)'}/ ({n})" for f, n in list(vendored["folders"].items())[:4])
+        more = ", ..." if len(vendored["folders"]) > 4 else ""
+        problems.append({"severity": "info", "code": "vendored", "message": (
+            f"{vendored['files']} indexed files are other projects' code (vendored copies, submodules, nested "
+            f"repositories, `linguist-vendored`): {folders}{more}; they rank below your own files unless a question "
+            "names them, and their tests are not listed for your files (`-linguist-vendored` in .gitattributes "
+            "makes a folder yours)")})
     parser = engine.meta.get_state("parser_version", 1)
     if lexical_ready and isinstance(parser, int) and parser > PARSER_VERSION:
         problems.append({"severity": "warning", "code": "newer_parser", "message": (
@@ -324,6 +360,9 @@ def report(engine: EngineState, check_staleness: bool = True, buffered: Collecti
         # teammate's answer that differs from yours may come from an index built at another commit.
         "snapshot": engine.meta.get_state("snapshot"),
         "staleness": stale,
+        # Indexed files that are other projects' code (workspace/vendored.py): their count and the folders that
+        # hold them; None when not asked (a status poll) or there are none.
+        "vendored": vendored,
         "grammars": grammars,
         "writer": holder.as_dict() if holder else None,
         "problems": problems,

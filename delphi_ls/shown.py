@@ -86,6 +86,9 @@ def query_notes(query: dict[str, Any], named: bool = True) -> list[str]:
     if query.get("workspaceGone"):
         notes.append(f"the workspace folder {shown(query['workspaceGone'])} is gone (moved, removed or unmounted); "
                      "this answer comes from the index as it was")
+    if query.get("snapshotUnchecked"):
+        notes.append(f"the index was loaded from {shown(query['snapshotUnchecked'])} and is not yet compared with "
+                     "this checkout: files may be as the snapshot's machine had them until the next index run")
     if query.get("packedNone"):
         n = query["packedNone"]
         notes.append(f"no part of the ranked files fits in {n} token{'s' if n != 1 else ''}: no code is packed; ask "

@@ -22,7 +22,8 @@ INDEX_FORMAT = 3  # the stores' layout (engine.py refuses and rebuilds another)
 #     of Han, kana or Hangul is a word apart from Latin letters beside it, with its character pairs as tokens, and
 #     file names in other scripts keep their letters when tests are named after them (core/tokens.py); Terraform,
 #     HCL, `Dockerfile.*`, Jenkinsfiles and `go.mod` are config (workspace/kinds.py).
-PARSER_VERSION = 10
+# 11: a CSV, TSV or JSON-lines file over 64 KB is indexed as its head: its first 50 lines (workspace/indexed_text.py).
+PARSER_VERSION = 11
 
 
 def describe() -> str:

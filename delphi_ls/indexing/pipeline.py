@@ -124,6 +124,7 @@ class IndexReport:
     # memory only: the path of an ignored file is not written to the index either.
     buffers_dropped: dict[str, str] = field(default_factory=dict)
     repaired: list[str] = field(default_factory=list)  # stores rebuilt before this run, in words
+    vendored_changed: bool = False  # a walk found other projects' folders or `.gitattributes` lines changed
 
 
 class WorkspaceGone(FileNotFoundError):
@@ -213,7 +214,13 @@ class Indexer:
         t0 = time.perf_counter()
         rep = IndexReport()
         buffers, rep.buffers_dropped = self._admit_buffers(buffers or {})
+        if only is not None and ".gitattributes" in only:
+            # The top `.gitattributes` decides which files are generated (skipped) and vendored, whatever their
+            # path: an edit to it (a save, a watcher's event) is a whole run's to apply (workspace/vendored.py).
+            only = None
         result, stored = self._scan(only)
+        if result.vendored is not None:
+            rep.vendored_changed = self.meta.set_vendored(result.vendored.state())
         current = {f.path: f for f in result.files}
         for path in buffers:
             # A buffer of a file not yet saved is still what the user is working on.
@@ -462,6 +469,8 @@ class Indexer:
             self.meta.set_state("lexical_ready", True)
             if only is None and not newer:
                 self.meta.set_state("parser_version", PARSER_VERSION)
+            if only is None and not stopped and self.meta.get_state("snapshot_unchecked"):
+                self.meta.set_state("snapshot_unchecked", None)  # every file compared with this checkout
         self.meta.set_state("indexed_at", time.time())
         rep.seconds_lexical = time.perf_counter() - t0
         return rep

@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
+from ..core.git import ask_git
 from ..settings import Settings
 from ..stores.lexical import FOLDERS as LEXICAL_FOLDERS
 from ..stores.lexical import schema as lexical_schema
@@ -181,15 +182,25 @@ def _refuse_special(out: Path) -> None:
                             "name a file to write")
 
 
+def check_out(out: Path) -> Path:
+    """``out`` resolved, or why no snapshot can be written there (before any work is done for it)."""
+    out = Path(out).resolve()
+    if out.is_dir():
+        raise SnapshotError(f"--out {out} is a folder; name the snapshot file to write")
+    if not out.parent.is_dir():
+        # Made on the way, a typo in a CI job's path wrote the snapshot somewhere no one looks (`/nonexist/dir` was
+        # created as root; a team newcomer, session 42). `eval --out` refuses the same.
+        raise SnapshotError(f"the folder of {out} does not exist; create it first")
+    return out
+
+
 def create(root: Path, index_dir: Path, writer: WriterLock, settings: Settings, index_format: int,
            out: Path) -> dict[str, Any]:
     """Write the index at ``index_dir`` (of workspace ``root``) to ``out``; returns the header.
 
     The stores are copied under the writer lock (no run writes while they are read); the archive is
     written after it is released. ``out`` appears only complete (written beside it, then renamed)."""
-    out = Path(out).resolve()
-    if out.is_dir():
-        raise SnapshotError(f"--out {out} is a folder; name the snapshot file to write")
+    out = check_out(out)
     _refuse_special(out)
     # (SnapshotError is a ValueError: a try/except around relative_to() once swallowed this refusal.)
     if out.is_relative_to(Path(root).resolve()):
@@ -224,7 +235,6 @@ def create(root: Path, index_dir: Path, writer: WriterLock, settings: Settings, 
             "members": members,
         }
         data = json.dumps(header, indent=1, sort_keys=True).encode()
-        out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_name(f".{out.name}.part-{os.getpid()}")
         try:
             # 0600 from the start (the snapshot holds the workspace's text), never through a file or
@@ -411,7 +421,24 @@ def _load(file: Path, root: Path, index_dir: Path, settings: Settings, index_for
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     return {"header": header, "vectors": "on the server (checked by the next index)" if settings.chroma_url else
-            "exact search from the embedding cache now; Chroma filled from it by the next `delphi index`"}
+            "exact search from the embedding cache now; Chroma filled from it by the next `delphi index`",
+            "note": unknown_commit(root, header)}
+
+
+def unknown_commit(root: Path, header: dict[str, Any]) -> str | None:
+    """What to say when the snapshot was made at a commit this repository does not hold: black's snapshot loaded
+    into chi without a word (a team newcomer, session 42). Loaded all the same (a commit not fetched yet is common
+    and harmless: the next run re-indexes what differs), but said. None when it holds it, or cannot be asked."""
+    head = (header.get("workspace") or {}).get("head")
+    if not isinstance(head, str) or not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", head) or not (root / ".git").exists():
+        return None
+    res = ask_git(root, "cat-file", "-e", f"{head}^{{commit}}", mark_slow=False)
+    if res is None or res.returncode == 0:
+        return None
+    name = (header.get("workspace") or {}).get("name") or "?"
+    return (f"the snapshot was made at commit {head[:12]} of a folder named {name!r}, and this repository has no such "
+            "commit (a snapshot of another repository, or of commits not fetched here): the next index run re-indexes "
+            "every file that differs")
 
 
 def _extract(file: Path, header: dict[str, Any], stage: Path) -> None:
@@ -514,6 +541,9 @@ def _adopt(meta: Path, root: Path, file: Path, header: dict[str, Any], refill: b
             db.execute("INSERT OR REPLACE INTO state VALUES ('vectors_refill', 'true')")
         db.execute("DELETE FROM state WHERE key IN ('recovered', 'recovered_rebuilt', 'snapshot_refused')")
         db.execute("INSERT OR REPLACE INTO state VALUES ('root', ?)", (json.dumps(str(root)),))
+        # Until a full run here has compared every file with this checkout (answers and health say so meanwhile: the
+        # builder's files, a teammate's deleted or untracked ones, answered as if here; a team newcomer, session 42).
+        db.execute("INSERT OR REPLACE INTO state VALUES ('snapshot_unchecked', 'true')")
         db.execute("INSERT OR REPLACE INTO state VALUES ('snapshot', ?)", (json.dumps({
             "file": file.name, "created": header.get("created"), "head": header["workspace"].get("head"),
             "content": header.get("content"), "loaded": time.time()}),))

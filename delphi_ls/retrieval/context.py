@@ -17,6 +17,7 @@ from ..settings import Settings
 from ..stores.lexical import LexicalStore
 from ..stores.meta import MetaStore
 from ..stores.vectors import VectorStore
+from ..workspace.vendored import Vendored, question_words
 from .path_index import StrippedPaths
 from .query import QueryInfo, closest_by_tail, frame_names
 
@@ -174,6 +175,7 @@ class IndexView:
     chunk_lines: ChunkLines  # path -> (start lines, chunk ids), read as asked
     by_basename: dict[str, list[str]] = field(default_factory=dict)
     graph: FileGraph | None = None
+    vendored: Vendored = field(default_factory=Vendored)  # which files are other projects' code
     # The test files, in file order: asked by the anchor branches on every query (a pass over every file was
     # 18 ms of each at 100k files). Not an init field: a replaced view (a save) finds them again once.
     _tests: list[str] | None = field(default=None, init=False, repr=False, compare=False)
@@ -250,7 +252,8 @@ class IndexView:
         for p in files:
             by_base.setdefault(os.path.basename(p), []).append(p)
         graph = FileGraph.build(files, meta.all_imports())
-        return cls(files, SymbolTable(meta, files), sp, ChunkLines(meta), by_base, graph)
+        return cls(files, SymbolTable(meta, files), sp, ChunkLines(meta), by_base, graph,
+                   Vendored.from_state(meta.get_state("vendored")))
 
 
 def _one_edit(a: str, b: str) -> bool:
@@ -279,10 +282,26 @@ class SearchContext:
     depth: int = 100
     seeds: dict[str, float] = field(default_factory=dict)  # for stage-2 branches: anchors + first-pass top files
     named_anchor: bool = False  # the anchor is the file a test question names (retriever.named_anchor), not the caller's
+    # The question's words, when it was read (retriever): what names a vendored library (:meth:`demoted`).
+    question_words: frozenset[str] | None = None
 
     @property
     def files(self) -> dict[str, str]:
         return self.view.files
+
+    def demoted(self, path: str) -> bool:
+        """Whether ``path`` is other projects' code (workspace/vendored.py) that this question does not reach: it
+        names none of the library's folders, and no anchor lies in the same vendored folder."""
+        v = self.view.vendored
+        root = v.root_of(path)
+        if root is None:
+            return False
+        if any(v.root_of(a) == root for a in self.anchors):
+            return False
+        return not (self.question_words and v.names(path) & self.question_words)
+
+    def read_question(self, text: str) -> None:
+        self.question_words = question_words(text)
 
     @property
     def symbols(self) -> SymbolTable:

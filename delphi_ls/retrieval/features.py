@@ -95,7 +95,8 @@ def candidate_features(fused: list[Fused], q: QueryInfo, ctx: SearchContext,
         row[col[f"kind_{kind if kind in KINDS else 'other'}"]] = 1.0
         row[col[f"shape_{q.shape if q.shape in SHAPES else 'english'}"]] = 1.0
         row[col["kind_preferred"]] = 1.0 if kind in q.prefer else 0.0
-        row[col["kind_avoided"]] = 1.0 if kind in q.avoid else 0.0
+        # Vendored code the question does not name counts as an avoided kind (retrieval/fusion.py scores it so).
+        row[col["kind_avoided"]] = 1.0 if kind in q.avoid or ctx.demoted(f.path) else 0.0
         row[col["test_when_test_wanted"]] = 1.0 if wants_test and kind == "test" else 0.0
         row[col["code_when_test_wanted"]] = 1.0 if wants_test and kind == "code" else 0.0
         words = _path_words(f.path)

@@ -5,6 +5,7 @@ Ranks, not scores: a cosine and a BM25 score are different units (docs/DESIGN.md
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .branches.base import Hit
@@ -21,8 +22,10 @@ class Fused:
 
 
 def rrf(lists: dict[str, list[Hit]], weights: dict[str, float], kinds: dict[str, str], k: int,
-        prefer: set[str], avoid: set[str], preferred: frozenset[str] = frozenset()) -> list[Fused]:
-    """``preferred``: files that take the asked-for kinds' bonus whatever their kind (a trace's frames' files)."""
+        prefer: set[str], avoid: set[str], preferred: frozenset[str] = frozenset(),
+        demoted: Callable[[str], bool] | None = None) -> list[Fused]:
+    """``preferred``: files that take the asked-for kinds' bonus whatever their kind (a trace's frames' files);
+    ``demoted``: files scored as an avoided kind's whatever their kind (vendored code the question does not name)."""
     out: dict[str, Fused] = {}
     for branch, hits in lists.items():
         w = weights.get(branch, 0.0)
@@ -48,6 +51,8 @@ def rrf(lists: dict[str, list[Hit]], weights: dict[str, float], kinds: dict[str,
             if h.note:
                 f.notes.append((branch, h.note))
     for f in out.values():
-        if avoid and kinds.get(f.path) in avoid and f.path not in preferred:
+        if f.path in preferred:
+            continue
+        if (avoid and kinds.get(f.path) in avoid) or (demoted is not None and demoted(f.path)):
             f.score *= AVOID_FACTOR
     return sorted(out.values(), key=lambda f: (-f.score, f.path))

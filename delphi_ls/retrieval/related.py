@@ -169,6 +169,16 @@ def related_tests(ctx: SearchContext, lexical: LexicalStore, rel: str, symbol: s
               for t in sorted(g.tests_of.get(rel, set()) if g else set()) if t not in seen]
     if symbol and only_a_test(ctx, rel, symbol):
         return []  # an inline `#[test]` function had a lens of "related tests" of its own
+    # A vendored library's tests (a submodule's, a vendored copy's) test that library, not the project's files that
+    # share its names: chi's `mux_test.go` and eight more were related tests of a project's own Go `handler.go`
+    # (a newcomer's monorepo, session 41). The project's own tests of a vendored file stay.
+    vendored = ctx.view.vendored
+    home = vendored.root_of(rel)
+
+    def ours(p: str) -> bool:
+        root = vendored.root_of(p)
+        return root is None or root == home
+
     own = _own_tests(ctx, rel, symbol)
     importers = sorted(p for p in (g.imported_by.get(rel, set()) if g else set()) if ctx.files.get(p) == "test")
     seen = {n.path for n in named}
@@ -185,7 +195,7 @@ def related_tests(ctx: SearchContext, lexical: LexicalStore, rel: str, symbol: s
         # module), so not run for per-symbol requests, which search for the symbol itself below.
         refs = [h for h in AnchorRefsBranch().search(q, ctx) if h.path not in seen]
         file_level = named + imported + mirrored + refs
-        rows = [{"path": h.path, "why": h.note, "score": round(h.score, 4)} for h in file_level]
+        rows = [{"path": h.path, "why": h.note, "score": round(h.score, 4)} for h in file_level if ours(h.path)]
         return (own + [r for r in rows if r["path"] not in {o["path"] for o in own}])[:limit]
     out: dict[str, dict[str, Any]] = {}
     hits = [(cid, p, score) for cid, p, score in
@@ -235,7 +245,8 @@ def related_tests(ctx: SearchContext, lexical: LexicalStore, rel: str, symbol: s
             out[p]["why"] += f"; {note}"
         elif stripped(stem_of(p)) == own_stem:  # exactly its name; `res.*.js` stay per symbol
             out[p] = {"path": p, "why": note, "score": 0.0}
-    ranked = sorted(out.values(), key=lambda r: (r["path"] not in by_name, r["path"] not in mentioning, -r["score"]))
+    ranked = sorted((r for r in out.values() if ours(r["path"])),
+                    key=lambda r: (r["path"] not in by_name, r["path"] not in mentioning, -r["score"]))
     return (own + [r for r in ranked if r["path"] not in {o["path"] for o in own}])[:limit]
 
 

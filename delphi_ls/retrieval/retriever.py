@@ -135,6 +135,7 @@ class Retriever:
         ctx = SearchContext(self.settings, state.meta, state.lexical, state.searcher, state.embedder,
                             state.view, anchors, draft)
         r = Retrieval(q, ctx, weights_for(q, self.settings, [spec for spec, _b in self.branches]), state)
+        ctx.read_question(q.text)
         if not anchors and (named := named_anchor(q, ctx)) is not None:
             anchors = ctx.anchors = [named]
             ctx.named_anchor, r.named_anchor = True, named
@@ -147,14 +148,14 @@ class Retriever:
         stage2 = [(spec, b) for spec, b in self.branches if spec.stage == 2]
         self._run(stage1, r)
         if stage2:
-            first = rrf(r.lists, r.weights, ctx.files, self.settings.rrf_k, q.prefer, q.avoid, framed)
+            first = rrf(r.lists, r.weights, ctx.files, self.settings.rrf_k, q.prefer, q.avoid, framed, ctx.demoted)
             ctx.seeds = {a: SEED_ANCHOR_WEIGHT for a in anchors if a in ctx.files}
             for i, f in enumerate(first[:SEED_TOP]):
                 ctx.seeds.setdefault(f.path, SEED_TOP_WEIGHT / (1 + 0.5 * i))
             self._feedback(r)
             self._run(stage2, r)
         t0 = time.perf_counter()
-        r.fused = rrf(r.lists, r.weights, ctx.files, self.settings.rrf_k, q.prefer, q.avoid, framed)
+        r.fused = rrf(r.lists, r.weights, ctx.files, self.settings.rrf_k, q.prefer, q.avoid, framed, ctx.demoted)
         r.timings["fusion"] = _ms(t0)
         return r
 
@@ -298,7 +299,9 @@ class Retriever:
             listed = [spans_mod.listed_spans(scored[f.path], asked) for f in head]
             listed += spans_mod.evidence_spans(meta, [(f.path, f.evidence) for f in top[len(head):]], asked)
         rows = []
+        vendored = ctx.view.vendored
         for rank, (f, spans) in enumerate(zip(top, listed, strict=True), start=1):
+            other = vendored.root_of(f.path)
             rows.append({
                 "path": f.path,
                 "uri": (root / f.path).as_uri(),
@@ -307,7 +310,7 @@ class Retriever:
                 "kind": ctx.files.get(f.path, file_kind(f.path)),
                 "branches": dict(sorted(f.branches.items(), key=lambda kv: kv[1])),
                 "spans": spans,
-                "why": why(f),
+                "why": why(f) if other is None else f"{why(f)}; {vendored_note(other, ctx.demoted(f.path))}",
             })
         r.timings["spans"] = _ms(t0)
         return Answered(rows, sq, scored)
@@ -360,6 +363,12 @@ def passage(meta: MetaStore, f: Fused) -> str:
     rows = meta.chunks_by_ids(f.evidence[:2]) if f.evidence else {}
     body = "\n".join(r.text for r in rows.values()) or "\n".join(r.text for r in meta.chunks_of(f.path)[:1])
     return f"{f.path}\n{body}"[:2000]
+
+
+def vendored_note(root: str, demoted: bool) -> str:
+    """What a result's why-line says of a vendored file (workspace/vendored.py)."""
+    where = f"under {root}/" if root else "by .gitattributes"
+    return f"vendored ({where}): " + ("ranked below the project's own files" if demoted else "the question names it")
 
 
 def why(f: Fused) -> str:

@@ -640,6 +640,18 @@ class MetaStore:
         return (json.loads(rows["manifest_id"]) if "manifest_id" in rows else None,
                 json.loads(rows["content_version"]) if "content_version" in rows else None)
 
+    def set_vendored(self, state: dict[str, Any]) -> bool:
+        """Which files are other projects' code (workspace/vendored.py), as a full scan found it; a change moves the
+        content version too (the saved views and answers made from the old rules are stale). True when it changed."""
+        if self.get_state("vendored") == state:
+            return False
+        with self._lock:
+            with transaction(self.db):
+                self.db.execute("INSERT OR REPLACE INTO state VALUES ('vendored', ?)", (json.dumps(state),))
+                self.db.execute("INSERT OR REPLACE INTO state VALUES ('content_version', ?)",
+                                (json.dumps(uuid.uuid4().hex),))
+        return True
+
     def ensure_identity(self) -> None:
         with self._lock:
             self.db.execute("INSERT OR IGNORE INTO state VALUES ('manifest_id', ?)", (json.dumps(uuid.uuid4().hex),))

@@ -14,6 +14,28 @@ from pathlib import Path
 from ..core.git import ask_git
 
 
+def _paths(out: bytes) -> list[str]:
+    got = []
+    for raw in out.split(b"\0"):
+        if raw:
+            try:
+                got.append(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                continue  # a name that is not UTF-8 is never indexed; the walk lists it
+    return got
+
+
+def untracked(root: Path) -> list[str] | None:
+    """Workspace-relative paths of the files git does not track and its rules do not ignore (a scratch file, a new
+    module not added yet), sorted; None outside a git work tree, or when git is unavailable or slow."""
+    if not (root / ".git").exists():
+        return None
+    res = ask_git(root, "ls-files", "-z", "--others", "--exclude-standard", mark_slow=False)
+    if res is None or res.returncode != 0:
+        return None
+    return sorted(_paths(res.stdout))
+
+
 def tracked_but_ignored(root: Path) -> list[str] | None:
     """Workspace-relative paths that git tracks and its ignore rules match, sorted; None when the
     folder is not in a git work tree or git is unavailable or slow."""
@@ -22,12 +44,4 @@ def tracked_but_ignored(root: Path) -> list[str] | None:
     res = ask_git(root, "ls-files", "-z", "--cached", "--ignored", "--exclude-standard", mark_slow=False)
     if res is None or res.returncode != 0:
         return None
-    out = []
-    for raw in res.stdout.split(b"\0"):
-        if not raw:
-            continue
-        try:
-            out.append(raw.decode("utf-8"))
-        except UnicodeDecodeError:
-            continue  # a name that is not UTF-8 is never indexed; the walk lists it
-    return sorted(out)
+    return sorted(_paths(res.stdout))
