@@ -91,3 +91,27 @@ def test_eval_prints_no_interval_for_a_handful_of_questions_and_says_history_is_
     assert "[+1.000, +1.000]" not in few and "[too few questions]" in few
     assert "[+1.000, +1.000]" in render(_result(30))
     assert "without the history branches (commits, cochange)" in few
+
+
+def test_a_manifest_cut_by_another_chunker_is_refused_whatever_its_header_says(tmp_path: Path) -> None:
+    import sqlite3
+    import tarfile
+
+    from delphi_ls.indexing.pipeline import PARSER_VERSION
+    from tests.test_snapshot import rewrite
+
+    a = _repo(tmp_path / "alice")
+    snap = tmp_path / "a.delphi-snapshot"
+    with Engine(a, index_dir=str(tmp_path / "idx_a")) as e:
+        e.snapshot(snap)
+    with tarfile.open(snap, "r:gz") as tar:
+        manifest = tar.extractfile("index/meta.sqlite").read()
+    db_path = tmp_path / "m.sqlite"
+    db_path.write_bytes(manifest)
+    db = sqlite3.connect(db_path)
+    db.execute("UPDATE state SET value=? WHERE key='parser_version'", (str(PARSER_VERSION - 1),))
+    db.commit()
+    db.close()
+    forged = rewrite(snap, tmp_path / "forged.delphi-snapshot", replace={"index/meta.sqlite": db_path.read_bytes()})
+    with pytest.raises(SnapshotError, match="cut by chunker version"):
+        Engine.load_snapshot(forged, a, index_dir=str(tmp_path / "idx_b"))

@@ -594,6 +594,12 @@ def _check_content(db: sqlite3.Connection) -> None:
     bad = unreadable_state(db)
     if bad is not None:
         raise SnapshotError(f"the snapshot's manifest state {bad[:40]!r} is not readable; refused")
+    # The manifest's own word over the header's: a header saying this Delphi's chunker over a manifest another one
+    # cut was loaded, and the next run called the index a newer Delphi's (a team newcomer, session 42).
+    row = db.execute("SELECT value FROM state WHERE key='parser_version'").fetchone()
+    if row is not None and json.loads(row[0]) != PARSER_VERSION:
+        raise SnapshotError(f"the snapshot's manifest was cut by chunker version {json.loads(row[0])!r}, this Delphi's "
+                            f"is {PARSER_VERSION} (its header says otherwise); refused")
 
 
 def _rebuild_lexical(stage: Path, root: Path, settings: Settings) -> None:
