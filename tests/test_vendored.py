@@ -95,6 +95,10 @@ src/api/*.ts linguist-generated=false
     assert v.root_of("third_party/x.c") == "third_party"
     assert v.root_of("third_party/lib/x.c") == "third_party"  # not by the pattern (`*` stops at `/`): by its name
     assert v.root_of("docs/vendored.js") == "docs"
+    # A project's own tests and docs marked to fix GitHub's language bar (truffleruby's `/spec/*`, `/test/*`) stay its own.
+    spec = Vendored(parse_attributes("/spec/** linguist-vendored\n/test/* linguist-vendored\n/tool/* linguist-vendored\n"))
+    assert spec.root_of("spec/ruby/core/array_spec.rb") is None and spec.root_of("test/test_x.rb") is None
+    assert spec.root_of("tool/jt.rb") == "tool"
     assert v.root_of("legacy/a.py") is None  # `!attr`: unspecified again, and `legacy/` is no vendor folder
     assert v.root_of("services/gateway/chi/middleware/logger.go") == "services/gateway/chi"
     assert v.root_of("deps/lua/src/lgc.c") == "deps" and v.root_of("src/deps/resolve.py") is None

@@ -8,10 +8,11 @@ library, must still find them), but they rank below the project's own files unle
 retriever's demotion), and their tests are not the project's files' tests (retrieval/related.py).
 
 A file is vendored, in this order:
-1. by the top-level `.gitattributes`: `linguist-vendored` (or `=true`) makes it vendored, `-linguist-vendored` (or
-   `=false`) makes it the project's own whatever its folder is named (GitHub's rules, which its search and language
-   statistics follow; git's pattern rules: `vendor/**` matches below `vendor/`, `vendor` alone only a file of that
-   name);
+1. by the top-level `.gitattributes`: `linguist-vendored` (or `=true`) makes it vendored, except a test or a
+   document (projects mark their own tests and docs so, to keep them out of GitHub's language bar), and
+   `-linguist-vendored` (or `=false`) makes it the project's own whatever its folder is named (GitHub's rules, which
+   its search and language statistics follow; git's pattern rules: `vendor/**` matches below `vendor/`, `vendor`
+   alone only a file of that name);
 2. inside another repository: a folder holding a `.git` of its own (an initialized submodule, a nested clone);
 3. under a folder named as dependency folders are (``vendor/``, ``third_party/``, ``node_modules/``...), or a
    top-level ``deps/`` (redis's and node's C dependencies; a ``deps/`` deeper down is too often a project's own
@@ -25,6 +26,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from typing import Any
+
+from .kinds import file_kind
 
 # Folder names that hold dependencies' code (GitHub linguist's vendor list, the parts that name folders of code).
 VENDOR_FOLDERS = frozenset({"vendor", "vendors", "vendored", "_vendor", "third_party", "third-party", "thirdparty",
@@ -182,8 +185,13 @@ class Vendored:
     def _root_of(self, path: str) -> str | None:
         if self.attributes:
             value, prefix = self.attribute(path, "linguist-vendored")
-            if value is not None:
-                return prefix if value else None
+            if value is False:
+                return None
+            # Not for a test or a document: projects mark their own tests and docs `linguist-vendored` to keep them
+            # out of GitHub's language bar (truffleruby's `/spec/*`, `/test/*`); such a file is vendored only by the
+            # rules below (a vendored copy's `vendor/ky/test/` still is, by its folder's name).
+            if value and file_kind(path) not in ("test", "doc"):
+                return prefix
         if self.repos:
             d = path
             while "/" in d:
