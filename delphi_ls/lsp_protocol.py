@@ -439,6 +439,13 @@ class DelphiProtocol(LanguageServerProtocol):
         """The client's mistakes (InvalidParams and friends, a request before `initialized`) are answered and
         logged in one line."""
         exc = None if future.cancelled() else future.exception()
+        if isinstance(exc, JsonRpcRequestCancelled):
+            # The editor dropped it (VS Code cancels at every keystroke): an ERROR and a 15-line traceback each went
+            # to the editor's output panel (a newcomer typing in a large file, session 42). Answered, logged quietly.
+            self._request_futures.pop(msg_id, None)
+            log.debug("request %r cancelled", msg_id)
+            self._send_response(msg_id, error=exc.to_response_error())
+            return
         if isinstance(exc, JsonRpcException) and exc.code in (JsonRpcInvalidParams.CODE, JsonRpcInvalidRequest.CODE,
                                                                JsonRpcMethodNotFound.CODE,
                                                                JsonRpcServerNotInitialized.CODE):

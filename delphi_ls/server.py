@@ -6,9 +6,12 @@ the transport-free :class:`delphi_ls.session.Session`, shared with the MCP front
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
 import sys
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -173,6 +176,37 @@ def initialize(ls: DelphiServer, params: lsp.InitializeParams) -> None:
     elif not folders and params.root_path:
         folders = [Path(params.root_path)]
     ls.folders = folders
+    if isinstance(params.process_id, int) and params.process_id > 0 and params.process_id != os.getpid():
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # called outside serve_stdio's loop (no exit to make)
+            return
+        _watch_client(ls, params.process_id, loop)
+
+
+# How often the editor's process is looked for (LSP: a server exits when the `processId` it was given is gone).
+CLIENT_POLL_S = 2.0
+
+
+def _watch_client(ls: DelphiServer, pid: int, loop: asyncio.AbstractEventLoop) -> None:
+    """Leave (status 1, as `exit` without `shutdown`) once the editor's process is gone, pipes open or not: a server
+    whose editor was killed kept running (a newcomer, session 42)."""
+
+    def watch() -> None:
+        while True:
+            time.sleep(CLIENT_POLL_S)
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            except OSError:  # another user's process (EPERM): it exists
+                continue
+        log.warning("the editor's process %d is gone: leaving", pid)
+        on_exit = getattr(ls.protocol, "on_exit", None)
+        if on_exit is not None:
+            loop.call_soon_threadsafe(on_exit, 1)
+
+    threading.Thread(target=watch, name="delphi-client-watch", daemon=True).start()
 
 
 @server.feature(lsp.INITIALIZED)
@@ -242,6 +276,7 @@ def workspace_symbol(ls: DelphiServer, params: lsp.WorkspaceSymbolParams) -> lis
 
 
 @server.feature(lsp.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
+@server.thread()
 def document_symbol(ls: DelphiServer, params: lsp.DocumentSymbolParams) -> list[lsp.SymbolInformation]:
     return [_symbol_information(s) for s in ls.session.document_symbols(params.text_document.uri)]
 

@@ -1169,7 +1169,9 @@ class Session:
 
     # ------------------------------------------------------------------ editor views of one file
     def document_symbols(self, path_or_uri: str) -> list[dict[str, Any]]:
-        found = self.locate(path_or_uri)
+        # On the buffer's lines as shown, as lenses and hover: an outline asked right after an edit was one edit
+        # behind, every line off by the edit's shift (a newcomer typing in a large file, session 42).
+        found = self._editor_file(path_or_uri)
         if found is None:
             return []
         eng, rel = found
