@@ -166,6 +166,7 @@ class Session:
         # (root, file) -> (the manifest's content version, the view they were made from, its definitions' lenses)
         self._lens_cache: OrderedDict[tuple[Path, str], tuple[Any, Any, list[Any]]] = OrderedDict()
         self._lens_lock = threading.Lock()
+        self._lens_building: dict[tuple[Path, str], threading.Lock] = {}  # one maker per file's lenses at a time
         self._staleness: dict[Path, tuple[float, Any]] = {}  # root -> (when scanned, what it found)
         self._worker: threading.Thread | None = None
         self._watchers: dict[Path, Watcher] = {}  # root -> its file events (delphi serve / mcp only)
@@ -1200,7 +1201,21 @@ class Session:
         # leaving insert mode, and ripgrep's 8,161-line defs.rs took 1.3-1.5 s each time (session 38).
         # Keyed by the in-memory view too: lenses are made from it, and it can lag the manifest (briefly after a write,
         # or while another process writes), so a version alone kept lenses made from an older view (review).
-        key, version, view = (eng.root, rel), eng.content_version(), eng.view()
+        key = (eng.root, rel)
+        with self._lens_lock:
+            building = self._lens_building.setdefault(key, threading.Lock())
+        # One request of a file's lenses makes them at a time; the others wait and take them: an editor sends several
+        # while the user types, and each made all of them alone (4,000 definitions: 2.7 s each, six at once filled
+        # the server's threads and hover and questions queued behind; a newcomer typing in a large file, session 42).
+        while not building.acquire(timeout=0.1):
+            cancel.check()
+        try:
+            return self._lenses_made(eng, rel, key)
+        finally:
+            building.release()
+
+    def _lenses_made(self, eng: Engine, rel: str, key: tuple[Path, str]) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
+        version, view = eng.content_version(), eng.view()
         with self._lens_lock:
             kept = self._lens_cache.get(key)
             if kept is not None and kept[0] == version and kept[1]() is view:
@@ -1211,6 +1226,7 @@ class Session:
         functions = [(s.line, s.end_line) for s in defs if s.kind in ("function", "method")]
         prev: tuple[str, str] | None = None
         for s in defs:
+            cancel.check()  # a dropped request stops here, not after thousands of definitions (and so does shutdown)
             # One lens for a run of definitions of one name in one container: `@overload` stubs and their
             # implementation had three identical lenses; none on a closure inside a function (flask's `wrapper`
             # twice in app.py; session 38). Apart, two of a name keep theirs (Go's `A.String` and `B.String`).
