@@ -111,7 +111,7 @@ def probe(meta: MetaStore, vectors: VectorStore | None, embedder: Embedder | Non
     return worst  # type: ignore[return-value]
 
 
-def staleness(engine: EngineState, buffered: Collection[str] = ()) -> dict[str, Any]:
+def staleness(engine: EngineState, buffered: Collection[str] = (), loaded: bool = False) -> dict[str, Any]:
     """What changed on disk since the index was written. ``buffered``: files an editor has open, whose index
     holds the buffer's text: not stale whatever the disk says (a file opened unchanged showed the whole
     workspace as stale until it was closed; an editor newcomer, session 25)."""
@@ -122,9 +122,11 @@ def staleness(engine: EngineState, buffered: Collection[str] = ()) -> dict[str, 
     buffered = set(buffered)
     # A file loaded from a snapshot has no mtime here (-1): not known to differ until the next run hashes it. Counted
     # as changed, every file of a snapshot loaded a moment ago was "stale" (a team newcomer, session 42).
-    unchecked = [p for p, f in current.items() if p in stored and stored[p][2] == -1 and p not in buffered]
+    # (``loaded``: only then; a file indexed from an editor's buffer is stored with -1 too, and is stale once the
+    # buffer is closed unsaved: a review, session 42.)
+    unchecked = [p for p, f in current.items() if loaded and p in stored and stored[p][2] == -1 and p not in buffered]
     changed = [p for p, f in current.items() if p in stored and (stored[p][1], stored[p][2]) != (f.size, f.mtime_ns)
-               and stored[p][2] != -1 and p not in buffered]
+               and not (loaded and stored[p][2] == -1) and p not in buffered]
     new = [p for p in current if p not in stored and p not in skipped and p not in buffered]
     deleted = [p for p in stored if p not in current and p not in buffered]
     return {"changed": len(changed), "new": len(new), "deleted": len(deleted), "unchecked": len(unchecked),
@@ -269,7 +271,8 @@ def report(engine: EngineState, check_staleness: bool = True, buffered: Collecti
         if st != "ok":
             problems.append({"severity": "error", "code": "grammar", "message": f"tree-sitter grammar {lang}: {st}"})
     # A folder that is gone is not "stale" with every file deleted: workspace_gone says what it is.
-    stale = staleness(engine, buffered) if check_staleness and lexical_ready and not gone else None
+    stale = (staleness(engine, buffered, bool(engine.meta.get_state("snapshot_unchecked")))
+             if check_staleness and lexical_ready and not gone else None)
     if lexical_ready and engine.meta.get_state("snapshot_unchecked"):
         loaded = engine.meta.get_state("snapshot") or {}
         problems.append({"severity": "warning", "code": "snapshot_unchecked", "message": (

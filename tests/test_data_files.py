@@ -26,6 +26,7 @@ def test_a_large_csv_is_indexed_as_its_header_and_first_rows_and_a_small_one_who
         assert ans["results"][0]["path"] == "data/customers.csv", [r["path"] for r in ans["results"]]
         packed = [p for p in ans["packed"] if p["path"] == "data/customers.csv"]
         assert packed and all(p["endLine"] <= DATA_HEAD_LINES for p in packed)
+        assert not any(p["whole"] for p in packed)  # its head is not the whole file (a review, session 42)
 
 
 def test_a_jsonl_log_and_its_prefix_read_alike() -> None:

@@ -45,7 +45,16 @@ def test_the_projects_own_file_comes_before_a_vendored_library_that_speaks_of_th
 def test_a_question_that_names_the_library_gets_the_library(eng: Engine) -> None:
     ans = eng.context("how does requestslib compute the backoff between retries", limit=5)
     assert _paths(ans)[0] == "vendor/requestslib/retry.py", _paths(ans)
-    assert "the question names it" in ans["results"][0]["why"]
+    assert "reached by the question" in ans["results"][0]["why"]
+
+
+def test_a_trace_through_the_library_reaches_it(eng: Engine) -> None:
+    trace = ('Traceback (most recent call last):\n  File "/srv/shop/vendor/requestslib/adapters.py", line 16, in send\n'
+             '    retry.sleep()\n  File "/srv/shop/vendor/requestslib/retry.py", line 33, in sleep\n'
+             '    time.sleep(self.backoff())\nKeyboardInterrupt\n')
+    rows = eng.context(trace, limit=5)["results"]
+    assert rows[0]["path"] == "vendor/requestslib/retry.py", [r["path"] for r in rows]
+    assert "ranked below" not in rows[0]["why"], rows[0]["why"]
 
 
 def test_an_anchor_inside_the_library_reaches_it(eng: Engine) -> None:
@@ -106,8 +115,15 @@ src/api/*.ts linguist-generated=false
     assert v.generated("src/api/client.ts") is False and v.generated("src/api/x/client.ts") is None
     # The words a question names a library by: its own name, not its internals or its host.
     assert v.names("services/gateway/chi/middleware/logger.go") == {"chi"}
-    assert v.names("vendor/github.com/gdamore/tcell/v3/mouse.go") == {"vendor", "gdamore", "tcell"}
-    assert v.names("vendor/gopkg.in/yaml.v3/decode.go") == {"vendor", "yaml"}
+    assert v.names("vendor/github.com/gdamore/tcell/v3/mouse.go") == {"gdamore", "tcell"}
+    assert v.names("vendor/gopkg.in/yaml.v3/decode.go") == {"yaml"}
+    assert v.names("vendor/k8s.io/client-go/rest/request.go") == {"client-go"}  # not "client" (a review, session 42)
+    # A folder named `vendor` inside a source tree is the project's own package; the unmistakable names are not.
+    assert v.root_of("src/main/java/com/shop/vendor/PayoutService.java") is None
+    assert v.root_of("app/models/vendor/payout.rb") is None
+    assert v.root_of("src/third_party/zlib/inflate.c") == "src/third_party"
+    # A pattern git takes and Python's regular expressions do not is left out, never a failed run.
+    assert Vendored(parse_attributes("static/[z-a]*.js linguist-vendored\n")).root_of("static/x.js") is None
     assert "chi" in question_words("how does go-chi's tree.go match routes?")
 
 

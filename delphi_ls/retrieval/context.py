@@ -284,6 +284,7 @@ class SearchContext:
     named_anchor: bool = False  # the anchor is the file a test question names (retriever.named_anchor), not the caller's
     # The question's words, when it was read (retriever): what names a vendored library (:meth:`demoted`).
     question_words: frozenset[str] | None = None
+    framed: frozenset[str] = frozenset()  # a pasted trace's frames' files: what ran, vendored or not
 
     @property
     def files(self) -> dict[str, str]:
@@ -294,7 +295,7 @@ class SearchContext:
         names none of the library's folders, and no anchor lies in the same vendored folder."""
         v = self.view.vendored
         root = v.root_of(path)
-        if root is None:
+        if root is None or path in self.framed:
             return False
         if any(v.root_of(a) == root for a in self.anchors):
             return False

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..core.text import lines_of
 from ..stores.meta import ChunkRow, MetaStore
-from ..workspace.indexed_text import indexed_text
+from ..workspace.indexed_text import head_indexed, indexed_text
 from ..workspace.scan import SkipFile, read_no_follow
 from .spans import ScoredChunk, SpanQuery, frames_first, score_chunks, why_of
 
@@ -156,7 +156,8 @@ def pack(results: list[dict[str, Any]], meta: MetaStore, budget: int, root: Path
         # rest weighed against the best of the others packed all of src/hash.c before kv.c's frame chunk, C golden).
         best = order[0].value if order and order[0].value > 0 else 1.0
         size = sum(len(c.text) + 1 for c in chunks)
-        if (size + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN <= max(budget // WHOLE_SHARE, 1):
+        if (size + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN <= max(budget // WHOLE_SHARE, 1) \
+                and not head_indexed(root, path):  # a large data file's head is not the whole file (review, s42)
             # A small file is read whole: worth as much as its best chunk, and a little more.
             items.append((fw * 1.05 + BREADTH_BONUS, -rank, 0, "whole", path, None))
             continue

@@ -143,7 +143,7 @@ class Retriever:
         # panicked, `tests/regression.rs:886`, came 35th; a pytest run's test file 10th; a newcomer, session 39).
         if q.shape == Shape.TRACE and Kind.CODE in q.prefer:
             r.frame_files = ctx.frame_files(q)
-        framed = frozenset(r.frame_files)
+        framed = ctx.framed = frozenset(r.frame_files)
         stage1 = [(spec, b) for spec, b in self.branches if spec.stage == 1]
         stage2 = [(spec, b) for spec, b in self.branches if spec.stage == 2]
         self._run(stage1, r)
@@ -368,7 +368,8 @@ def passage(meta: MetaStore, f: Fused) -> str:
 def vendored_note(root: str, demoted: bool) -> str:
     """What a result's why-line says of a vendored file (workspace/vendored.py)."""
     where = f"under {root}/" if root else "by .gitattributes"
-    return f"vendored ({where}): " + ("ranked below the project's own files" if demoted else "the question names it")
+    return f"vendored ({where}): " + ("ranked below the project's own files" if demoted else
+                                      "reached by the question, an anchor or a trace")
 
 
 def why(f: Fused) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..core.notebooks import is_notebook, notebook_view
 from ..core.text import decode
@@ -25,6 +26,16 @@ DATA_HEAD_CHARS = 16_000
 
 def is_data(path: str) -> bool:
     return os.path.splitext(path)[1].lower() in DATA_EXTENSIONS
+
+
+def head_indexed(root: Path | None, path: str) -> bool:
+    """Whether ``path`` is a data file indexed as its head (its size on disk decides; False when it cannot be read)."""
+    if root is None or not is_data(path):
+        return False
+    try:
+        return os.lstat(root / path).st_size > DATA_FULL_BYTES
+    except OSError:
+        return False
 
 
 @dataclass(frozen=True)

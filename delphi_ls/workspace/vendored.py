@@ -33,6 +33,11 @@ from .kinds import file_kind
 VENDOR_FOLDERS = frozenset({"vendor", "vendors", "vendored", "_vendor", "third_party", "third-party", "thirdparty",
                             "3rdparty", "3rd_party", "3rd-party", "bower_components", "node_modules"})
 TOP_VENDOR_FOLDERS = frozenset({"deps"})
+# The names no project gives its own code's folders, whatever lies above them.
+UNMISTAKABLE = VENDOR_FOLDERS - {"vendor", "vendors", "vendored"}
+# Folders that begin a project's source tree: below them `vendor/` may be a package of its own.
+_SOURCE_TREES = frozenset({"src", "app", "lib", "pkg", "internal", "java", "kotlin", "scala", "com", "org", "net",
+                           "main", "source", "sources"})
 
 # Folder names that say nothing of which library a vendored file belongs to (for the words a question names it by).
 _GENERIC = frozenset({"src", "source", "sources", "lib", "libs", "include", "includes", "internal", "pkg", "core",
@@ -41,6 +46,7 @@ _GENERIC = frozenset({"src", "source", "sources", "lib", "libs", "include", "inc
 # The last part of a host's name in a module path (`github.com`, `golang.org`, `gopkg.in`, `dario.cat`, `mvdan.cc`).
 _HOSTS = frozenset({"com", "org", "net", "io", "in", "cc", "cat", "dev", "co", "uk", "de", "fr", "me", "sh", "xyz",
                     "app", "page", "site", "tech", "info", "eu", "us", "ca", "jp", "cn", "ru", "ch", "nl", "se"})
+_FORGES = frozenset({"github.com", "gitlab.com", "bitbucket.org", "codeberg.org", "gitee.com", "sr.ht"})
 _VERSION = re.compile(r"^v?\d+(?:[._]\d+)*$")
 _WORD = re.compile(r"[a-z0-9][a-z0-9_.+-]*")
 
@@ -84,7 +90,10 @@ def _glob_regex(pattern: str) -> re.Pattern[str] | None:
             out.append(re.escape(body[i]))
             i += 1
     rx = "".join(out)
-    return re.compile(rf"^{rx}$" if anchored else rf"^(?:.*/)?{rx}$")
+    try:
+        return re.compile(rf"^{rx}$" if anchored else rf"^(?:.*/)?{rx}$")
+    except re.error:  # a pattern git takes and Python does not (`[z-a]`): that line is left out, never a failed run
+        return None
 
 
 def _literal_prefix(pattern: str) -> str:
@@ -200,7 +209,12 @@ class Vendored:
                     return d
         parts = path.split("/")[:-1]
         for i, part in enumerate(parts):
-            if part.lower() in VENDOR_FOLDERS or (i == 0 and part.lower() in TOP_VENDOR_FOLDERS):
+            if part in _SOURCE_TREES and part not in VENDOR_FOLDERS:
+                # Inside a source tree a folder named `vendor` is the project's own (a Java package `com/shop/vendor/`,
+                # Rails' `app/models/vendor/`; a review, session 42): only the unmistakable names count below it.
+                return next(("/".join(parts[: j + 1]) for j in range(i + 1, len(parts))
+                             if parts[j] in UNMISTAKABLE), None)
+            if part in VENDOR_FOLDERS or (i == 0 and part in TOP_VENDOR_FOLDERS):
                 return "/".join(parts[: i + 1])
         return None
 
@@ -224,20 +238,21 @@ class Vendored:
             parts, most = [base], 1
         else:
             # A folder of libraries (`vendor/`, `deps/`, a `.gitattributes` pattern's folder): the library is
-            # named below it, as an owner and a name at most (`vendor/github.com/gdamore/tcell/v3`).
-            words.add(base)
+            # named below it, as an owner and a name at most (`vendor/github.com/gdamore/tcell/v3`). Not by the
+            # folder's own name: "vendor" in a question took every library of every `vendor/` (a review, session 42).
             parts, most = below, 2
         named = 0
         for part in parts:
             low = part.lower().lstrip("@")
             if "." in low:  # a host (`github.com`, `gopkg.in`), else a name with its version (`yaml.v3`)
                 if low.rpartition(".")[2] in _HOSTS:
+                    if not named:  # a module path: owner and name on a forge, the name alone elsewhere (`k8s.io`)
+                        most = 2 if low in _FORGES else 1
                     continue
                 low = low.split(".")[0]
-            if not low or low in _GENERIC or _VERSION.match(low):
+            if len(low) < 2 or low in _GENERIC or _VERSION.match(low):  # (`golang.org/x/net`'s `x`)
                 continue
-            words.add(low)
-            words.update(w for w in re.split(r"[-_+]", low) if len(w) >= 3 and w not in _GENERIC)
+            words.add(low)  # whole: `client-go` is not named by "client" (a review, session 42)
             named += 1
             if named == most:
                 break
