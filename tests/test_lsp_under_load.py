@@ -11,13 +11,17 @@ from tests.lsp_wire import Wire
 from tests.test_lsp_editing import RETRY, _start
 
 
+def _open(w: Wire, ws: Path) -> tuple[str, str]:
+    """retry.py opened in the editor: its URI and text."""
+    uri, text = (ws / RETRY).as_uri(), (ws / RETRY).read_text()
+    w.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}})
+    return uri, text
+
+
 def test_the_outline_right_after_an_edit_is_on_the_buffers_lines(tmp_path: Path) -> None:
     w, ws = _start(tmp_path)
     try:
-        uri = (ws / RETRY).as_uri()
-        text = (ws / RETRY).read_text()
-        w.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
-                                                           "text": text}})
+        uri, text = _open(w, ws)
 
         def outline() -> dict[str, int]:
             got = w.call("textDocument/documentSymbol", {"textDocument": {"uri": uri}}, timeout=30)["result"]
@@ -35,10 +39,7 @@ def test_the_outline_right_after_an_edit_is_on_the_buffers_lines(tmp_path: Path)
 def test_a_cancelled_request_is_answered_without_a_traceback(tmp_path: Path) -> None:
     w, ws = _start(tmp_path)
     try:
-        uri = (ws / RETRY).as_uri()
-        text = (ws / RETRY).read_text()
-        w.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
-                                                           "text": text}})
+        uri, text = _open(w, ws)
         cancelled = 0
         for version in range(2, 7):  # each lens request waits for the edit just sent: cancelled while it waits
             w.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": version},
