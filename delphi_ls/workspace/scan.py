@@ -344,9 +344,22 @@ def _top_ignores(root: Path, extra_ignores: list[str] | None, fresh: bool = Fals
     return ign.child("", _read_lines(root / ".delphiignore") + list(extra_ignores or []))
 
 
+_ATTRIBUTES: dict[str, tuple[tuple[int, int, int], list[tuple[str, str, bool | None]]]] = {}
+
+
 def attributes_of(root: Path) -> Vendored:
-    """The workspace's top `.gitattributes`, as far as Delphi reads it (its linguist lines)."""
-    return Vendored(parse_attributes("\n".join(_read_lines(Path(root) / ".gitattributes"))))
+    """The workspace's top `.gitattributes`, as far as Delphi reads it (its linguist lines). Parsed once per
+    version of the file: :func:`skip_reason` asks for each buffer and each path an editor's save names."""
+    path = os.path.join(root, ".gitattributes")
+    try:
+        st = os.lstat(path)
+        key = (st.st_mtime_ns, st.st_size, st.st_ino)
+    except OSError:
+        return Vendored()
+    kept = _ATTRIBUTES.get(path)
+    if kept is None or kept[0] != key:
+        kept = _ATTRIBUTES[path] = (key, parse_attributes("\n".join(_read_lines(path))))
+    return Vendored(list(kept[1]))
 
 
 def scan(root: Path, max_file_bytes: int, extra_ignores: list[str] | None = None) -> ScanResult:
