@@ -153,3 +153,14 @@ def test_a_change_to_gitattributes_reaches_the_answers(tmp_path: Path) -> None:
         rows = e.context(q, limit=10)["results"]
         assert all("vendored" not in r["why"] for r in rows), [r["why"] for r in rows]
         assert "app/generated/schema.py" in e.meta.file_hashes()
+
+
+def test_a_hostile_pattern_costs_no_walk_its_time() -> None:
+    """`*a*a*a…b` backtracks for seconds per path (in git too); a cloned repository's `.gitattributes` is read on every
+    walk, so such a pattern is left out (a review, session 42)."""
+    import time
+
+    v = Vendored(parse_attributes("*a" * 14 + "*b linguist-vendored\nvendor/** linguist-vendored\n"))
+    t0 = time.perf_counter()
+    assert v.root_of("x/" + "a" * 60 + ".go") is None and v.root_of("vendor/x.go") == "vendor"
+    assert time.perf_counter() - t0 < 0.5

@@ -53,10 +53,18 @@ _WORD = re.compile(r"[a-z0-9][a-z0-9_.+-]*")
 _ATTRS = ("linguist-vendored", "linguist-generated")
 
 
+# A cloned repository's `.gitattributes` is read on every walk: a pattern of many wildcards (`*a*a*a*a…`) backtracks
+# for seconds per path (as in git; a review, session 42), so such a pattern, and lines past the first MAX_LINES, are
+# left out. Real patterns have a few.
+MAX_WILDCARDS = 8
+MAX_LINES = 2_000
+
+
 def _glob_regex(pattern: str) -> re.Pattern[str] | None:
     """git's wildmatch of one `.gitattributes` pattern against a workspace-relative file path, or None for a
-    pattern that can match no file (a folder pattern: `dir/` does not apply to the files inside)."""
-    if not pattern or pattern.endswith("/"):
+    pattern that can match no file (a folder pattern: `dir/` does not apply to the files inside) or has more than
+    MAX_WILDCARDS wildcards."""
+    if not pattern or pattern.endswith("/") or pattern.count("*") + pattern.count("?") > MAX_WILDCARDS:
         return None
     anchored = "/" in pattern
     body = pattern.lstrip("/")
@@ -133,6 +141,8 @@ def parse_attributes(text: str) -> list[tuple[str, str, bool | None]]:
                 value = raw.lower() not in ("false", "0", "no", "off")
             if name in _ATTRS:
                 out.append((pattern, name, value))
+        if len(out) >= MAX_LINES:
+            break
     return out
 
 
