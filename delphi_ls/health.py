@@ -271,9 +271,9 @@ def report(engine: EngineState, check_staleness: bool = True, buffered: Collecti
         if st != "ok":
             problems.append({"severity": "error", "code": "grammar", "message": f"tree-sitter grammar {lang}: {st}"})
     # A folder that is gone is not "stale" with every file deleted: workspace_gone says what it is.
-    stale = (staleness(engine, buffered, bool(engine.meta.get_state("snapshot_unchecked")))
-             if check_staleness and lexical_ready and not gone else None)
-    if lexical_ready and engine.meta.get_state("snapshot_unchecked"):
+    unchecked = bool(engine.meta.get_state("snapshot_unchecked"))
+    stale = staleness(engine, buffered, unchecked) if check_staleness and lexical_ready and not gone else None
+    if lexical_ready and unchecked:
         loaded = engine.meta.get_state("snapshot") or {}
         problems.append({"severity": "warning", "code": "snapshot_unchecked", "message": (
             f"the index was loaded from the snapshot {loaded.get('file') or ''} and is not yet compared with this "
