@@ -190,7 +190,16 @@ CLIENT_POLL_S = 2.0
 
 def _watch_client(ls: DelphiServer, pid: int, loop: asyncio.AbstractEventLoop) -> None:
     """Leave (status 1, as `exit` without `shutdown`) once the editor's process is gone, pipes open or not: a server
-    whose editor was killed kept running (a newcomer, session 42)."""
+    whose editor was killed kept running (a newcomer, session 42). Not watched when no such process is here at
+    the start: an editor in another process namespace (a container, a remote host through `docker exec` or `ssh`)
+    names its own pid, and the server would leave at once."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        log.info("the editor's process %d is not visible from here: not watched", pid)
+        return
+    except OSError:
+        pass
 
     def watch() -> None:
         while True:

@@ -56,6 +56,24 @@ def test_a_cancelled_request_is_answered_without_a_traceback(tmp_path: Path) -> 
         w.close()
 
 
+def test_an_editor_pid_not_visible_here_is_not_watched(tmp_path: Path) -> None:
+    """An editor in a container or on another host names a pid of its own namespace: the server stays."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a pid no process has now
+    w = Wire()
+    try:
+        ws = tmp_path / "ws"
+        ws.mkdir()
+        w.call("initialize", {"processId": gone.pid, "rootUri": ws.as_uri(), "capabilities": {},
+                              "initializationOptions": {"indexDir": str(tmp_path / "idx"), "vectors": False}},
+               timeout=60)
+        w.notify("initialized", {})
+        time.sleep(5)
+        assert w.proc.poll() is None
+    finally:
+        w.close()
+
+
 def test_the_server_leaves_when_the_editors_process_is_gone(tmp_path: Path) -> None:
     editor = subprocess.Popen(["sleep", "600"])
     w = Wire()
