@@ -61,6 +61,7 @@ from .retrieval.query import (
 )
 from .retrieval.retriever import MIN_HISTORY_COMMITS, IndexState, Retrieval, Retriever
 from .settings import RERANKERS, Settings
+from .stores.buffer_claims import BufferClaims
 from .stores.exact import ExactVectors, exact_bound
 from .stores.exact_file import ExactFile
 from .stores.lexical import FOLDERS as LEXICAL_FOLDERS
@@ -306,6 +307,7 @@ class Engine:
         self.indexing: dict[str, Any] | None = None  # phase, done, total while a run is under way
         # One writer per index folder across processes; readers never take it (module docstring).
         self.writer = WriterLock(self.index_dir)
+        self.claims = BufferClaims(self.index_dir)  # this process's buffers in the index, for the others' passes
         self.problems: dict[str, str] = {}
         self.warnings: dict[str, str] = {}  # code -> message, shown in health as warnings (not errors)
         self._reset_vectors = False  # the manifest was replaced: vectors in a server collection are stale
@@ -1054,7 +1056,8 @@ class Engine:
                               and (reembed or self.model_matches()))
                 indexer.embed_ahead = embeds
                 rep = indexer.index_lexical(track, only=only, buffers=buffers, should_stop=self._stop.is_set,
-                                            on_batch=on_batch)
+                                            on_batch=on_batch, held=self.claims.held_elsewhere())
+                self._claim(buffers or {}, rep)
                 if not wanted and self._chroma_wanted():  # this run's chunks took the index past the bound
                     wanted, indexer.defer_chroma = True, False
                     self._pay_chroma(indexer)
@@ -1811,6 +1814,14 @@ class Engine:
             out["writer"] = holder.as_dict()  # answers come from the committed index meanwhile
         return out
 
+    def _claim(self, buffers: dict[str, str], rep: IndexReport) -> None:
+        """Say which of this index's rows now hold this process's buffers (stores/buffer_claims.py). A claim that
+        cannot be written (a read-only index folder) costs only the protection from other processes' passes."""
+        try:
+            self.claims.claim({p for p in buffers if p not in rep.buffers_dropped})
+        except OSError as e:
+            log.debug("buffer claims not written: %s", e)
+
     def health(self, check_staleness: bool = True, full: bool = True, buffered: Collection[str] = ()) -> dict[str, Any]:
         """The health report. ``full`` (a `delphi health`, an LSP `delphi/health`): re-probe the model and
         open and check Chroma. Not full (what agents poll as `index_status`, diagnostics after each run):
@@ -1826,7 +1837,9 @@ class Engine:
             if full:
                 self._probe = None  # a full health request always re-probes
                 self.check_stores()
-            return health_mod.report(self, check_staleness, buffered, tracked)
+            # Another live process's unsaved buffers are no more stale here than its own are there.
+            held = self.claims.held_elsewhere() if check_staleness else set()
+            return health_mod.report(self, check_staleness, set(buffered) | held, tracked)
 
     def _tracked_but_ignored(self) -> list[str] | None:
         """Files git tracks that the ignore rules keep out of the index (workspace/tracked.py)."""
@@ -1848,6 +1861,7 @@ class Engine:
                 if self._vectors is not None:
                     self._vectors.close()
                 self.meta.close()
+                self.claims.close()
                 self.writer.release()
                 self._open_flock.close()
         finally:

@@ -158,6 +158,8 @@ class Session:
         self._stopped = False
         self._busy = False  # the worker holds work taken from `pending`
         self._running: dict[Path, set[str] | None] = {}  # that work, while it runs
+        self._seen_changes: set[Path] = set()  # roots whose pending or running work comes from file events
+        self._elsewhere: dict[Path, int | None] = {}  # root -> pid of the other process whose run this one awaits
         self._flush = False  # a question waits for pending edits: the debounce ends now
         self._maintain_due: dict[Path, float] = {}  # root -> when its merges may run (after small updates)
         self._polling = False  # watch()'s full passes catch up (no editor): see there
@@ -530,9 +532,9 @@ class Session:
             # An ignore file changed: which files it covers cannot be told from its name, so a full pass (as the
             # file events of `delphi mcp` do). A file the user just ignored stayed in every answer, its open
             # buffer too, until it changed itself (a newcomer, session 28).
-            self._schedule(eng.root, None)
+            self._schedule(eng.root, None, seen=True)
             return
-        self._schedule(eng.root, {rel})
+        self._schedule(eng.root, {rel}, seen=True)
 
     def reindex(self, workspace: str | None = None) -> list[str]:
         """Schedule a full pass (of one folder, or all); returns the folders scheduled."""
@@ -541,8 +543,11 @@ class Session:
             self._schedule(root, None)
         return [str(r) for r in roots]
 
-    def _schedule(self, root: Path, paths: set[str] | None) -> None:
+    def _schedule(self, root: Path, paths: set[str] | None, seen: bool = False) -> None:
+        """``seen``: files are known to have changed (file events), not looked for (a poll, a rescan)."""
         with self._cv:
+            if seen:
+                self._seen_changes.add(root)
             if paths is None or (root in self.pending and self.pending[root] is None):
                 self.pending[root] = None  # a full pass covers any single files asked for
             else:
@@ -659,6 +664,8 @@ class Session:
                     # or a question after an editor's first buffer did not wait for that buffer's run and
                     # answered without it (a newcomer, session 36: the first didOpen after the start).
                     self._running.pop(root, None)
+                    if root not in self.pending:
+                        self._seen_changes.discard(root)
                 if first is not None:
                     first.set()
             self._staleness.pop(root, None)  # a run just brought it up to date: look afresh next time
@@ -748,6 +755,7 @@ class Session:
             # Another process (a terminal's `delphi index`, a second editor) writes this index: say so
             # and wait; answers keep coming from what it has committed meanwhile.
             what = holder.describe() if holder is not None else "another Delphi process is indexing this workspace"
+            self._elsewhere[eng.root] = holder.pid if holder is not None else None
             self.events.message("info", f"Delphi: {what}; waiting for it to finish ({eng.root.name})")
 
         try:
@@ -755,6 +763,7 @@ class Session:
                             reembed=paths is None and not self._polling and not self._polled_again(eng.root),
                             on_wait=waiting)
         finally:
+            self._elsewhere.pop(eng.root, None)
             if token is not None:
                 c = eng.counts() if not self._stopping else {"files": 0, "chunks": 0, "vectors": 0}
                 self.events.progress_end(token, f"{c['files']} files, {c['chunks']} chunks, {c['vectors']} vectors")
@@ -860,7 +869,7 @@ class Session:
             for root, eng in list(self.engines.items()):
                 if root in self._watchers or root in self.watch_state or root in self._gone:
                     continue  # watched, or already found unable to be (it polls; said once)
-                w = Watcher(root, lambda paths, root=root: self._schedule(root, paths),
+                w = Watcher(root, lambda paths, root=root: self._schedule(root, paths, seen=True),
                             extra_ignores=eng.settings.extra_ignores, skip=eng.index_dir)
                 try:
                     w.start()
@@ -973,8 +982,30 @@ class Session:
         if run is not None:
             return dict(run)
         first = self._caught_up.get(eng.root)
+        if eng.root in self._elsewhere:
+            # Another process writes the index and this one waits for it: the answer comes from what that one has
+            # committed so far, not from an index "not started" (a second agent session during the first's first
+            # index was told its three results were an empty answer, session 43).
+            pid = self._elsewhere.get(eng.root)
+            try:
+                files = eng.counts()["files"]
+            except Exception:  # closed or damaged under us: the phase is what matters
+                files = 0
+            return {"phase": "elsewhere", "done": files, "total": 0, "chunks": 0,
+                    **({"pid": pid} if pid is not None else {})}
         if first is not None and not first.is_set():
             return {"phase": "catch-up" if eng.is_indexed() else "queued", "done": 0, "total": 0, "chunks": 0}
+        with self._cv:
+            # Work taken from file events that questions do not wait for (a checkout, a folder made or removed:
+            # a full pass, or more files than a flush waits for), before its run has begun: answers in that
+            # second came from the old tree, with deleted files and moved lines, marked ready (a newcomer
+            # switching branches, session 43: 3 of 4 checkouts).
+            # Only changes seen (file events), not a poll's or a rescan's look that usually finds none.
+            seen = eng.root in self._seen_changes
+            work = self.pending.get(eng.root, set()) if eng.root in self.pending else (
+                self._running.get(eng.root, set()) if self._busy and eng.root in self._running else set())
+        if seen and (work is None or len(work) > FLUSH_MAX_FILES):
+            return {"phase": "changes", "done": 0, "total": 0 if work is None else len(work), "chunks": 0}
         return None
 
     def _found_damaged(self, eng: Engine, e: BaseException) -> None:
@@ -1139,10 +1170,12 @@ class Session:
             else:
                 h["staleness"] = last
             running = eng.indexing
+            pending = self.indexing_of(eng)
+            if running is None and pending is not None and pending["phase"] == "changes":
+                running = pending  # file events in hand, their run about to begin: not "ready" (session 43)
             # Never indexed, no run under way and its first run not done: that run is still to start (the worker
             # waits for warm start and for questions in flight first). It said "ready" with 0 files in that
             # window (session 25); a first run that failed is "degraded" with its problems, not queued for ever.
-            pending = self.indexing_of(eng)
             holder = h.get("writer")
             state = (f"indexing (by another process, pid {holder['pid']})" if not running and holder else
                      "queued" if not running and pending is not None and pending["phase"] == "queued"

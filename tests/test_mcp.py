@@ -429,6 +429,17 @@ async def test_mcp_without_a_folder_serves_the_project_around_the_current_one(ws
         assert res.content[0].text.splitlines()[0].endswith(f"for {ws / 'engine' / 'src' / here}"), res.content[0].text
 
 
+async def test_a_sub_folder_given_as_the_workspace_is_said_to_the_agent_not_only_on_stderr(ws: Path, tmp_path: Path):
+    """`delphi mcp proj/lib` searches lib alone; the note saying so went to stderr, which agents do not show, and the
+    agent got "0 tests" for files whose tests sit in proj/tests (an agents' newcomer, session 43)."""
+    (ws / ".git").mkdir()
+    async with Client(stdio_params(ws / "shipyard", tmp_path / "index")) as client:
+        text = (await client.call_tool("index_status", {})).content[0].text
+        assert f"inside the project {ws.resolve()}" in text, text
+    async with Client(stdio_params(ws, tmp_path / "index2")) as client:
+        assert "inside the project" not in (await client.call_tool("index_status", {})).content[0].text
+
+
 async def test_a_forwarded_path_is_read_in_the_agents_folder_not_the_daemons(ws: Path, tmp_path: Path):
     """`delphi mcp` forwarding to a daemon: a path relative to the agent's folder is read there before it goes (the
     daemon's own folder is another; review, session 39)."""

@@ -380,3 +380,23 @@ def test_tests_named_for_a_symbol_hold_its_whole_parts_and_do_not_undo_the_commo
         assert eng.related_tests("accounts/users.py", symbol="get_user") == []
         assert eng.related_tests("a/views.py", symbol="render") == []
         assert [r["path"] for r in eng.related_tests("b/views.py", symbol="render")] == ["tests/test_b.py"]
+
+
+def test_a_headers_namespace_is_not_what_its_tests_use_and_out_of_line_members_name_their_type(tmp_path: Path):
+    """spdlog's `rotating_file_sink-inl.h` defines only members of `spdlog::sinks::rotating_file_sink`: the one name
+    without a container was the namespace `spdlog`, which every test mentions, so all tests tied as "uses what it
+    defines" and the two rotation tests came 12th and 16th (an agents' newcomer, session 43)."""
+    files = {
+        "include/kv/sinks/rotating_sink.h": "namespace kv {\nnamespace sinks {\nclass rotating_sink {\n public:\n"
+                                            "  void rotate_now();\n};\n}\n}\n",
+        "include/kv/sinks/rotating_sink-inl.h": "namespace kv {\nnamespace sinks {\n"
+                                                "void rotating_sink::rotate_now() {\n  files_ = 0;\n}\n}\n}\n",
+        "include/kv/logger.h": "namespace kv {\nclass logger {\n public:\n  void info();\n};\n}\n",
+        "tests/test_rotation.cpp": '#include "kv/logger.h"\nTEST_CASE("rotates") {\n'
+                                   "  kv::sinks::rotating_sink s;\n  s.rotate_now();\n}\n",
+    } | {f"tests/test_misc{i}.cpp": f'#include "kv/logger.h"\nTEST_CASE("misc{i}") {{\n  kv::logger l;\n'
+                                    "  l.info();\n}\n" for i in range(6)}
+    with _indexed(tmp_path, files) as eng:
+        got = [(r["path"], r["why"]) for r in eng.related_tests("include/kv/sinks/rotating_sink-inl.h")]
+        assert got and got[0][0] == "tests/test_rotation.cpp", got
+        assert not [p for p, why in got if p.startswith("tests/test_misc") and why.startswith("uses what")], got

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -10,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from delphi_ls import session as session_mod
 from delphi_ls.api import ContextRequest, RelatedRequest, RequestError, SymbolsRequest
 from delphi_ls.session import Session, SessionEvents
 from tests.conftest import build_workspace
@@ -1135,3 +1138,97 @@ def test_a_relative_path_goes_to_the_one_open_folder_that_holds_it(tmp_path: Pat
             s.related_tests(RelatedRequest(path="pkg/../../outside.py"))
     finally:
         s.shutdown()
+
+
+def test_answers_between_a_checkouts_events_and_its_run_say_indexing_is_under_way(tmp_path: Path, monkeypatch):
+    """A checkout (or a folder made or removed) is a full pass that questions do not wait for. Between the watcher's
+    report and the run's start the answers came from the old tree, with deleted files and moved lines, marked ready;
+    status said "ready" too (a newcomer switching branches, session 43: 3 of 4 checkouts). They now say the changes
+    are about to be indexed; a poll's look for changes (usually none) is not said."""
+    ws, s = _watched_session(tmp_path)
+    monkeypatch.setattr(session_mod, "DEBOUNCE_S", 3.0)  # the run waits: the window is wide enough to ask in
+    try:
+        root = ws.resolve()
+        shutil.rmtree(ws / "proxy")  # a folder removed: which indexed files went with it is a full pass's question
+        deadline = time.monotonic() + 10
+        while root not in s.pending:
+            assert time.monotonic() < deadline, "the watcher never reported the removal"
+            time.sleep(0.02)
+        ans = s.context(ContextRequest(query="grpc proxy forwarding"))
+        paths = [r["path"] for r in ans["results"]]
+        assert "proxy/grpc_proxy.go" not in paths or (ans.get("indexing") or {}).get("phase") == "changes", \
+            (paths, ans.get("indexing"))
+        assert s.status()["workspaces"][0]["state"].startswith("indexing"), s.status()["workspaces"][0]["state"]
+        assert s.wait_idle(60)
+        ans = s.context(ContextRequest(query="grpc proxy forwarding"))
+        assert "indexing" not in ans and "proxy/grpc_proxy.go" not in [r["path"] for r in ans["results"]]
+        s._schedule(root, None)  # a poll's pass, as every few seconds where no file events come: nothing seen
+        assert s.indexing_of(s.engines[root]) is None
+        assert s.status()["workspaces"][0]["state"] == "ready"
+    finally:
+        s.shutdown()
+
+
+def test_another_process_pass_leaves_an_open_windows_unsaved_buffer_in_the_shared_index(tmp_path: Path):
+    """Two windows on one workspace share its index. Window B's full pass (a reindex, a catch-up at start, the
+    10-minute rescan, an agent's `delphi mcp` starting) indexed the disk's bytes over window A's unsaved buffer:
+    A's unsaved function left every answer and A's own outline (a newcomer, session 43). Rows that hold a live
+    process's buffer are now left alone; once that process is gone, the next pass puts the disk's bytes back."""
+    ws = build_workspace(tmp_path / "ws")
+    opts = {"indexDir": str(tmp_path / "index"), "vectors": False}
+    a = Session(None, opts)
+    a.start([ws])
+    assert a.wait_idle(120)
+    edited = ws / "shipyard" / "retry.py"
+    a.buffer_changed(edited.as_uri(), edited.read_text() + "\n\ndef wombat_unsaved_in_a():\n    return 1\n")
+    assert a.wait_idle(60)
+    b = Session(None, opts)
+    try:
+        b.start([ws])
+        assert b.wait_idle(120)
+        b.reindex()
+        assert b.wait_idle(120)
+        for who in (a, b):
+            got = who.context(ContextRequest(query="wombat_unsaved_in_a"))
+            assert got["results"] and got["results"][0]["path"] == "shipyard/retry.py", got["results"][:2]
+        assert "wombat_unsaved_in_a" in [s["name"] for s in a.document_symbols(edited.as_uri())]
+        st = b.status()["workspaces"][0]
+        assert st["state"] == "ready" and not (st["staleness"] or {}).get("stale"), st
+        # Window A dies without a word (kill -9: its lock goes with it): B's next pass restores the disk's text.
+        a.engines[ws.resolve()].claims.close()
+        b.reindex()
+        assert b.wait_idle(120)
+        assert not b.engines[ws.resolve()].meta.symbols_named(["wombat_unsaved_in_a"])
+    finally:
+        b.shutdown()
+        a.shutdown()
+
+
+def test_a_session_waiting_on_another_processs_run_says_so_not_that_nothing_started(tmp_path: Path):
+    """A second agent session that started while another process built the first index was told "the first index
+    has not started yet; this answer is empty", with three results in hand and 775 files indexed by the other
+    (an agents' newcomer, session 43). It now says another process is indexing and how far that has got."""
+    from delphi_ls.stores.writer_lock import WriterLock
+
+    ws = build_workspace(tmp_path / "ws")
+    other = WriterLock(tmp_path / "index")
+    assert other.try_acquire()  # another process's run holds the index
+    s = Session(None, {"indexDir": str(tmp_path / "index"), "vectors": False})
+    try:
+        s.start([ws])
+        eng = s.engines[ws.resolve()]
+        deadline = time.monotonic() + 30
+        while (s.indexing_of(eng) or {}).get("phase") != "elsewhere":
+            assert time.monotonic() < deadline, s.indexing_of(eng)
+            time.sleep(0.05)
+        ans = s.context(ContextRequest(query="retry backoff"))
+        assert ans["indexing"]["phase"] == "elsewhere" and ans["indexing"]["pid"] == os.getpid(), ans["indexing"]
+        from delphi_ls.mcp.tools import indexing_line
+
+        assert "another Delphi process" in indexing_line(ans["indexing"])
+        assert s.status()["workspaces"][0]["state"].startswith("indexing (by another process")
+    finally:
+        other.release()
+        assert s.wait_idle(120)
+        s.shutdown()
+    assert s.indexing_of(eng) is None

@@ -8,6 +8,9 @@ docstring, package clause) is its own chunk so "which file imports X" has a targ
 
 from __future__ import annotations
 
+import ctypes
+import gc
+import sys
 import time
 from bisect import bisect_left
 from dataclasses import dataclass, field
@@ -117,22 +120,82 @@ def chunk_file(path: str, text: str, max_chars: int = 1500, grammar_path: str | 
 def _parse(grammar: str, source: bytes) -> ts.Tree:
     """Parse within PARSE_SECONDS. Only the read-callback form honours a progress callback (as fast as
     passing the bytes, measured on 0.5-0.7 MB of Kotlin and Python), but py-tree-sitter 0.26.1 never
-    releases what the callback returns: every parse kept about twice its file in memory (the lexical pass's
-    peak RSS on 9,541 spring-boot files 373 -> 352 MB, on diffusers 630 -> 581 MB). So a file under
-    CALLBACK_MIN_BYTES is parsed from its bytes, without a deadline: the worst input known (Kotlin's
-    superlinear error recovery, tests/test_hostile_input.py) takes 1.0 s at 71 KB and 4.5 s at 157 KB."""
+    releases what the callback returns (three references to each slice: every parse kept about twice its
+    file in memory). What it keeps is given back after the parse (_give_back) where a probe showed the
+    leak. Files under CALLBACK_MIN_BYTES are parsed from their bytes, without a deadline: the worst input
+    known (Kotlin's superlinear error recovery, tests/test_hostile_input.py) takes 1.0 s at 71 KB."""
     parser = parser_for(grammar)
     if len(source) < CALLBACK_MIN_BYTES:
         return parser.parse(source)
     deadline = time.perf_counter() + PARSE_SECONDS
+    given: list[bytes] = []
+
+    def read(offset: int, _point: object) -> bytes:
+        got = source[offset: offset + 4096]
+        given.append(got)
+        return got
+
     try:
-        return parser.parse(lambda offset, _point: source[offset: offset + 4096],
-                            progress_callback=lambda *_: time.perf_counter() > deadline)
+        return parser.parse(read, progress_callback=lambda *_: time.perf_counter() > deadline)
     except ValueError:
         parser.reset()  # a cancelled parse leaves state behind for the next file
         if time.perf_counter() > deadline:
             raise TimeoutError(f"parsing took over {PARSE_SECONDS:.0f} s; indexed as line windows") from None
         raise
+    finally:
+        _give_back(given, source)
+
+
+# py-tree-sitter's read callback keeps references to what it returned, for good: the server re-indexing an
+# open 900 KB buffer grew 1.5 MB a run from this alone (session 43: RSS 217 -> 771 MB over 150 runs in all, a
+# newcomer's; tracemalloc put the Python part here). Whether this binding leaks is probed once, not assumed
+# from its version: on one that holds nothing, or holds what its tree needs, nothing is given back.
+_LEAK_PROBED: list[bool] = []
+
+
+def _leaks() -> bool:
+    if not _LEAK_PROBED:
+        try:
+            parser = parser_for("python")
+            text = b"def probe_fn(x):\n    return x\n" * 400
+            given: list[bytes] = []
+
+            def read(offset: int, _point: object) -> bytes:
+                got = text[offset: offset + 4096]
+                given.append(got)
+                return got
+
+            tree = parser.parse(read)
+            held = [sys.getrefcount(b) for b in given if len(b) > 1]
+            del tree
+            gc.collect()
+            after = [sys.getrefcount(b) for b in given if len(b) > 1]
+            # Held the same with its tree gone (the tree needs none of them) and more than this list's own.
+            _LEAK_PROBED.append(bool(held) and held == after and min(after) > 2)
+        except Exception:
+            _LEAK_PROBED.append(False)
+    return _LEAK_PROBED[0]
+
+
+def _give_back(given: list[bytes], source: bytes) -> None:
+    if not given or not _leaks():
+        return
+    counted: dict[int, tuple[bytes, int]] = {}
+    for b in given:
+        if len(b) > 1 and b is not source:  # b"" and one-byte objects are shared; `source` is the caller's
+            counted[id(b)] = (b, counted.get(id(b), (b, 0))[1] + 1)
+    given.clear()
+    for b, mine in counted.values():
+        # Ours: each entry of `counted` and the argument below (and `b`) is one; more is the binding's.
+        extra = sys.getrefcount(b) - 3
+        if 0 < extra <= 16 * mine:
+            for _ in range(extra):
+                _DECREF(b)
+
+
+_DECREF = ctypes.pythonapi.Py_DecRef
+_DECREF.argtypes = [ctypes.py_object]
+_DECREF.restype = None
 
 
 def window_chunks(text: str, max_chars: int) -> list[Chunk]:

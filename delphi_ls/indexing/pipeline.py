@@ -14,7 +14,7 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -209,8 +209,9 @@ class Indexer:
     # ------------------------------------------------------------------ lexical
     def index_lexical(self, progress: Progress | None = None, only: list[str] | None = None,
                       buffers: dict[str, str] | None = None, should_stop: Callable[[], bool] | None = None,
-                      on_batch: Callable[[], None] | None = None) -> IndexReport:
-        """``buffers``: unsaved editor text by path, indexed instead of the disk's bytes."""
+                      on_batch: Callable[[], None] | None = None, held: Collection[str] = ()) -> IndexReport:
+        """``buffers``: unsaved editor text by path, indexed instead of the disk's bytes. ``held``: paths whose
+        rows another live process wrote from its editor's buffer (stores/buffer_claims.py): left as they are."""
         t0 = time.perf_counter()
         rep = IndexReport()
         buffers, rep.buffers_dropped = self._admit_buffers(buffers or {})
@@ -266,7 +267,9 @@ class Indexer:
         imports_moved = False  # a file's import names changed, or files came or went: importers to redo
         rebuilt_docs = False  # every file document written again: every one's importers to write
 
-        deleted = sorted(set(stored) - set(current))
+        # Rows written from another live process's unsaved buffer (size -1), not from this one's.
+        held = {p for p in held if p not in buffers and p in stored and stored[p][1] == -1}
+        deleted = sorted(set(stored) - set(current) - held)
         # A folder that cannot be listed (permissions changed for a moment) is not a folder whose files are gone.
         unlisted = tuple(f"{p}/" for p, why in result.skipped.items() if why.startswith("unreadable folder"))
         if unlisted:
@@ -301,6 +304,9 @@ class Indexer:
             if not named(path):
                 continue
             old = stored.get(path)
+            if path in held:
+                rep.files_unchanged += 1
+                continue
             if old and old[1] == entry.size and old[2] == entry.mtime_ns and path not in buffers and not reparse \
                     and path not in others:
                 rep.files_unchanged += 1

@@ -26,6 +26,7 @@ from ..api import (
 from ..core import State, state_of
 from ..settings import snake_case
 from ..shown import branch_notes, fenced, query_notes, shown, shown_question
+from ..workspace.roots import enclosing_project
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -223,6 +224,11 @@ def run_tool(session: Session, name: str, args: Any) -> ToolOutput:
                 lines += [f"  {p['severity']}: {shown(p['message'])}" for p in w["problems"]]
                 if w.get("changes"):
                     lines.append(f"  changes: {shown(str(w['changes']))}")
+                if (project := enclosing_project(Path(w["root"]))) is not None:
+                    # Said on stderr at start, which an agent never reads: it got "0 tests" for a file whose tests
+                    # sit beside the folder it was started in (an agents' newcomer, session 43).
+                    lines.append(f"  note: this folder is inside the project {shown(str(project))}; only this folder "
+                                 "is searched (start the server on the project's folder to search all of it)")
             lines += [f"settings: {shown(e)}" for e in st["settingsErrors"]]
             return ToolOutput(_cap("\n".join(lines) or "no workspace open"), st)
         if name == "reindex":
@@ -278,6 +284,14 @@ def indexing_line(running: dict[str, Any]) -> str:
         # a fault to act on (an agents' newcomer, session 38); what is known is that the look is not done.
         return ("note: files changed since Delphi last ran are still being looked for (in a large folder this takes "
                 "a while; usually none changed); this answer comes from the index as that run left it")
+    if running["phase"] == "changes":
+        n = f"{running['total']} " if running.get("total") else ""
+        return (f"note: {n}files changed on disk (a checkout, a folder made or removed) and are about to be indexed; "
+                "this answer comes from the index before them: lines may have moved (ask again shortly)")
+    if running["phase"] == "elsewhere":
+        pid = f" (pid {running['pid']})" if running.get("pid") else ""
+        return (f"note: another Delphi process{pid} is indexing this folder; this answer comes from what it has "
+                f"committed so far ({running['done']} files), not final (ask again shortly)")
     if running["phase"] == "queued":
         return "note: the first index has not started yet; this answer is empty for now, not final (ask again shortly)"
     return (f"note: indexing in progress ({running['phase']} {running['done']}/{running['total']}); "

@@ -197,6 +197,13 @@ function indexNote(answer: ContextAnswer & { indexing?: { phase?: string; done?:
   if (answer.indexing?.phase === "catch-up") {
     notes.push("Note: Delphi is still looking for files changed since it last ran (usually none); results come from " +
       "the index as it was — search with grep too for a file you just changed.");
+  } else if (answer.indexing?.phase === "changes") {
+    // As the MCP text says it (delphi_ls/mcp/tools.py indexing_line): a checkout's files, about to be indexed.
+    notes.push("Note: files changed on disk (a checkout?) are about to be indexed; results come from the index " +
+      "before them and their lines may have moved — ask again shortly.");
+  } else if (answer.indexing?.phase === "elsewhere") {
+    notes.push(`Note: another Delphi process is indexing this folder (${answer.indexing.done ?? "?"} files so ` +
+      "far); results come from what it has committed — search with grep too.");
   } else if (answer.indexing) {
     const { phase, done, total } = answer.indexing;
     notes.push(`Note: Delphi is still indexing (${phase ?? "indexing"} ${done ?? "?"}/${total ?? "?"}); ` +

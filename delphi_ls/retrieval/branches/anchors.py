@@ -93,6 +93,10 @@ class AnchorFolderTestsBranch:
         return ranked_hits(scores, notes, ctx.depth)
 
 
+# Kinds that hold a file's definitions without being what a test uses: C++/C# namespaces, packages, modules.
+_SPACE_KINDS = frozenset({"namespace", "package", "module"})
+
+
 class AnchorRefsBranch:
     """Tests that mention what an anchor defines: a lexical stand-in for reference edges."""
 
@@ -106,7 +110,17 @@ class AnchorRefsBranch:
                 continue
             stem = stripped(stem_of(anchor))
             symbols = ctx.meta.symbols_of(anchor)
-            names = [s.name for s in symbols if len(s.name) >= 4 and not s.container]
+            # What a test would name: top-level definitions, a namespace's members counted as top-level. Not the
+            # namespace itself: spdlog's `-inl.h` files define only members, and the one name left, `spdlog`, is in
+            # every test, so all twenty tied as "uses what it defines" and the rotation tests came 12th and 16th
+            # (an agents' newcomer, session 43). Members defined out of their type's file (a C++ `-inl.h`, Go
+            # methods beside their type's file) name that type too.
+            spaces = {s.name for s in symbols if s.kind in _SPACE_KINDS}
+            defs = [s for s in symbols if s.kind not in _SPACE_KINDS]
+            here = {s.name for s in defs}
+            names = [s.name for s in defs if len(s.name) >= 4 and (not s.container or s.container in spaces)]
+            names += [s.container for s in defs
+                      if len(s.container) >= 4 and s.container not in spaces and s.container not in here]
             names = sorted(set(names), key=lambda n: (-len(n), n))[:24]  # ties by name: set order varies by process
             terms = [n.lower() for n in names] + ([stem] if len(stem) >= 4 else [])
             if not terms:
