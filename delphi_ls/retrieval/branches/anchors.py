@@ -123,12 +123,24 @@ class AnchorRefsBranch:
                       if len(s.container) >= 4 and s.container not in spaces and s.container not in here]
             names = sorted(set(names), key=lambda n: (-len(n), n))[:24]  # ties by name: set order varies by process
             terms = [n.lower() for n in names] + ([stem] if len(stem) >= 4 else [])
-            if not terms:
+            wide = sorted(n.lower() for n in spaces if len(n) >= 4)
+            if not terms and not wide:
                 continue
             seen: list[str] = []
-            for _cid, path, _score in ctx.lexical.search_terms(terms, limit=200, fields=("content",), kinds={"test"}):
+            for _cid, path, _score in (ctx.lexical.search_terms(terms, limit=200, fields=("content",), kinds={"test"})
+                                       if terms else []):
                 if path not in seen:
                     seen.append(path)
+            # Depth kept: tests that only name the namespace follow the others, as the namespace alone ranked them
+            # before (dev_langs code2test, session 43: sinatra-contrib's `capture.rb` lost both gold tests from the
+            # top 20 without them; MRR rose either way).
+            spaced: dict[str, str] = {}
+            if wide and len(seen) < ctx.depth:
+                for _cid, path, _score in ctx.lexical.search_terms(wide, limit=200, fields=("content",),
+                                                                   kinds={"test"}):
+                    if path not in seen:
+                        seen.append(path)
+                        spaced[path] = f"mentions the namespace `{' '.join(wide[:2])}`"
             # Which of them name a definition, for the why-line only (the order is the search's): a test matched by
             # the stem alone ("utils", from its own `tests/utils.py`) was said to use what fastapi/security/utils.py
             # defines (an agents' newcomer, session 38).
@@ -139,6 +151,6 @@ class AnchorRefsBranch:
                                                                        fields=("content",), kinds={"test"})} if names else set()
             for rank, t in enumerate(seen[: ctx.depth]):
                 _keep_best(scores, notes, t, 1.0 / (rank + 1) - 0.01 * dir_distance(anchor, t),
-                           f"uses what {os.path.basename(anchor)} defines" if t in by_name
-                           else f"mentions `{stem}`")
+                           spaced.get(t) or (f"uses what {os.path.basename(anchor)} defines" if t in by_name
+                                             else f"mentions `{stem}`"))
         return ranked_hits(scores, notes, ctx.depth)
