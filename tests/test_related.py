@@ -385,18 +385,36 @@ def test_tests_named_for_a_symbol_hold_its_whole_parts_and_do_not_undo_the_commo
 def test_a_headers_namespace_is_not_what_its_tests_use_and_out_of_line_members_name_their_type(tmp_path: Path):
     """spdlog's `rotating_file_sink-inl.h` defines only members of `spdlog::sinks::rotating_file_sink`: the one name
     without a container was the namespace `spdlog`, which every test mentions, so all tests tied as "uses what it
-    defines" and the two rotation tests came 12th and 16th (an agents' newcomer, session 43)."""
+    defines" and the two rotation tests came 12th and 16th (an agents' newcomer, session 43). Tests that name only
+    the namespace still follow, as such."""
     files = {
-        "include/kv/sinks/rotating_sink.h": "namespace kv {\nnamespace sinks {\nclass rotating_sink {\n public:\n"
-                                            "  void rotate_now();\n};\n}\n}\n",
-        "include/kv/sinks/rotating_sink-inl.h": "namespace kv {\nnamespace sinks {\n"
-                                                "void rotating_sink::rotate_now() {\n  files_ = 0;\n}\n}\n}\n",
-        "include/kv/logger.h": "namespace kv {\nclass logger {\n public:\n  void info();\n};\n}\n",
-        "tests/test_rotation.cpp": '#include "kv/logger.h"\nTEST_CASE("rotates") {\n'
-                                   "  kv::sinks::rotating_sink s;\n  s.rotate_now();\n}\n",
-    } | {f"tests/test_misc{i}.cpp": f'#include "kv/logger.h"\nTEST_CASE("misc{i}") {{\n  kv::logger l;\n'
+        "include/kvlog/sinks/rotating_sink.h": "namespace kvlog {\nnamespace sinks {\nclass rotating_sink {\n public:\n"
+                                               "  void rotate_now();\n};\n}\n}\n",
+        "include/kvlog/sinks/rotating_sink-inl.h": "namespace kvlog {\nnamespace sinks {\n"
+                                                   "void rotating_sink::rotate_now() {\n  files_ = 0;\n}\n}\n}\n",
+        "include/kvlog/logger.h": "namespace kvlog {\nclass logger {\n public:\n  void info();\n};\n}\n",
+        "tests/test_rotation.cpp": '#include "kvlog/logger.h"\nTEST_CASE("rotates") {\n'
+                                   "  kvlog::sinks::rotating_sink s;\n  s.rotate_now();\n}\n",
+    } | {f"tests/test_misc{i}.cpp": f'#include "kvlog/logger.h"\nTEST_CASE("misc{i}") {{\n  kvlog::logger l;\n'
                                     "  l.info();\n}\n" for i in range(6)}
     with _indexed(tmp_path, files) as eng:
-        got = [(r["path"], r["why"]) for r in eng.related_tests("include/kv/sinks/rotating_sink-inl.h")]
-        assert got and got[0][0] == "tests/test_rotation.cpp", got
-        assert not [p for p, why in got if p.startswith("tests/test_misc") and why.startswith("uses what")], got
+        got = [(r["path"], r["why"]) for r in eng.related_tests("include/kvlog/sinks/rotating_sink-inl.h")]
+        assert got and got[0] == ("tests/test_rotation.cpp", "uses what rotating_sink-inl.h defines"), got
+        misc = [why for p, why in got if p.startswith("tests/test_misc")]
+        assert misc and all(why.startswith("mentions the namespace") for why in misc), got
+
+
+def test_a_rust_files_inline_tests_do_not_stand_for_its_api(tmp_path: Path):
+    """Members of a module were taken as the file's top-level names: a Rust file's inline `mod tests` put its long
+    test-function names in place of the API its integration tests use (a review, session 43)."""
+    tests_mod = "".join(f"    #[test]\n    fn checks_walking_case_number_{i}() {{\n        assert!(true);\n    }}\n"
+                        for i in range(30))
+    files = {
+        "src/walk.rs": "pub fn scan_entries(root: &str) -> usize {\n    root.len()\n}\n\n"
+                       f"#[cfg(test)]\nmod tests {{\n{tests_mod}}}\n",
+        "tests/scanning.rs": "#[test]\nfn scans() {\n    scan_entries(\"x\");\n}\n",
+        "tests/other.rs": "#[test]\nfn other() {\n    assert!(true);\n}\n",
+    }
+    with _indexed(tmp_path, files) as eng:
+        got = [(r["path"], r["why"]) for r in eng.related_tests("src/walk.rs")]
+        assert ("tests/scanning.rs", "uses what walk.rs defines") in got, got

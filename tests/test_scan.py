@@ -56,7 +56,7 @@ def test_file_kinds():
         assert file_kind(code) == "code", code
     # Suites in the scripting languages they are written in beside C (redis's Tcl): tests, and the agent's
     # `related_tests src/expire.c` found none of them (session 43).
-    for suite in ("tests/unit/expire.tcl", "tests/unit/type/string.tcl", "test/cli.bats", "tests/run.exp"):
+    for suite in ("tests/unit/expire.tcl", "tests/unit/type/string.tcl", "test/cli.bats"):
         assert file_kind(suite) == "test", suite
     assert file_kind("utils/build-static-symbols.tcl") == "code"
     assert stem_of("proxy/grpc_proxy_test.go") == "grpc_proxy"

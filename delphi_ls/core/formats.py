@@ -23,7 +23,8 @@ INDEX_FORMAT = 3  # the stores' layout (engine.py refuses and rebuilds another)
 #     file names in other scripts keep their letters when tests are named after them (core/tokens.py); Terraform,
 #     HCL, `Dockerfile.*`, Jenkinsfiles and `go.mod` are config (workspace/kinds.py).
 # 11: a CSV, TSV or JSON-lines file over 64 KB is indexed as its head: its first 50 lines (workspace/indexed_text.py).
-PARSER_VERSION = 11
+# 12: Tcl and Bats files in test folders are tests (workspace/kinds.py): redis's `tests/unit/*.tcl` were "other".
+PARSER_VERSION = 12
 
 
 def describe() -> str:

@@ -9,7 +9,6 @@ docstring, package clause) is its own chunk so "which file imports X" has a targ
 from __future__ import annotations
 
 import ctypes
-import gc
 import sys
 import time
 from bisect import bisect_left
@@ -120,7 +119,7 @@ def chunk_file(path: str, text: str, max_chars: int = 1500, grammar_path: str | 
 def _parse(grammar: str, source: bytes) -> ts.Tree:
     """Parse within PARSE_SECONDS. Only the read-callback form honours a progress callback (as fast as
     passing the bytes, measured on 0.5-0.7 MB of Kotlin and Python), but py-tree-sitter 0.26.1 never
-    releases what the callback returns (three references to each slice: every parse kept about twice its
+    releases what the callback returns (a reference to each slice it read: every parse kept about twice its
     file in memory). What it keeps is given back after the parse (_give_back) where a probe showed the
     leak. Files under CALLBACK_MIN_BYTES are parsed from their bytes, without a deadline: the worst input
     known (Kotlin's superlinear error recovery, tests/test_hostile_input.py) takes 1.0 s at 71 KB."""
@@ -135,25 +134,33 @@ def _parse(grammar: str, source: bytes) -> ts.Tree:
         given.append(got)
         return got
 
+    finished = False
     try:
-        return parser.parse(read, progress_callback=lambda *_: time.perf_counter() > deadline)
+        tree = parser.parse(read, progress_callback=lambda *_: time.perf_counter() > deadline)
+        finished = True
+        return tree
     except ValueError:
+        finished = True  # cancelled by the progress callback: every slice it was given went through the binding
         parser.reset()  # a cancelled parse leaves state behind for the next file
         if time.perf_counter() > deadline:
             raise TimeoutError(f"parsing took over {PARSE_SECONDS:.0f} s; indexed as line windows") from None
         raise
     finally:
-        _give_back(given, source)
+        # Only after a parse that ended as the binding ends it: interrupted elsewhere (Ctrl-C inside `read`), the
+        # last slice may never have reached the binding, and what holds it (a traceback) is not a leak.
+        if finished:
+            _give_back(given, source)
+        given.clear()
 
 
 # py-tree-sitter's read callback keeps references to what it returned, for good: the server re-indexing an
 # open 900 KB buffer grew 1.5 MB a run from this alone (session 43: RSS 217 -> 771 MB over 150 runs in all, a
-# newcomer's; tracemalloc put the Python part here). Whether this binding leaks is probed once, not assumed
-# from its version: on one that holds nothing, or holds what its tree needs, nothing is given back.
-_LEAK_PROBED: list[bool] = []
+# newcomer's; tracemalloc put the Python part here). How many references it keeps per slice is measured once,
+# not assumed from its version: on a binding that keeps none, or whose tree holds them, nothing is given back.
+_LEAK_PROBED: list[int] = []
 
 
-def _leaks() -> bool:
+def _leaked_per_slice() -> int:
     if not _LEAK_PROBED:
         try:
             parser = parser_for("python")
@@ -166,30 +173,31 @@ def _leaks() -> bool:
                 return got
 
             tree = parser.parse(read)
-            held = [sys.getrefcount(b) for b in given if len(b) > 1]
-            del tree
-            gc.collect()
-            after = [sys.getrefcount(b) for b in given if len(b) > 1]
-            # Held the same with its tree gone (the tree needs none of them) and more than this list's own.
-            _LEAK_PROBED.append(bool(held) and held == after and min(after) > 2)
+            # Ours: `given`, the comprehension's name and getrefcount's argument.
+            held = {sys.getrefcount(b) - 3 for b in given if len(b) > 1}
+            del tree  # freed at once (a tree holds no cycles): no gc.collect(), 0.13 s on a big server heap
+            after = {sys.getrefcount(b) - 3 for b in given if len(b) > 1}
+            # The same number for every slice, the same with its tree gone (the tree needs none of them).
+            _LEAK_PROBED.append(next(iter(after)) if len(after) == 1 and held == after else 0)
         except Exception:
-            _LEAK_PROBED.append(False)
+            _LEAK_PROBED.append(0)
     return _LEAK_PROBED[0]
 
 
 def _give_back(given: list[bytes], source: bytes) -> None:
-    if not given or not _leaks():
+    per = _leaked_per_slice() if given else 0
+    if per <= 0:
         return
     counted: dict[int, tuple[bytes, int]] = {}
     for b in given:
         if len(b) > 1 and b is not source:  # b"" and one-byte objects are shared; `source` is the caller's
             counted[id(b)] = (b, counted.get(id(b), (b, 0))[1] + 1)
     given.clear()
-    for b, mine in counted.values():
-        # Ours: each entry of `counted` and the argument below (and `b`) is one; more is the binding's.
-        extra = sys.getrefcount(b) - 3
-        if 0 < extra <= 16 * mine:
-            for _ in range(extra):
+    for b, times in counted.values():
+        # Ours: the entry of `counted`, the name `b` and getrefcount's argument. What the binding kept is at most
+        # `per` for each time it was returned; anything more is someone else's (never given back).
+        if sys.getrefcount(b) - 3 >= per * times:
+            for _ in range(per * times):
                 _DECREF(b)
 
 

@@ -26,7 +26,7 @@ from ..api import (
 from ..core import State, state_of
 from ..settings import snake_case
 from ..shown import branch_notes, fenced, query_notes, shown, shown_question
-from ..workspace.roots import enclosing_project
+from ..workspace.roots import enclosing_project, refusal
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -224,7 +224,8 @@ def run_tool(session: Session, name: str, args: Any) -> ToolOutput:
                 lines += [f"  {p['severity']}: {shown(p['message'])}" for p in w["problems"]]
                 if w.get("changes"):
                     lines.append(f"  changes: {shown(str(w['changes']))}")
-                if (project := enclosing_project(Path(w["root"]))) is not None:
+                project = enclosing_project(Path(w["root"]))
+                if project is not None and refusal(project) is None:  # not a home folder holding .git (dotfiles)
                     # Said on stderr at start, which an agent never reads: it got "0 tests" for a file whose tests
                     # sit beside the folder it was started in (an agents' newcomer, session 43).
                     lines.append(f"  note: this folder is inside the project {shown(str(project))}; only this folder "

@@ -17,6 +17,7 @@ import contextlib
 import fcntl
 import json
 import os
+import stat
 import threading
 import uuid
 from pathlib import Path
@@ -41,18 +42,26 @@ class BufferClaims:
             if not paths:
                 self._release()
                 return
+            data = json.dumps(sorted(paths)).encode()
             if self._fd is None:
+                # Made under another name, locked and written, then renamed into place: a reader never finds it
+                # unlocked (it would take it for a dead process's and remove it; a review, session 43).
                 self.folder.mkdir(parents=True, exist_ok=True)
-                fd = os.open(self.folder / self._name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+                tmp = self.folder / (self._name + ".new")
+                fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    os.write(fd, data)
+                    os.replace(tmp, self.folder / self._name)
                 except OSError:
                     os.close(fd)
+                    with contextlib.suppress(OSError):
+                        os.unlink(tmp)
                     raise
                 self._fd = fd
-            data = json.dumps(sorted(paths)).encode()
-            os.pwrite(self._fd, data, 0)
-            os.ftruncate(self._fd, len(data))
+            else:
+                os.pwrite(self._fd, data, 0)
+                os.ftruncate(self._fd, len(data))
             self._mine = frozenset(paths)
 
     def _release(self) -> None:
@@ -79,17 +88,19 @@ class BufferClaims:
                 continue
             path = self.folder / name
             try:
-                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
             except OSError:
                 continue
             try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    continue  # a pipe or device named like a claim: never read (it could block a run for good)
                 try:
                     fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
                 except BlockingIOError:  # its process lives and holds it
                     raw = os.pread(fd, 1 << 22, 0)
                     try:
                         got = json.loads(raw or b"[]")
-                    except ValueError:  # caught being written: its rows are left to the next pass
+                    except (ValueError, RecursionError):  # caught being written, or not ours: nothing held
                         got = []
                     if isinstance(got, list):
                         out.update(p for p in got if isinstance(p, str))

@@ -18,8 +18,9 @@ CODE_EXT = {
     ".exs", ".erl", ".hs", ".ml", ".mli", ".clj", ".dart", ".vue", ".svelte", ".sql", ".groovy", ".zig",
     ".nim", ".ps1", ".fs", ".elm", ".proto", ".css", ".scss", ".less", ".html", ".ipynb",
     # Languages test suites are written in beside the code they test: redis's `tests/unit/*.tcl` were "other",
-    # so `related_tests src/t_string.c` found none (an agents' newcomer, session 43); bats, expect.
-    ".tcl", ".bats", ".exp",
+    # so `related_tests src/expire.c` found none (an agents' newcomer, session 43); Bats. Not `.exp`: expected
+    # output files (`x.py.exp`) use it as often as Expect scripts do.
+    ".tcl", ".bats",
 } | {ext for spec in SPECS for ext in spec.extensions}  # and whatever a registered grammar parses
 DOC_EXT = {".md", ".rst", ".txt", ".adoc", ".asciidoc", ".org", ".tex", ".textile"}
 DOC_NAMES = {"readme", "changelog", "changes", "history", "news", "license", "licence", "copying",

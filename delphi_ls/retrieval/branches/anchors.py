@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from ...core import SymbolRecord
 from ...core.tokens import stripped
 from ...indexing.graph import FOLDER_STEMS, NameRules, dir_distance
 from ...workspace.kinds import other_dotted_name, stem_of
@@ -95,6 +96,14 @@ class AnchorFolderTestsBranch:
 
 # Kinds that hold a file's definitions without being what a test uses: C++/C# namespaces, packages, modules.
 _SPACE_KINDS = frozenset({"namespace", "package", "module"})
+_TYPE_KINDS = frozenset({"class", "interface", "struct", "enum", "trait", "record", "object", "union", "type"})
+
+
+def _top_level(d: SymbolRecord, spaces: dict[str, str]) -> bool:
+    """A namespace's members; a module's types only: a Rust file's inline `mod tests` put its test functions' long
+    names in place of the file's API (a review, session 43)."""
+    kind = spaces.get(d.container)
+    return not d.container or kind in ("namespace", "package") or (kind is not None and d.kind in _TYPE_KINDS)
 
 
 class AnchorRefsBranch:
@@ -115,10 +124,11 @@ class AnchorRefsBranch:
             # every test, so all twenty tied as "uses what it defines" and the rotation tests came 12th and 16th
             # (an agents' newcomer, session 43). Members defined out of their type's file (a C++ `-inl.h`, Go
             # methods beside their type's file) name that type too.
-            spaces = {s.name for s in symbols if s.kind in _SPACE_KINDS}
+            spaces = {s.name: s.kind for s in symbols if s.kind in _SPACE_KINDS}
             defs = [s for s in symbols if s.kind not in _SPACE_KINDS]
             here = {s.name for s in defs}
-            names = [s.name for s in defs if len(s.name) >= 4 and (not s.container or s.container in spaces)]
+
+            names = [s.name for s in defs if len(s.name) >= 4 and _top_level(s, spaces)]
             names += [s.container for s in defs
                       if len(s.container) >= 4 and s.container not in spaces and s.container not in here]
             names = sorted(set(names), key=lambda n: (-len(n), n))[:24]  # ties by name: set order varies by process
