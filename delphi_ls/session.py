@@ -1173,6 +1173,11 @@ class Session:
             pending = self.indexing_of(eng)
             if running is None and pending is not None and pending["phase"] == "changes":
                 running = pending  # file events in hand, their run about to begin: not "ready" (session 43)
+            w = self._watchers.get(root)
+            if running is None and w is not None and w.draining and not w.continuous:
+                # A burst being gathered (up to a second): a question waits for it (_await_events); a poll of the
+                # status said "ready" meanwhile, for the old tree (a newcomer's checkout, session 43).
+                running = {"phase": "changes", "done": 0, "total": 0, "chunks": 0}
             # Never indexed, no run under way and its first run not done: that run is still to start (the worker
             # waits for warm start and for questions in flight first). It said "ready" with 0 files in that
             # window (session 25); a first run that failed is "degraded" with its problems, not queued for ever.

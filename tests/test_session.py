@@ -1232,3 +1232,27 @@ def test_a_session_waiting_on_another_processs_run_says_so_not_that_nothing_star
         assert s.wait_idle(120)
         s.shutdown()
     assert s.indexing_of(eng) is None
+
+
+def test_status_polled_while_a_burst_of_file_events_is_gathered_is_not_ready(tmp_path: Path, monkeypatch):
+    """The watcher gathers a burst for up to a second before reporting it; a question waits for it, but a status
+    polled meanwhile said "ready" for the tree the checkout was replacing (a newcomer, session 43)."""
+    from delphi_ls.workspace import watch
+
+    monkeypatch.setattr(watch, "BATCH_S", 1.5)  # a long gathering, so that the poll surely falls inside it
+    monkeypatch.setattr(watch, "MAX_BATCH_S", 3.0)
+    ws, s = _watched_session(tmp_path)
+    try:
+        w = s._watchers[ws.resolve()]
+        (ws / "shipyard" / "fresh_burst.py").write_text("def burst_written_fn():\n    return 1\n")
+        deadline = time.monotonic() + 5
+        while not w.draining:
+            assert time.monotonic() < deadline, "the watcher never started gathering"
+            time.sleep(0.01)
+        assert s.status()["workspaces"][0]["state"].startswith("indexing"), s.status()["workspaces"][0]["state"]
+        assert s.wait_idle(60)
+        time.sleep(2)
+        assert s.wait_idle(60)
+        assert s.status()["workspaces"][0]["state"] == "ready"
+    finally:
+        s.shutdown()
