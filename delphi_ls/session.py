@@ -1015,14 +1015,20 @@ class Session:
             eng.manifest_damaged = True
             self._replaced(eng)
 
-    def _await_events(self, root: Path) -> None:
-        """File events in hand but not yet reported (a burst being drained, at most MAX_BATCH_S): waited for, so
-        that the edits they name are flushed or the answer says indexing is under way."""
+    def _events_in_hand(self, root: Path) -> Watcher | None:
+        """The folder's watcher while it holds events not yet reported (a burst being gathered, at most
+        MAX_BATCH_S, or events still unread), unless its writer never pauses (then nothing is waited for)."""
         w = self._watchers.get(root)
-        if w is None or w.continuous:
+        return w if w is not None and not w.continuous and w.busy() else None
+
+    def _await_events(self, root: Path) -> None:
+        """File events in hand but not yet reported: waited for, so that the edits they name are flushed or the
+        answer says indexing is under way."""
+        w = self._watchers.get(root)
+        if w is None:
             return
         burst = w.drains
-        if not w.busy():
+        if self._events_in_hand(root) is None:
             return
         # Until the burst in hand (or the one the unread events start) is reported.
         deadline = time.monotonic() + watch_mod.MAX_BATCH_S + 0.5 + 0.5  # + the thread's select wake-up
@@ -1173,8 +1179,7 @@ class Session:
             pending = self.indexing_of(eng)
             if running is None and pending is not None and pending["phase"] == "changes":
                 running = pending  # file events in hand, their run about to begin: not "ready" (session 43)
-            w = self._watchers.get(root)
-            if running is None and w is not None and w.draining and not w.continuous:
+            if running is None and self._events_in_hand(root) is not None:
                 # A burst being gathered (up to a second): a question waits for it (_await_events); a poll of the
                 # status said "ready" meanwhile, for the old tree (a newcomer's checkout, session 43).
                 running = {"phase": "changes", "done": 0, "total": 0, "chunks": 0}

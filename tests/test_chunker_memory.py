@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import tracemalloc
+from collections.abc import Callable
 
 from delphi_ls.indexing.chunker import chunk_file
 
@@ -14,20 +15,27 @@ SOURCE = "\n\n".join(
     f"        return value * {i} + len(p{i}.sep)\n" for i in range(150))
 
 
-def test_chunking_a_file_again_and_again_keeps_no_memory() -> None:
-    first = chunk_file("pkg/things.py", SOURCE)
-    assert len(first.symbols) >= 300 and first.imports  # names and imports were read off the tree
+def _kept_by(runs: int, chunk: Callable[[int], None]) -> int:
+    """Bytes still traced after ``runs`` calls of ``chunk(k)`` (whatever each call made is dropped by it)."""
     gc.collect()
     tracemalloc.start()
     try:
-        for _ in range(30):
-            out = chunk_file("pkg/things.py", SOURCE)
-            assert [s.name for s in out.symbols] == [s.name for s in first.symbols]
-        del out
+        for k in range(runs):
+            chunk(k)
         gc.collect()
-        grown, _peak = tracemalloc.get_traced_memory()
+        return tracemalloc.get_traced_memory()[0]
     finally:
         tracemalloc.stop()
+
+
+def test_chunking_a_file_again_and_again_keeps_no_memory() -> None:
+    first = chunk_file("pkg/things.py", SOURCE)
+    assert len(first.symbols) >= 300 and first.imports  # names and imports were read off the tree
+
+    def again(_k: int) -> None:
+        assert [s.name for s in chunk_file("pkg/things.py", SOURCE).symbols] == [s.name for s in first.symbols]
+
+    grown = _kept_by(30, again)
     # Each run reads hundreds of names; a leak of their 4 KB read-backs was megabytes per run.
     assert grown < 1_000_000, f"{grown / 1e6:.1f} MB kept by 30 chunkings of one file"
 
@@ -39,15 +47,9 @@ def test_parsing_a_large_file_through_the_read_callback_keeps_nothing() -> None:
     big = SOURCE * 8
     assert len(big.encode()) > 64 * 1024  # the callback's side of chunker._parse
     first = chunk_file("pkg/big_things.py", big)
-    gc.collect()
-    tracemalloc.start()
-    try:
-        for k in range(12):
-            out = chunk_file("pkg/big_things.py", big + f"\n# edit {k}\n")
-            assert len(out.symbols) == len(first.symbols)
-        del out
-        gc.collect()
-        grown, _peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+
+    def edited(k: int) -> None:
+        assert len(chunk_file("pkg/big_things.py", big + f"\n# edit {k}\n").symbols) == len(first.symbols)
+
+    grown = _kept_by(12, edited)
     assert grown < 2_000_000, f"{grown / 1e6:.1f} MB kept by 12 parses of a {len(big) // 1024} KB file"

@@ -12,6 +12,7 @@ import ctypes
 import sys
 import time
 from bisect import bisect_left
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import tree_sitter as ts
@@ -128,15 +129,9 @@ def _parse(grammar: str, source: bytes) -> ts.Tree:
         return parser.parse(source)
     deadline = time.perf_counter() + PARSE_SECONDS
     given: list[bytes] = []
-
-    def read(offset: int, _point: object) -> bytes:
-        got = source[offset: offset + 4096]
-        given.append(got)
-        return got
-
     finished = False
     try:
-        tree = parser.parse(read, progress_callback=lambda *_: time.perf_counter() > deadline)
+        tree = parser.parse(_reader(source, given), progress_callback=lambda *_: time.perf_counter() > deadline)
         finished = True
         return tree
     except ValueError:
@@ -153,6 +148,17 @@ def _parse(grammar: str, source: bytes) -> ts.Tree:
         given.clear()
 
 
+def _reader(source: bytes, given: list[bytes]) -> Callable[[int, object], bytes]:
+    """The read callback over ``source`` in 4 KB slices, each one kept in ``given`` (for _give_back)."""
+
+    def read(offset: int, _point: object) -> bytes:
+        got = source[offset: offset + 4096]
+        given.append(got)
+        return got
+
+    return read
+
+
 # py-tree-sitter's read callback keeps references to what it returned, for good: the server re-indexing an
 # open 900 KB buffer grew 1.5 MB a run from this alone (session 43: RSS 217 -> 771 MB over 150 runs in all, a
 # newcomer's; tracemalloc put the Python part here). How many references it keeps per slice is measured once,
@@ -164,15 +170,8 @@ def _leaked_per_slice() -> int:
     if not _LEAK_PROBED:
         try:
             parser = parser_for("python")
-            text = b"def probe_fn(x):\n    return x\n" * 400
             given: list[bytes] = []
-
-            def read(offset: int, _point: object) -> bytes:
-                got = text[offset: offset + 4096]
-                given.append(got)
-                return got
-
-            tree = parser.parse(read)
+            tree = parser.parse(_reader(b"def probe_fn(x):\n    return x\n" * 400, given))
             # Ours: `given`, the comprehension's name and getrefcount's argument.
             held = {sys.getrefcount(b) - 3 for b in given if len(b) > 1}
             del tree  # freed at once (a tree holds no cycles): no gc.collect(), 0.13 s on a big server heap

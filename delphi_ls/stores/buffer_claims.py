@@ -46,7 +46,7 @@ class BufferClaims:
             if self._fd is None:
                 # Made under another name, locked and written, then renamed into place: a reader never finds it
                 # unlocked (it would take it for a dead process's and remove it; a review, session 43).
-                self.folder.mkdir(parents=True, exist_ok=True)
+                self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
                 tmp = self.folder / (self._name + ".new")
                 fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
                 try:

@@ -105,11 +105,11 @@ def _top_level(d: SymbolRecord, spaces: dict[str, str]) -> bool:
     """A namespace's or module's members, but not a test module's: a Rust file's inline `mod tests` put its test
     functions' long names in place of the file's API (a review, session 43). A Ruby module's methods stay (sinatra's
     `module Helpers`: on dev_langs code2test, leaving them out cost the MRR this change gained, 0.707 -> 0.686)."""
-    kind = spaces.get(d.container)
     if not d.container:
         return True
+    kind = spaces.get(d.container)
     if kind is None:
-        return False
+        return False  # a type's member: its type is what a test names
     return kind != "module" or d.kind in _TYPE_KINDS or not _TEST_MODULE.search(d.container)
 
 
@@ -129,12 +129,11 @@ class AnchorRefsBranch:
             # What a test would name: top-level definitions, a namespace's members counted as top-level. Not the
             # namespace itself: spdlog's `-inl.h` files define only members, and the one name left, `spdlog`, is in
             # every test, so all twenty tied as "uses what it defines" and the rotation tests came 12th and 16th
-            # (an agents' newcomer, session 43). Members defined out of their type's file (a C++ `-inl.h`, Go
-            # methods beside their type's file) name that type too.
+            # (an agents' newcomer, session 43). Members defined out of their type's file (a C++ `-inl.h`'s)
+            # name that type too.
             spaces = {s.name: s.kind for s in symbols if s.kind in _SPACE_KINDS}
             defs = [s for s in symbols if s.kind not in _SPACE_KINDS]
             here = {s.name for s in defs}
-
             names = [s.name for s in defs if len(s.name) >= 4 and _top_level(s, spaces)]
             names += [s.container for s in defs
                       if len(s.container) >= 4 and s.container not in spaces and s.container not in here]
