@@ -945,12 +945,15 @@ class Session:
             w.stop()
 
     def wait_idle(self, timeout: float = 60.0) -> bool:
-        """Block until nothing is pending or running (tests, benchmarks, `delphi serve --wait`)."""
+        """Block until nothing is pending or running, nor held by a watcher as events not yet reported (tests,
+        benchmarks, `delphi serve --wait`): idle with a burst in hand, and status said "indexing (changes)" right
+        after (CI, session 43: a file created, then written while the watcher was already gathering)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             with self._cv:
                 idle = not self.pending and not self._busy
-            if idle and all(e.indexing is None for e in self.engines.values()):
+            if (idle and all(e.indexing is None for e in self.engines.values())
+                    and not any(self._events_in_hand(root) for root in list(self._watchers))):
                 return True
             time.sleep(0.05)
         return False

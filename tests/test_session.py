@@ -1244,15 +1244,19 @@ def test_status_polled_while_a_burst_of_file_events_is_gathered_is_not_ready(tmp
     ws, s = _watched_session(tmp_path)
     try:
         w = s._watchers[ws.resolve()]
-        (ws / "shipyard" / "fresh_burst.py").write_text("def burst_written_fn():\n    return 1\n")
-        deadline = time.monotonic() + 5
-        while not w.draining:
-            assert time.monotonic() < deadline, "the watcher never started gathering"
-            time.sleep(0.01)
-        assert s.status()["workspaces"][0]["state"].startswith("indexing"), s.status()["workspaces"][0]["state"]
+        # Created, then written once the watcher is gathering: the burst goes on past the first gathering (CI failed
+        # here in session 43's run: the watcher woke between the file's creation and its write, its report came
+        # after the test's sleep, and `wait_idle` had said idle with those events still in hand).
+        with open(ws / "shipyard" / "fresh_burst.py", "w") as f:
+            deadline = time.monotonic() + 5
+            while not w.draining:
+                assert time.monotonic() < deadline, "the watcher never started gathering"
+                time.sleep(0.01)
+            assert s.status()["workspaces"][0]["state"].startswith("indexing"), s.status()["workspaces"][0]["state"]
+            time.sleep(0.2)
+            f.write("def burst_written_fn():\n    return 1\n")
         assert s.wait_idle(60)
-        time.sleep(2)
-        assert s.wait_idle(60)
+        assert not w.draining, "wait_idle returned with the burst's events still in hand"
         assert s.status()["workspaces"][0]["state"] == "ready"
     finally:
         s.shutdown()
