@@ -466,3 +466,73 @@ def test_a_save_that_moves_no_import_edge_patches_a_graph_whose_name_links_read_
         eng.context("zebraSend")
         assert builds.n == 1  # rebuilt: a name link may read that edge
         assert _graph_facts(eng.view().graph) == _graph_facts(IndexView.build.fn(eng.meta).graph)
+
+
+SPDLOG_LIKE = {
+    "include/logkit/sinks/file_sink.h": """
+        #pragma once
+        #include "logkit/sinks/base_sink.h"
+        namespace logkit {
+        namespace sinks {
+        class rotating_file_sink : public base_sink {
+        public:
+            explicit rotating_file_sink(const char *filename);
+            void sink_it_(const char *msg) override;
+        };
+        }  // namespace sinks
+        rotating_file_sink *rotating_logger_open(const char *name, const char *filename);
+        }  // namespace logkit
+        #ifdef LOGKIT_HEADER_ONLY
+        #include "file_sink-inl.h"
+        #endif
+        """,
+    "include/logkit/sinks/file_sink-inl.h": """
+        #pragma once
+        #include "logkit/sinks/file_sink.h"
+        namespace logkit {
+        namespace sinks {
+        rotating_file_sink::rotating_file_sink(const char *filename) { open(filename); }
+        void rotating_file_sink::sink_it_(const char *msg) { write(msg); }
+        }  // namespace sinks
+        }  // namespace logkit
+        """,
+    "include/logkit/sinks/base_sink.h": """
+        #pragma once
+        namespace logkit {
+        namespace sinks {
+        class base_sink { public: virtual void sink_it_(const char *msg) = 0; };
+        }  // namespace sinks
+        }  // namespace logkit
+        """,
+    "src/file_sinks.cpp": """
+        #include "logkit/sinks/file_sink-inl.h"
+        template class logkit::sinks::base_sink;
+        """,
+    "tests/test_file_logging.cpp": """
+        #include "logkit/logkit.h"
+        TEST_CASE("rotating logger writes to its file") {
+            auto *logger = logkit::rotating_logger_open("logger", "logs/rotating.txt");
+            REQUIRE(logger != nullptr);
+        }
+        """,
+    "tests/test_misc.cpp": """
+        #include "logkit/logkit.h"
+        TEST_CASE("the sinks namespace") { logkit::sinks::base_sink *s = nullptr; REQUIRE(s == nullptr); }
+        """,
+}
+
+
+def test_a_files_separate_part_offers_the_tests_of_the_file_that_includes_it(engine_for):
+    """spdlog's `-inl.h` files hold the members its headers declare; the tests reach them through the header
+    (`rotating_logger_mt` in `test_file_logging.cpp`): they were not listed for the `-inl.h`, after tests that only
+    mention the namespace (an agents' newcomer, session 43)."""
+    eng = engine_for("spdlog_like", SPDLOG_LIKE)
+    rows = eng.related_tests("include/logkit/sinks/file_sink-inl.h")
+    paths = [r["path"] for r in rows]
+    assert paths and paths[0] == "tests/test_file_logging.cpp", rows
+    assert rows[0]["why"].startswith("through file_sink.h, which imports it"), rows[0]
+    # The header's own tests are unchanged, and a test that only shares the namespace comes after.
+    assert [r["path"] for r in eng.related_tests("include/logkit/sinks/file_sink.h")][:1] == \
+        ["tests/test_file_logging.cpp"]
+    if "tests/test_misc.cpp" in paths:
+        assert paths.index("tests/test_misc.cpp") > 0

@@ -16,7 +16,7 @@ from ..core.tokens import split_identifier, stripped
 from ..indexing.graph import FOLDER_STEMS, same_package
 from ..stores.lexical import LexicalStore
 from ..workspace.kinds import names_its_source, stem_of
-from .branches.anchors import AnchorRefsBranch, AnchorTestsBranch
+from .branches.anchors import NAMESPACE_ONLY, AnchorRefsBranch, AnchorTestsBranch
 from .branches.base import Hit
 from .context import SearchContext
 from .query import analyse
@@ -194,7 +194,11 @@ def related_tests(ctx: SearchContext, lexical: LexicalStore, rel: str, symbol: s
         # Tests naming what the file defines: one lexical search per file (a quarter second on a big
         # module), so not run for per-symbol requests, which search for the symbol itself below.
         refs = [h for h in AnchorRefsBranch().search(q, ctx) if h.path not in seen]
-        file_level = named + imported + mirrored + refs
+        spaced = [h for h in refs if h.note.startswith(NAMESPACE_ONLY)]
+        refs = [h for h in refs if not h.note.startswith(NAMESPACE_ONLY)]
+        through = _through_includer(ctx, rel, {h.path for h in named + imported + mirrored + refs})
+        file_level = named + imported + mirrored + refs + through + [h for h in spaced if h.path not in
+                                                                       {t.path for t in through}]
         rows = [{"path": h.path, "why": h.note, "score": round(h.score, 4)} for h in file_level if ours(h.path)]
         return (own + [r for r in rows if r["path"] not in {o["path"] for o in own}])[:limit]
     out: dict[str, dict[str, Any]] = {}
@@ -248,6 +252,38 @@ def related_tests(ctx: SearchContext, lexical: LexicalStore, rel: str, symbol: s
     ranked = sorted((r for r in out.values() if ours(r["path"])),
                     key=lambda r: (r["path"] not in by_name, r["path"] not in mentioning, -r["score"]))
     return (own + [r for r in ranked if r["path"] not in {o["path"] for o in own}])[:limit]
+
+
+def _through_includer(ctx: SearchContext, rel: str, seen: set[str]) -> list[Hit]:
+    """The tests of the file ``rel`` is a part of: the one code file that imports it, or the one named before it
+    that does (a C++ `-inl.h`, an `_impl.py` kept apart from its module), through which tests reach it. Listed after
+    the tests found for ``rel`` itself, before those that only mention its namespace. spdlog's `basic_file_sink-inl.h` defines the sink's members, which
+    tests reach through `basic_file_sink.h`: its tests (`test_file_logging.cpp`) were missing, after eight that only
+    mention the namespace (an agents' newcomer, session 43)."""
+    g = ctx.view.graph
+    if g is None:
+        return []
+    parents = sorted(p for p in g.imported_by.get(rel, ()) if ctx.files.get(p) == "code")
+    # Or the one named before it (`basic_file_sink.h` of `basic_file_sink-inl.h`, which spdlog's compiled library,
+    # `src/file_sinks.cpp`, includes as well).
+    stem = stem_of(rel)
+    front = [p for p in parents if len(stem_of(p)) >= 4 and stem.startswith(stem_of(p))]
+    if len(parents) != 1 and len(front) != 1:
+        return []
+    parent = parents[0] if len(parents) == 1 else front[0]
+    pb = os.path.basename(parent)
+    via = f"through {pb}, which imports it: "
+    out = [Hit(p, 0.5, [], f"{via}imports {pb}")
+           for p in sorted(g.imported_by.get(parent, ())) if ctx.files.get(p) == "test"]
+    out += [Hit(t, 0.5, [], f"{via}named after {pb}") for t in sorted(g.tests_of.get(parent, ()))]
+    up = SearchContext(ctx.settings, ctx.meta, ctx.lexical, None, None, ctx.view, [parent])
+    out += [Hit(h.path, 0.5, [], f"{via}{h.note}") for h in AnchorRefsBranch().search(analyse(f"tests for {parent}"), up)
+            if not h.note.startswith(NAMESPACE_ONLY)]
+    kept: dict[str, Hit] = {}
+    for h in out:
+        if h.path not in seen and h.path != rel:
+            kept.setdefault(h.path, h)
+    return list(kept.values())
 
 
 def _tests_named_for(ctx: SearchContext, lexical: LexicalStore, rel: str, symbol: str) -> dict[str, dict[str, Any]]:

@@ -97,6 +97,8 @@ class AnchorFolderTestsBranch:
 
 # Kinds that hold a file's definitions without being what a test uses: C++/C# namespaces, packages, modules.
 _SPACE_KINDS = frozenset({"namespace", "package", "module"})
+# The why of a test found by a namespace's name alone (related.py orders those last).
+NAMESPACE_ONLY = "mentions the namespace"
 _TEST_MODULE = re.compile(r"(?i)^tests?$|^tests?_|_tests?$")
 _TYPE_KINDS = frozenset({"class", "interface", "struct", "enum", "trait", "record", "object", "union", "type"})
 
@@ -156,7 +158,7 @@ class AnchorRefsBranch:
                                                                    kinds={"test"}):
                     if path not in seen:
                         seen.append(path)
-                        spaced[path] = f"mentions the namespace `{' '.join(wide[:2])}`"
+                        spaced[path] = f"{NAMESPACE_ONLY} `{' '.join(wide[:2])}`"
             # Which of them name a definition, for the why-line only (the order is the search's): a test matched by
             # the stem alone ("utils", from its own `tests/utils.py`) was said to use what fastapi/security/utils.py
             # defines (an agents' newcomer, session 38).
