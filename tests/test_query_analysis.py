@@ -299,6 +299,16 @@ def test_a_long_folder_name_in_a_frame_is_cheap_to_match_to_files() -> None:
      ("/packages/runtime-dom/src/nodeOps.ts", 46)),
     ("TypeError: x is null\n    at insert (webpack:///./packages/runtime-dom/src/nodeOps.ts:46:12)\n",
      ("/./packages/runtime-dom/src/nodeOps.ts", 46)),
+    # Node's frames of a private method and of an accessor (a newcomer pasting traces, session 44: both skipped, the
+    # innermost frame lost)
+    ("TypeError: Cannot read properties of undefined (reading 'getReader')\n"
+     "    at Ky.#readResponseText (/home/runner/work/ky/ky/source/core/Ky.ts:765:18)\n"
+     "    at Ky.#getResponseData (/home/runner/work/ky/ky/source/core/Ky.ts:612:27)\n",
+     ("/home/runner/work/ky/ky/source/core/Ky.ts", 765)),
+    ("AssertionError [ERR_ASSERTION]: invalid status code: 1000\n"
+     "    at Object.set status [as status] (/home/dev/shop/node_modules/koa/lib/response.js:88:5)\n"
+     "    at Object.status (/home/dev/shop/node_modules/delegates/index.js:92:31)\n",
+     ("/home/dev/shop/node_modules/koa/lib/response.js", 88)),
     # tsc's and rustc's locations
     ("packages/runtime-core/src/renderer.ts(735,30): error TS2345: Argument of type 'X | null' is not assignable.\n",
      ("packages/runtime-core/src/renderer.ts", 735)),

@@ -173,7 +173,10 @@ def resolve(ix: FileIndex, importer: str, target: str) -> list[str]:
 # A browser's frames name a dev server's URL (`at insert (http://localhost:5173/packages/x/src/nodeOps.ts:46:12)`,
 # a module Vite reloaded with `?t=1712…` after it) or a source map's (`webpack:///./src/x.ts`): read as the path
 # after the host, the query left out (Chrome's trace gave no frame: a newcomer, session 39).
-AT_FRAME = re.compile(r"at (?:async )?(?:new )?(?:[\w$.<>\[\]]+ )?(?:\[as [\w$]+\] )?\(?(?:file://(?:/(?=[A-Za-z]:))?|"
+# A private method's frame (`at Ky.#readResponseText (…)`) and an accessor's (`at Object.set status [as status] (…)`)
+# were skipped, and the frame where the error happened with them (a newcomer pasting traces, session 44).
+AT_FRAME = re.compile(r"at (?:async )?(?:new )?(?:[\w$.<>\[\]#]+(?: [\w$#]+)? )?(?:\[as [\w$#]+\] )?\(?"
+                      r"(?:file://(?:/(?=[A-Za-z]:))?|"
                       r"(?:https?|webpack(?:-internal)?)://[\w.:@-]*(?=/))?"
                       r"((?:[A-Za-z]:)?[\w./\\@+-]+\.\w+)(?:\?[\w=&.%-]*)?:(\d+)(?::\d+)?\)?")
 # Firefox's and Safari's frames: `insert@http://localhost:5173/packages/runtime-dom/src/nodeOps.ts:46:12`, `@file.js:3:1`

@@ -297,6 +297,9 @@ class Retriever:
             spans_mod.link_files([f.path for f in head], scored, sq)
             spans_mod.frames_first([f.path for f in head], scored, sq)
             listed = [spans_mod.listed_spans(scored[f.path], asked) for f in head]
+            for f, spans in zip(head, listed, strict=True):
+                if any(sc.frame_lines for sc in scored[f.path]):  # a trace's files only: one query each
+                    spans_mod.name_frames(spans, scored[f.path], meta.symbols_of(f.path))
             listed += spans_mod.evidence_spans(meta, [(f.path, f.evidence) for f in top[len(head):]], asked)
         rows = []
         vendored = ctx.view.vendored

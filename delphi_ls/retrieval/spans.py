@@ -613,6 +613,12 @@ def _best_line(sc: ScoredChunk, symbol: str | None) -> tuple[int, str]:
     found from the words' occurrences in the chunk's lower-cased text and scored, in line order, as a
     walk over every line would score them (lower-casing never adds or removes a newline)."""
     c = sc.chunk
+    if sc.frame_lines and c.start_line <= sc.frame_lines[0] <= c.end_line:
+        # The line the trace names, innermost first: the preview showed the line with most of the question's
+        # words, often another function's (`def visit_NUMBER` for a failure at line 578 in `visit_STRING`; a
+        # newcomer pasting traces, session 44).
+        at = sc.frame_lines[0] - c.start_line
+        return sc.frame_lines[0], c.text.split("\n")[at].strip()[:160]
     low_text = _lower(c)
     top = [w for w in sc.matched[:5] if w in low_text]
     sym = symbol.lower() if symbol else None
@@ -653,6 +659,21 @@ def span_of(sc: ScoredChunk, asked: set[str], first: bool = True) -> dict[str, A
     line, preview = _best_line(sc, sym) if first else (c.start_line, _preview(c))
     return {"startLine": c.start_line, "endLine": c.end_line, "symbol": sym, "preview": preview,
             "previewLine": line, "why": why_of(sc), "score": round(sc.score, 3)}
+
+
+def name_frames(spans: list[dict[str, Any]], scored: list[ScoredChunk], symbols: list[Any]) -> None:
+    """A listed span that holds a trace's line is named by the definition that line is in (the innermost around it),
+    and previews it: it was named by a word of the question, often another function's (`visit_NUMBER` for a failure
+    at line 578 in `visit_STRING`, whose chunk began above; a newcomer pasting traces, session 44). ``symbols``: the
+    file's definitions (``MetaStore.symbols_of``)."""
+    held = sorted(((sc.score, ln) for sc in scored for ln in sc.frame_lines[:1]), reverse=True)
+    for sp in spans:
+        line = next((ln for _s, ln in held if sp["startLine"] <= ln <= sp["endLine"]), None)
+        if line is None:
+            continue
+        around = [d for d in symbols if d.line <= line <= d.end_line and d.name != "<module>"]
+        if around:
+            sp["symbol"] = max(around, key=lambda d: (d.line, -d.end_line)).name
 
 
 def listed_spans(scored: list[ScoredChunk], asked: set[str], n: int = LISTED_SPANS) -> list[dict[str, Any]]:
