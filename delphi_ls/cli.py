@@ -321,6 +321,16 @@ def cmd_context(args: argparse.Namespace) -> int:
         draft = Path(args.draft).read_text(encoding="utf-8", errors="replace")
     if args.trace:  # a folder there cost the answer, after the work, with a traceback (a newcomer, session 29)
         args.trace, wrong = _output_file("--trace", args.trace)
+        if not wrong:
+            from .traces import NotATraceLog, check_trace_log
+
+            try:
+                check_trace_log(Path(args.trace))
+            except NotATraceLog as e:
+                print(f"delphi: error: --trace: {args.trace}: {e.strerror}. --trace names the file this answer's trace "
+                      "is appended to; a stack trace to ask about is the question: `delphi context PATH - < FILE`",
+                      file=sys.stderr)
+                wrong = USAGE
         if wrong:
             return wrong
     with _engine(args) as eng:

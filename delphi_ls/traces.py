@@ -28,6 +28,33 @@ def dumps_inert(record: Any) -> str:
     return json.dumps(record, ensure_ascii=True).translate(_SHELL_INERT)
 
 
+class NotATraceLog(OSError):
+    """The file holds other text than traces: appending to it would change a file of the user's."""
+
+
+def check_trace_log(path: Path) -> None:
+    """Raise :class:`NotATraceLog` unless ``path`` is absent, empty or a trace log (its first line a trace). The
+    README calls a pasted stack trace `trace.txt`; `--trace trace.txt` appended a JSON line to it, unsaid, and
+    answered without it (a newcomer pasting traces, session 44)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1 << 16)
+    except FileNotFoundError:
+        return
+    except IsADirectoryError:
+        raise NotATraceLog(21, "a folder, not a trace log") from None
+    if not head.strip():
+        return
+    first = head.split(b"\n", 1)[0]
+    try:
+        ok = isinstance(json.loads(first), dict) and "traceId" in json.loads(first)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise NotATraceLog(22, "it holds other text than Delphi's traces (JSON lines); traces are appended only "
+                               "to a new file or a trace log")
+
+
 def write_trace(path: Path, answer: dict[str, Any], lists: dict[str, list[Hit]], weights: dict[str, float],
                 params: dict[str, Any]) -> None:
     record = {
@@ -44,6 +71,7 @@ def write_trace(path: Path, answer: dict[str, Any], lists: dict[str, list[Hit]],
         "timingsMs": answer["timingsMs"],
     }
     path.parent.mkdir(parents=True, exist_ok=True)
+    check_trace_log(path)
     # 0600 when created: a trace holds the question (a pasted stack trace) and the workspace's paths.
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
     with os.fdopen(fd, "a", encoding="utf-8") as f:

@@ -541,6 +541,31 @@ def test_a_trace_that_cannot_be_written_costs_no_answer(tmp_path: Path, capsys: 
     assert (home / "t.jsonl").read_text().count("\n") == 1
 
 
+def test_a_trace_log_is_never_appended_to_a_file_of_other_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    """The README calls a pasted stack trace `trace.txt`; `delphi context . "why" --trace trace.txt` answered without
+    it and appended a JSON line to the user's file (a newcomer pasting traces, session 44). Refused, the file as it
+    was; the `trace_file` setting the same (health says why); a trace log of Delphi's own still grows."""
+    from delphi_ls.cli import main
+
+    root = _ws(tmp_path / "ws", {"a.py": "def alpha():\n    return 1\n"})
+    pasted = tmp_path / "trace.txt"
+    pasted.write_text('Traceback (most recent call last):\n  File "a.py", line 2, in alpha\nValueError: x\n')
+    before = pasted.read_bytes()
+    args = ["context", str(root), "why does this crash", "--index-dir", str(tmp_path / "idx"), "--no-vectors"]
+    assert main([*args, "--trace", str(pasted)]) == 2
+    err = capsys.readouterr().err
+    assert "--trace" in err and "other text" in err and "- < FILE" in err
+    assert pasted.read_bytes() == before
+    log = tmp_path / "t.jsonl"
+    assert main([*args, "--trace", str(log)]) == 0 and main([*args, "--trace", str(log)]) == 0
+    assert log.read_text().count("\n") == 2
+    with Engine(root, index_dir=tmp_path / "idx", vectors=False, trace_file=str(pasted)) as eng:
+        assert [r["path"] for r in eng.context("alpha")["results"]][:1] == ["a.py"]
+        warned = [p for p in eng.health()["problems"] if p["code"] == "trace_file"]
+        assert warned and "other text" in warned[0]["message"], warned
+    assert pasted.read_bytes() == before
+
+
 def test_the_python_api_takes_path_objects_and_checks_a_symbols_limit(tmp_path: Path):
     """`anchors=[Path(...)]` and `related_code(Path(...))` were refused though the constructor takes a Path;
     `symbols(q, limit=-1)` answered [] (a newcomer, session 29)."""
