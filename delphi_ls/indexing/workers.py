@@ -246,14 +246,26 @@ def _signals_held() -> Iterator[None]:
     interrupted" (1 run in about 50 of the Ctrl-C test, session 29). Held by a Python handler (a signal mask
     would not do: the kernel hands the signal to another thread, whose C handler still wakes the main one) and
     passed on to the handler before it on the way out. Python's handlers run in the main thread only."""
+    # Blocked in the starting thread as well: a child starts with its parent's signal mask, the signals stay
+    # blocked through its start and imports until its first code ignores Ctrl-C and unblocks them
+    # (worker_start.py): a terminal's Ctrl-C reaches the workers too, and one in a worker's start printed its
+    # traceback (session 44). The parent's own Ctrl-C meanwhile goes to another thread, or waits for the unblock.
+    mask = getattr(signal, "pthread_sigmask", None)
+    old_mask = mask(signal.SIG_BLOCK, HANDOFF_SIGNALS) if mask is not None else None
     if threading.current_thread() is not threading.main_thread():
-        yield
+        try:
+            yield
+        finally:
+            if mask is not None and old_mask is not None:
+                mask(signal.SIG_SETMASK, old_mask)
         return
     held: list[int] = []
     before = {sig: signal.signal(sig, lambda signum, _frame: held.append(signum)) for sig in HANDOFF_SIGNALS}
     try:
         yield
     finally:
+        if mask is not None and old_mask is not None:
+            mask(signal.SIG_SETMASK, old_mask)  # a signal that waited is taken by the handler that holds it
         for sig, handler in before.items():
             signal.signal(sig, handler)
         for signum in dict.fromkeys(held):
@@ -280,7 +292,8 @@ def _preparation_data(name: str) -> dict[str, object]:
     d = _stdlib_preparation_data(name)
     if name.startswith(WORKER_NAME):
         d.pop("init_main_from_path", None)
-        d.pop("init_main_from_name", None)
+        # Run as the worker's main module, before the imports the worker's task brings (worker_start.py says why).
+        d["init_main_from_name"] = "delphi_ls.indexing.worker_start"
     return d
 
 
