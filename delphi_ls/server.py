@@ -22,6 +22,7 @@ from pygls.lsp.server import LanguageServer
 
 from . import __version__
 from .api import ContextRequest, RelatedRequest, RequestError, uri_to_path
+from .core.processes import running
 from .lsp_documents import OpenDocuments
 from .lsp_protocol import DelphiProtocol, serve_stdio, strict_converter
 from .session import LENS_CODE, LENS_TESTS, Problem, Session, SessionEvents
@@ -204,12 +205,8 @@ def _watch_client(ls: DelphiServer, pid: int, loop: asyncio.AbstractEventLoop) -
     def watch() -> None:
         while True:
             time.sleep(CLIENT_POLL_S)
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
+            if running(pid) is False:  # gone, or ended and not reaped (another user's: it exists)
                 break
-            except OSError:  # another user's process (EPERM): it exists
-                continue
         log.warning("the editor's process %d is gone: leaving", pid)
         on_exit = getattr(ls.protocol, "on_exit", None)
         if on_exit is not None:

@@ -138,6 +138,31 @@ def test_a_writer_killed_holding_the_lock_blocks_nobody(paused_writer):
         assert eng.meta.counts()["files"] == 80 and eng.health(check_staleness=True)["ok"]
 
 
+def test_a_writer_killed_and_not_yet_reaped_blocks_nobody(paused_writer):
+    """`timeout -s KILL` takes itself down with the writer it kills, and the writer is left to a container's first
+    process, which may reap it late: health said "another process is indexing" of a process that had ended (a
+    newcomer's first use, session 44, 3 kills in 4). Here the test is the parent and has not reaped it yet."""
+    from delphi_ls.core.processes import running
+
+    ws, idx, proc, _go = paused_writer
+    proc.send_signal(signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{proc.pid}").exists() and running(proc.pid) is not False:
+        assert time.monotonic() < deadline  # it is a zombie (or gone) within moments
+        time.sleep(0.01)
+    try:
+        assert os.path.exists(f"/proc/{proc.pid}"), "reaped already: the case is not the one tested"
+        os.kill(proc.pid, 0)  # the pid still answers a signal: only its state says it has ended
+        with Engine(ws, index_dir=str(idx), vectors=False, reranker="off") as eng:
+            assert eng.writer_holder() is None
+            msgs = [p["message"] for p in eng.health()["problems"]]
+            assert not any("another process" in m for m in msgs), msgs
+            assert eng.index(wait=False).files_indexed > 0  # and the next run takes the lock
+    finally:
+        proc.wait(timeout=30)
+    assert running(proc.pid) is False and running(os.getpid()) is True and running(0) is False
+
+
 def test_two_index_commands_at_once(tmp_path: Path):
     """`delphi index D & delphi index D`: both finish, no traceback, one consistent index (3 tries)."""
     ws = _ws(tmp_path / "ws", 150)

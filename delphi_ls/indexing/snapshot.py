@@ -50,6 +50,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 from ..core.git import ask_git
+from ..core.processes import running
 from ..settings import Settings
 from ..stores.lexical import FOLDERS as LEXICAL_FOLDERS
 from ..stores.lexical import schema as lexical_schema
@@ -630,13 +631,7 @@ def _dead(name: str, prefix: str) -> bool:
         return False
     if pid == os.getpid():
         return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
+    return running(pid) is False
 
 
 def recover(index_dir: Path) -> list[str]:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.locks import take_or_close
+from ..core.processes import running
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -210,9 +211,8 @@ def untrusted_live(index_dir: Path) -> str | None:
         if st.st_uid != os.getuid() or not stat.S_ISREG(st.st_mode) or not st.st_mode & 0o077:
             return None  # another user's file names no daemon of ours; a private one is find_daemon's
         pid = int(json.loads(f.read_text())["pid"])
-        if pid <= 0:  # kill(0) and kill(-1) "succeed": no process named
+        if running(pid) is not True:  # gone, ended, or another user's: no daemon of ours
             return None
-        os.kill(pid, 0)
     except (OSError, ValueError, KeyError, TypeError):
         return None
     # A daemon holds daemon.lock while it serves: not a file left by one long gone whose pid was reused. Its
@@ -321,9 +321,7 @@ def find_daemon(index_dir: Path) -> tuple[str, str] | None:
         pid, url = int(info["pid"]), str(info["url"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, PermissionError):  # gone, or another user's process: not our daemon
+    if running(pid) is not True:  # gone, ended, or another user's process: not our daemon
         return None
     from urllib.parse import urlparse
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.locks import take_or_close
+from ..core.processes import running
 
 LOCK_FILE = "writer.lock"
 POLL_S = 0.2
@@ -66,13 +67,7 @@ def _command() -> str:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's process: it exists
-    return True
+    return running(pid) is not False  # another user's process exists: it may be writing
 
 
 class WriterLock:
