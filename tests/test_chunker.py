@@ -287,3 +287,92 @@ def test_go_types_by_what_they_are_and_package_level_names():
     got = {(s.name, s.kind) for s in chunker.chunk_file("cache/lru.go", src, 1500).symbols}
     assert got == {("ErrNotFound", "variable"), ("A", "constant"), ("LRU", "struct"), ("Store", "interface"),
                    ("Key", "type"), ("Get", "method")}
+
+
+def _getter(i: int) -> str:
+    body = "\n".join(f"    const v{j} = this.res.getHeader('x-{i}-{j}') || this.ctx.state.fallback{j};" for j in range(6))
+    return f"  /**\n   * Header {i}.\n   */\n  get header{i} () {{\n{body}\n    return v0 + v1;\n  }},\n"
+
+
+def _test_case(i: int, it: str = "it", opener: str = "() => {", closer: str = "})") -> str:
+    body = "\n".join(f"    assert.strictEqual(ctx.response.header{i}, 'value {i} {j} for the header');" for j in range(6))
+    return f"  {it}('reads header {i} from the response', {opener}\n    const ctx = context()\n{body}\n  {closer}\n"
+
+
+def _starts_on_a_member(cf, marker: str) -> None:
+    """Every chunk past the opening line (line 5) starts on a member's first line (its doc comment)."""
+    for c in cf.chunks:
+        if c.start_line <= 5:
+            continue
+        first = c.text.lstrip("\n").splitlines()[0].strip()
+        assert first.startswith(marker) or first in ("}",), (c.start_line, c.end_line, first)
+
+
+@pytest.mark.parametrize("opening", ["module.exports = {", "const proto = module.exports = {", "export default {"])
+def test_a_large_object_of_methods_is_chunked_by_its_methods(opening: str):
+    """Koa's `lib/response.js` is one `module.exports = {…}` of getters: it was cut into windows of 60 lines, each
+    holding the tail of one getter and the head of the next (a chunk, a span, a hit began mid-method)."""
+    src = "'use strict'\n\nconst vary = require('vary')\n\n" + opening + "\n" + "\n".join(
+        _getter(i) for i in range(30)) + "}\n"
+    cf = chunk_file("lib/response.js", src)
+    assert len(cf.chunks) > 4
+    _starts_on_a_member(cf, "/**")
+    by_symbol = {s: c for c in cf.chunks for s in c.symbols}
+    for i in range(30):  # each getter whole in the chunk its symbol is in
+        c = by_symbol[f"header{i}"]
+        assert f"get header{i} ()" in c.text and "this.ctx.state.fallback5;\n    return v0 + v1;\n  }," in \
+            c.text.split(f"get header{i} ()", 1)[1], i
+
+
+@pytest.mark.parametrize(("rel", "prelude", "opener", "cases", "closer"), [
+    ("test/response.test.js", "const assert = require('assert')\n\n", "describe('ctx.response', () => {",
+     lambda i: _test_case(i), "})\n"),
+    ("test/response.spec.ts", "import { describe, it } from 'vitest'\n\n", "describe('ctx.response', function () {",
+     lambda i: _test_case(i, "test", "async () => {"), "});\n"),
+    ("spec/response_spec.rb", "require 'spec_helper'\n\n", "RSpec.describe Response do",
+     lambda i: f"  it 'reads header {i} from the response' do\n" + "\n".join(
+         f"    expect(response.header{i}).to eq('value {i} {j} for the header')" for j in range(6)) + "\n  end\n",
+     "end\n"),
+])
+def test_a_large_top_level_test_block_is_chunked_by_its_cases(rel, prelude, opener, cases, closer):
+    """A test file that is one `describe(…)` block was cut into 60-line windows across its cases: the span an agent
+    got for a case began in the one before it."""
+    src = prelude + opener + "\n" + "\n".join(cases(i) for i in range(25)) + closer
+    cf = chunk_file(rel, src)
+    assert len(cf.chunks) > 3
+    for c in cf.chunks:
+        if c.start_line > 3:  # past the opener: each chunk starts on a case
+            first = c.text.lstrip("\n").splitlines()[0].strip()
+            assert first.startswith(("it ", "it(", "test(")), (rel, c.start_line, first)
+    text = "".join(c.text for c in cf.chunks)
+    for i in range(25):  # no case cut in two
+        assert sum(f"header {i} from" in c.text for c in cf.chunks) == 1
+        assert f"value {i} 5 for the header" in text
+
+
+def test_a_large_data_literal_is_still_chunked_whole():
+    """A table (no parts of any size side by side beside its rows) keeps every line, in order, in chunks under two
+    windows' size."""
+    rows = "\n".join(f"  ['row{i}', {i}, 'a value for row {i} that makes the line a little longer']," for i in range(400))
+    src = f"const TABLE = [\n{rows}\n]\n\nfunction lookup (k) {{\n  return TABLE.find(r => r[0] === k)\n}}\n"
+    cf = chunk_file("lib/table.js", src)
+    text = "".join(c.text for c in cf.chunks)
+    assert all(f"'row{i}'" in text for i in range(400))
+    assert all(len(c.text) <= 3000 for c in cf.chunks)
+    assert [c.start_line for c in cf.chunks] == sorted(c.start_line for c in cf.chunks)
+    assert "lookup" in cf.chunks[-1].symbols
+
+
+def test_a_doc_comment_a_blank_line_above_its_definition_opens_that_definitions_chunk():
+    """Koa's and express's JSDoc style leaves a blank line between `/** … */` and the method: the comment ended the
+    chunk before, and the method's chunk began without its documentation. A file's own head comment stays there."""
+    getters = "\n".join(_getter(i).replace("   */\n  get", "   */\n\n  get") for i in range(30))
+    src = "/**\n * Module dependencies.\n */\n\nconst vary = require('vary')\n\nmodule.exports = {\n" + getters + "}\n"
+    cf = chunk_file("lib/response.js", src)
+    assert "Module dependencies" in cf.chunks[0].text and cf.chunks[0].kind == "header"
+    for c in cf.chunks[1:]:
+        if c.start_line > 8:
+            first = c.text.lstrip("\n").splitlines()[0].strip()
+            assert first == "/**", (c.start_line, first)
+    for i in range(30):  # each doc comment in its getter's chunk
+        assert any(f"Header {i}." in c.text and f"get header{i} ()" in c.text for c in cf.chunks), i

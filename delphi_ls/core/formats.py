@@ -24,7 +24,9 @@ INDEX_FORMAT = 3  # the stores' layout (engine.py refuses and rebuilds another)
 #     HCL, `Dockerfile.*`, Jenkinsfiles and `go.mod` are config (workspace/kinds.py).
 # 11: a CSV, TSV or JSON-lines file over 64 KB is indexed as its head: its first 50 lines (workspace/indexed_text.py).
 # 12: Tcl and Bats files in test folders are tests (workspace/kinds.py): redis's `tests/unit/*.tcl` were "other".
-PARSER_VERSION = 12
+# 13: a large statement that is no definition is chunked by its parts (indexing/chunker.py `_members_of`): koa's
+#     `module.exports = {…}` and a top-level `describe(…, () => {…})` were cut in 60-line windows across methods.
+PARSER_VERSION = 13
 
 
 def describe() -> str:
