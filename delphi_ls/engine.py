@@ -156,6 +156,8 @@ VIEW_SAVE_MIN_S = 0.5
 # ... which a build reaches from about this many files: it grows with the files (black's 440: 0.05 s; the
 # 100,000-file workspace: 8.2 s, 0.08 ms a file, bench/RESULTS.md session 8), so 5,000 files take ~0.4 s.
 VIEW_PREBUILD_FILES = 5000
+# How many related tests are found for a file before they are ordered (Engine.related_tests) and cut to the limit.
+RELATED_POOL = 50
 
 
 def _ignore_own_files(index_dir: Path, root: Path) -> None:
@@ -1443,7 +1445,15 @@ class Engine:
                            f"(sha256 {stored.weights_sha256[:12]}, dim {stored.dim}) but "  # type: ignore[union-attr]
                            f"{serving.name if serving else 'nothing'} (sha256 {serving.weights_sha256[:12] if serving else '-'}) "
                            "answers queries; run `delphi index` to re-embed")
+        # Chunks left unembedded with no run under way: a run stopped in its vector phase (Ctrl-C) or ran without
+        # vectors. Health said "no vectors yet" without a warning or what to do (a newcomer's first use, session 44).
+        idle = self.indexing is None and counts["chunks"] > counts["vectors"] and self.is_indexed() \
+            and self.writer_holder() is None
+        owed = ("; the next `delphi index` embeds them (a running Delphi server does it itself)" if idle else "")
         if counts["vectors"] == 0:
+            if idle:
+                return False, (f"not ready: {health_mod.VECTORS_BEHIND} none of the {counts['chunks']:,} chunks is embedded (a run "
+                               f"stopped before embedding them, or ran without vectors){owed}")
             return False, "not ready: no vectors yet"
         if self._hnsw_answers(counts["vectors"]) and not self.settings.chroma_url and self.meta.chroma_behind():
             # Embedded while the exact search answered (or before `vector_search` turned to hnsw): Chroma lacks
@@ -1461,6 +1471,9 @@ class Engine:
                 return True, f"partial: {holder.describe()}; what it adds shows when it is done"
             return False, f"disabled: self-consistency probe failed (cosine {p['cosine']:.4f} < 0.99 for chunk {p['chunk']}); run `delphi index` to re-embed"
         if counts["vectors"] < counts["chunks"]:
+            if idle:
+                return True, (f"partial: {health_mod.VECTORS_BEHIND} {counts['vectors']:,} of {counts['chunks']:,} chunks are "
+                              f"embedded{owed.replace('them', 'the rest')}")
             return True, f"partial: {counts['vectors']}/{counts['chunks']} chunks embedded"
         return True, "ready"
 
@@ -1775,7 +1788,18 @@ class Engine:
         self._open_or_raise()
         rel = self._indexed_path(path)
         ctx = SearchContext(self.settings, self.meta, self.lexical, None, None, self.view(), [rel])
-        rows = related.related_tests(ctx, self.lexical, rel, symbol, limit)
+        rows = related.related_tests(ctx, self.lexical, rel, symbol, limit if symbol is not None else RELATED_POOL)
+        if symbol is None and len(rows) > 1:
+            # Which tests are related is the evidence's (a name, an import, a folder, a use, a shared history); their
+            # order is the engine's answer to "which tests cover FILE" (every branch and the learned ranker): the
+            # evidence's own order put a test that only mentions a name first and ranked the tests a change to the
+            # file edits at MRR 0.465 on dev_mined's code2test, the engine asked the same at 0.614 (bench.related,
+            # session 44). A file's own inline tests stay first.
+            at = {p: i for i, p in enumerate(self._tests_for(rel))}
+            rows.sort(key=lambda r: (r["path"] != rel, r.get("tier", 0), at.get(r["path"], len(at))))
+        for r in rows:
+            r.pop("tier", None)
+        rows = rows[:limit]
         if symbol is not None and not rows:
             # "0 tests" for a name the file does not define read as "it has none" (an agent newcomer, session 26).
             # Only with no answer: a constant or a qualified name is no recorded definition, and its tests are found.
@@ -1785,6 +1809,13 @@ class Engine:
                 raise RequestError("symbol", f"{rel} defines no {symbol!r} and no test names it (its definitions: "
                                              f"{shown})")
         return rows
+
+    def _tests_for(self, rel: str) -> list[str]:
+        """The engine's tests for ``rel``, best first: its fused and reranked answer to "which tests cover REL" with
+        the file as the anchor (no spans made)."""
+        query = f"which tests cover {rel}"
+        r = self.retrieve(query, [rel])
+        return [f.path for f in self.retriever.order(r, query, [rel], ["test"])[:RELATED_POOL]]
 
     def related_code(self, test_path: str, limit: int = 10) -> list[dict[str, Any]]:
         """Source files a test exercises: named by it, imported by it (or through its helpers), in the

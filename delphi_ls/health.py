@@ -148,6 +148,8 @@ def vendored_summary(engine: EngineState) -> dict[str, Any] | None:
             "repositories": list(rules.repos)}
 
 
+# Said in the vector branch's status when chunks wait to be embedded and no run is under way (a warning here).
+VECTORS_BEHIND = "embedding stopped:"
 GRAMS_COUNTED = 1_000  # the most chunks a status line counts above the trigram index's watermark
 
 
@@ -222,7 +224,10 @@ def report(engine: EngineState, check_staleness: bool = True, buffered: Collecti
         problems.append({"severity": "error", "code": code,
                          "message": str(not_here) + "; answers come from that index meanwhile"})
     holder = engine.writer_holder()
-    if not vec_ok and engine.settings.vectors and not vec_status.startswith("not ready: no vectors yet"):
+    behind = vec_status.split(": ", 1)[-1].startswith(VECTORS_BEHIND)
+    if behind:
+        problems.append({"severity": "warning", "code": "vectors_behind", "message": "vector branch " + vec_status})
+    elif not vec_ok and engine.settings.vectors and not vec_status.startswith("not ready: no vectors yet"):
         problems.append({"severity": "error", "code": "vector_branch", "message": "vector branch " + vec_status})
     if not lexical_ready:
         # Files in the manifest but no finished run: a run is under way, or one was stopped (Ctrl-C).

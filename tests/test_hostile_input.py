@@ -610,3 +610,21 @@ def test_a_rebuild_of_a_folder_gone_empties_nothing(tmp_path: Path):
         with pytest.raises(WorkspaceGone):
             eng.index(rebuild=True)
         assert eng.counts()["files"] == 1
+
+
+def test_chunks_left_unembedded_with_no_run_under_way_are_a_warning_that_says_what_to_do(tmp_path: Path):
+    """A Ctrl-C in the vector phase (or a run without vectors) left every chunk unembedded: health said "no vectors
+    yet", no warning, nothing to do (a newcomer's first use, session 44). It is a warning naming the count and the
+    command; the next run embeds them and it is gone."""
+    root = _ws(tmp_path / "ws", {f"m{i}.py": f"def fn_{i}():\n    return {i}\n" for i in range(6)})
+    with Engine(root, index_dir=tmp_path / "idx", vectors=False) as eng:
+        eng.index()
+    with Engine(root, index_dir=tmp_path / "idx") as eng:  # vectors on: the setting a user has
+        ok, status = eng.vector_status()
+        assert not ok and "none of the 6 chunks is embedded" in status and "`delphi index`" in status, status
+        warned = [p for p in eng.health()["problems"] if p["code"] == "vectors_behind"]
+        assert warned and warned[0]["severity"] == "warning" and "delphi index" in warned[0]["message"], warned
+        assert eng.health()["ok"]  # a warning, not an error
+        eng.index()
+        assert eng.vector_status() == (True, "ready")
+        assert not [p for p in eng.health()["problems"] if p["code"] == "vectors_behind"]
