@@ -38,8 +38,10 @@ def _resolve(ix: FileIndex, importer: str, target: str) -> list[str]:
 # newcomer, session 38).
 # Windows' separators too: pytest on a Windows runner prints `src\flask\app.py:1307: TypeError` (no frame; a newcomer,
 # session 39).
+# An arrow before the frame: chi's `middleware.Recoverer` marks the panicking frame ` ->   /…/tree.go:458`, which was
+# no frame, and its line was in no span (a newcomer pasting traces, session 44).
 LINE_START_FRAME = re.compile(
-    r"^[ \t]*((?:[A-Za-z]:)?[/\\]?(?:[\w.@+-]+[/\\])*[\w.-]+\.(?:go|rs|c|cc|cpp|h|py|rb|java|kt|ts|js|tsx|jsx)):(\d+)",
+    r"^[ \t]*(?:(?:-+|=)>[ \t]*)?((?:[A-Za-z]:)?[/\\]?(?:[\w.@+-]+[/\\])*[\w.-]+\.(?:go|rs|c|cc|cpp|h|py|rb|java|kt|ts|js|tsx|jsx)):(\d+)",
     re.M)
 
 _TYPE_KINDS = {"struct_type": "struct", "interface_type": "interface"}
