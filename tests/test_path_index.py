@@ -116,6 +116,24 @@ def test_a_named_file_that_also_matches_keeps_the_larger_score_and_the_named_lin
     assert [h.path for h in hits][0] == "svc/other.py" and len({h.path for h in hits}) == len(hits)
 
 
+def test_another_machines_path_sharing_only_a_common_file_name_names_no_file() -> None:
+    """A user's `/home/ci/src/myapp/cmd/server/main.go` in a panic was "named in the question" as chi's
+    `_examples/fileserver/main.go` (a newcomer pasting traces, session 44): of several files of that name, one that
+    shares no folder with the path is not it. A unique name (a checkout elsewhere) and a shared folder still are."""
+    files = {"_examples/fileserver/main.go": "code", "_examples/rest/main.go": "code", "tree.go": "code",
+             "cmd/server/main.go": "code"}
+    c = _ctx(files, Settings())
+    assert c.resolve_mention("/home/ci/src/myapp/cmd/server/main.go") == ["cmd/server/main.go"]
+    del files["cmd/server/main.go"]
+    c = _ctx(files, Settings())
+    assert c.resolve_mention("/home/ci/src/myapp/cmd/server/main.go") == []
+    assert c.resolve_mention("/home/ci/build/chi/tree.go") == ["tree.go"]
+    assert c.resolve_mention("C:\\Users\\x\\app\\main.go".replace("\\", "/")) == []
+    assert sorted(c.resolve_mention("main.go")) == ["_examples/fileserver/main.go", "_examples/rest/main.go"]
+    notes = [h.note for h in PathBranch().search(analyse("panic\n\t/home/ci/src/myapp/cmd/server/main.go:12 +0x1d\n"), c)]
+    assert not any(n.startswith("named in the question") for n in notes), notes
+
+
 def test_a_named_file_whose_words_score_higher_keeps_that_score_and_the_named_line() -> None:
     words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo"]
     name = "pkg/" + "_".join(words) + ".py"

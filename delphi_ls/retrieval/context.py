@@ -269,6 +269,9 @@ def _one_edit(a: str, b: str) -> bool:
     return longer[i + 1:] == shorter[i:]
 
 
+_ABSOLUTE = re.compile(r"^(?:/|~|[A-Za-z]:[/\\])")  # a path from the root of some machine
+
+
 @dataclass
 class SearchContext:
     settings: Settings
@@ -370,4 +373,12 @@ class SearchContext:
         """Workspace files a mentioned path refers to: exact, or by suffix (frames carry absolute paths)."""
         if mention in self.view.files:
             return [mention]
-        return closest_by_tail(mention, self.view.by_basename.get(os.path.basename(mention), []))[:3]
+        found = closest_by_tail(mention, self.view.by_basename.get(os.path.basename(mention), []))
+        tail = "/".join(mention.rsplit("/", 2)[-2:])  # its file and folder
+        if len(found) > 1 and _ABSOLUTE.match(mention) and not (found[0] == tail or found[0].endswith("/" + tail)):
+            # Another machine's path that shares only its file's name with several of the workspace's: a user's
+            # `/home/ci/src/myapp/cmd/server/main.go` was "named in the question" as chi's `_examples/fileserver/
+            # main.go` (a newcomer pasting traces, session 44). One file of that name is still it (a checkout
+            # elsewhere: `/home/ci/build/chi/tree.go`).
+            return []
+        return found[:3]
