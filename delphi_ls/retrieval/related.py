@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from ..core.tokens import split_identifier, stripped
-from ..indexing.graph import FOLDER_STEMS, same_package
+from ..indexing.graph import FOLDER_STEMS, dir_distance, same_package
 from ..stores.lexical import LexicalStore
 from ..workspace.kinds import names_its_source, stem_of
 from .branches.anchors import NAMESPACE_ONLY, AnchorRefsBranch, AnchorTestsBranch
@@ -25,6 +25,7 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
 # Evidence weights for related_code: a name or an import is a deliberate link, a mirroring folder
 # a convention, a shared symbol or co-change a hint.
 NAMED, IMPORTED, VIA_HELPER, MIRRORED, SYMBOLS, COCHANGE = 3.0, 2.0, 1.0, 1.5, 1.0, 0.5
+COCHANGE_TESTS_MIN = 0.25  # redis: t_stream.c's stream tests 0.49 and 0.33; aof.c's aof.tcl 0.28, unrelated 0.12
 IN_PACKAGE, PACKAGE_FILES = 0.5, 3  # a file of a package the test imports whole (Go): one of many
 NAMED_TEST_MIN = 6  # a symbol's name this long (separators aside) may be looked for inside test names
 AMBIGUOUS_DEFS = 3  # a symbol name defined in this many source files: a bare mention of it says little
@@ -184,6 +185,8 @@ def related_tests(ctx: SearchContext, lexical: LexicalStore, rel: str, symbol: s
     seen = {n.path for n in named}
     imported = [Hit(p, 1.0, [], f"imports {os.path.basename(rel)}") for p in importers if p not in seen]
     seen |= set(importers)
+    imported += _through_header(ctx, rel, seen)
+    seen |= {h.path for h in imported}
     # A front file (`optimizer/index.ts`) by its folder's name, which the test folder bears.
     named_as = (os.path.basename(os.path.dirname(rel)) + "/" if stripped(stem_of(rel)) in FOLDER_STEMS
                 and os.path.dirname(rel) else os.path.basename(rel))
@@ -196,10 +199,19 @@ def related_tests(ctx: SearchContext, lexical: LexicalStore, rel: str, symbol: s
         refs = [h for h in AnchorRefsBranch().search(q, ctx) if h.path not in seen]
         spaced = [h for h in refs if h.note.startswith(NAMESPACE_ONLY)]
         refs = [h for h in refs if not h.note.startswith(NAMESPACE_ONLY)]
-        through = _through_includer(ctx, rel, {h.path for h in named + imported + mirrored + refs})
-        file_level = named + imported + mirrored + refs + through + [h for h in spaced if h.path not in
-                                                                       {t.path for t in through}]
-        rows = [{"path": h.path, "why": h.note, "score": round(h.score, 4)} for h in file_level if ours(h.path)]
+        linked = {h.path for h in named + imported + mirrored + refs}
+        together = _changed_together(ctx, rel, linked)
+        through = _through_includer(ctx, rel, linked | {h.path for h in together})
+        later = {h.path for h in together + through}
+        file_level = named + imported + mirrored + refs + together + through + [h for h in spaced
+                                                                                 if h.path not in later]
+        # The evidence's strength, for the order (Engine.related_tests orders within it): a link to the file itself,
+        # then a shared history or the file that includes it, then a namespace's name alone.
+        middle = {h.path for h in together + through}
+        weak = {h.path for h in spaced} - middle
+        rows = [{"path": h.path, "why": h.note, "score": round(h.score, 4),
+                 "tier": 2 if h.path in weak else 1 if h.path in middle else 0}
+                for h in file_level if ours(h.path)]
         return (own + [r for r in rows if r["path"] not in {o["path"] for o in own}])[:limit]
     out: dict[str, dict[str, Any]] = {}
     hits = [(cid, p, score) for cid, p, score in
@@ -252,6 +264,36 @@ def related_tests(ctx: SearchContext, lexical: LexicalStore, rel: str, symbol: s
     ranked = sorted((r for r in out.values() if ours(r["path"])),
                     key=lambda r: (r["path"] not in by_name, r["path"] not in mentioning, -r["score"]))
     return (own + [r for r in ranked if r["path"] not in {o["path"] for o in own}])[:limit]
+
+
+_IMPLEMENTATIONS = (".c", ".cc", ".cpp", ".cxx", ".c++", ".m", ".mm")
+_HEADERS = (".h", ".hh", ".hpp", ".hxx", ".h++")
+
+
+def _through_header(ctx: SearchContext, rel: str, seen: set[str]) -> list[Hit]:
+    """For a C, C++ or Objective-C source file: the tests that include its header (the file of its stem that is a
+    header), which is how a test reaches what the source file defines. hiredis's `net.c` and `sds.c` had no related
+    test, though `test.c` includes `net.h` and `sds.h` (bench.related, dev_langs, session 44)."""
+    g = ctx.view.graph
+    if g is None or not rel.endswith(_IMPLEMENTATIONS):
+        return []
+    name = os.path.splitext(os.path.basename(rel))[0]
+    out: list[Hit] = []
+    for header in (name + ext for ext in _HEADERS):
+        cands = ctx.view.by_basename.get(header, [])
+        for h in sorted(cands, key=lambda c: (dir_distance(rel, c), c))[:1]:  # the nearest of that name
+            out += [Hit(p, 1.0, [], f"imports {header}, {os.path.basename(rel)}'s header")
+                    for p in sorted(g.imported_by.get(h, ())) if ctx.files.get(p) == "test" and p not in seen]
+    return out
+
+
+def _changed_together(ctx: SearchContext, rel: str, seen: set[str]) -> list[Hit]:
+    """Tests that changed with ``rel`` in its history (``cochange``: the cosine of their change histories, at least
+    COCHANGE_TESTS_MIN). redis's `t_stream.c` had no related test (its Tcl tests name commands, not C functions),
+    though `stream.tcl` and `stream-cgroups.tcl` changed with it in most of its changes (a newcomer, session 44)."""
+    return [Hit(p, w, [], f"changed together with {os.path.basename(rel)} in its history")
+            for p, w in ctx.meta.cochanged_with(rel, limit=100)
+            if w >= COCHANGE_TESTS_MIN and ctx.files.get(p) == "test" and p not in seen and p != rel]
 
 
 def _through_includer(ctx: SearchContext, rel: str, seen: set[str]) -> list[Hit]:
