@@ -615,6 +615,13 @@ def build_parser() -> argparse.ArgumentParser:
     engine_options(p)
     p.set_defaults(fn=cmd_eval)
 
+    p = sub.add_parser("indexes", help="the index folders in your cache: workspace, size, last write; --prune "
+                                       "removes those whose workspace is gone")
+    p.add_argument("--prune", action="store_true",
+                   help="remove the index folders whose workspace folder no longer exists (never one in use)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(fn=cmd_indexes)
+
     p = sub.add_parser("snapshot", help="write an index to a file a teammate or CI can load, or load one")
     snap = p.add_subparsers(dest="action", required=True, metavar="{create,load}")
     q = snap.add_parser("create", help="bring the index up to date and write it as a snapshot file")
@@ -634,6 +641,48 @@ def build_parser() -> argparse.ArgumentParser:
     engine_options(q)
     q.set_defaults(fn=cmd_snapshot)
     return ap
+
+
+def _mb(n: int) -> str:
+    return f"{n / 2**20:,.1f} MB"
+
+
+def cmd_indexes(args: argparse.Namespace) -> int:
+    """List the index folders in the user cache (the default place); ``--prune`` removes those whose workspace
+    folder is gone, never one in use."""
+    from .indexes import list_indexes, prune
+    from .settings import default_index_base
+
+    base = default_index_base()
+    if args.prune:
+        removed, kept = prune(base)
+        if args.json:
+            _dump({"base": str(base), "removed": [f.as_dict() for f in removed],
+                   "kept": [{**f.as_dict(), "why": why} for f, why in kept]})
+            return 0
+        for f in removed:
+            print(f"removed {f.path} ({_mb(f.size)}; its workspace {shown(f.workspace or '-')} is gone)")
+        for f, why in kept:
+            print(f"kept {f.path}: {why}", file=sys.stderr)
+        print(f"{len(removed)} index folder{'s' if len(removed) != 1 else ''} removed, "
+              f"{_mb(sum(f.size for f in removed))} freed" if removed else "no index folder of a workspace that is gone")
+        return 0
+    found = list_indexes(base)
+    if args.json:
+        _dump({"base": str(base), "indexes": [f.as_dict() for f in found]})
+        return 0
+    if not found:
+        print(f"no index folders in {base}")
+        return 0
+    for f in found:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(f.used)) if f.used else "-"
+        state = "" if f.present else ("  (workspace gone)" if f.workspace else "  (no readable manifest)")
+        print(f"{_mb(f.size):>10}  {when}  {shown(f.workspace or '-')}{state}\n            {f.path}")
+    gone = [f for f in found if f.workspace and not f.present]
+    print(f"{len(found)} index folders, {_mb(sum(f.size for f in found))} in {base}"
+          + (f"; {len(gone)} of workspaces that are gone ({_mb(sum(f.size for f in gone))}): "
+             "`delphi indexes --prune` removes them" if gone else ""))
+    return 0
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:

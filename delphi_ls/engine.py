@@ -287,7 +287,12 @@ class Engine:
         self.root = Path(root).resolve()
         if not self.root.is_dir():
             what = "is a file, not a folder" if self.root.exists() else "not found"
-            raise FileNotFoundError(f"workspace folder {what}: {root}")
+            # A deleted checkout's index stays in the cache, and nothing said so (a newcomer's first use, session 44).
+            left = None if settings is not None or overrides.get("index_dir") else \
+                Settings().index_path(self.root)
+            hint = (f"; its index is still at {left} (`delphi indexes --prune` removes the indexes of workspaces "
+                    "that are gone)") if left is not None and (left / "meta.sqlite").exists() else ""
+            raise FileNotFoundError(f"workspace folder {what}: {root}{hint}")
         roots.check(self.root)  # not a home folder or `/` (workspace/roots.py)
         self.settings = settings or Settings.load(self.root, overrides)
         self.index_dir = self.settings.index_path(self.root)

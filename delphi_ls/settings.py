@@ -67,6 +67,11 @@ class SettingsError(ValueError):
         self.key, self.message, self.source = key, message, source
 
 
+def default_index_base() -> Path:
+    """Where index folders go unless ``index_dir`` says otherwise: the user cache dir's ``delphi/``."""
+    return Path(platformdirs.user_cache_dir("delphi"))
+
+
 @dataclass
 class Settings:
     # Where the index lives; default: the user's cache dir, one folder per workspace.
@@ -291,7 +296,7 @@ class Settings:
         digest = hashlib.sha1(os.fsencode(root)).hexdigest()[:12]  # a folder's name can be any bytes
         # The folder's name as text (tantivy and Chroma take only UTF-8 paths; the digest keeps it unique).
         name = os.fsencode(root.name).decode("utf-8", "replace") or "root"
-        return Path(platformdirs.user_cache_dir("delphi")) / f"{name}-{digest}"
+        return default_index_base() / f"{name}-{digest}"
 
     def as_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

@@ -25,7 +25,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("indexing", ("delphi_ls.indexing",)),
     ("retrieval", ("delphi_ls.retrieval",)),
     ("health", ("delphi_ls.health",)),
-    ("engine", ("delphi_ls.engine", "delphi_ls.traces")),
+    ("engine", ("delphi_ls.engine", "delphi_ls.traces", "delphi_ls.indexes")),
     ("session", ("delphi_ls.session",)),
     ("package", ("delphi_ls",)),  # delphi_ls/__init__.py: the public names, loaded lazily
     ("evaluation", ("delphi_ls.evaluation",)),

@@ -1,0 +1,114 @@
+"""The index folders in the user's cache (where an index goes unless ``index_dir`` says otherwise), for
+`delphi indexes`: the workspace each was built for, its size, its last write, and whether that workspace is
+still there; ``prune`` removes those whose workspace folder is gone.
+
+Every workspace path gets its own folder, so copies, clones in temporary folders and deleted checkouts leave
+theirs behind, and nothing listed or removed them (a newcomer's first twenty minutes, session 44: the cache grew
+from 273 MB to 996 MB). A folder in use (its writer lock held, or open in any Delphi process) is never removed;
+a folder with no readable manifest (one being made, or damaged) is listed and left alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from .core.locks import take_or_close
+from .engine import stored_root
+from .indexing.snapshot import OPEN_LOCK
+from .settings import default_index_base
+from .stores.writer_lock import LOCK_FILE
+
+
+@dataclass(frozen=True)
+class IndexFolder:
+    path: Path
+    workspace: str | None  # the folder it was built for; None: no readable manifest
+    present: bool  # that folder exists now
+    size: int  # bytes of its files
+    used: float  # its manifest's last write (unix time; 0 when unknown)
+
+    def as_dict(self) -> dict[str, object]:
+        return {"path": str(self.path), "workspace": self.workspace, "workspacePresent": self.present,
+                "bytes": self.size, "lastWrite": self.used}
+
+
+def _size(folder: Path) -> int:
+    total = 0
+    for dirpath, _dirs, files in os.walk(folder):  # links are not followed
+        for f in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(dirpath, f)).st_size
+    return total
+
+
+def _used(folder: Path) -> float:
+    times = []
+    for name in ("meta.sqlite", "meta.sqlite-wal"):
+        with contextlib.suppress(OSError):
+            times.append((folder / name).stat().st_mtime)
+    return max(times, default=0.0)
+
+
+def list_indexes(base: Path | None = None) -> list[IndexFolder]:
+    """Every index folder under ``base`` (default: the user cache's), largest first."""
+    base = base or default_index_base()
+    out = []
+    try:
+        entries = sorted(p for p in base.iterdir() if p.is_dir() and not p.is_symlink())
+    except OSError:
+        return []
+    for folder in entries:
+        if not (folder / "meta.sqlite").exists():
+            continue  # not an index (a scratch folder of a killed snapshot run is the index's own business)
+        root = stored_root(folder)
+        out.append(IndexFolder(folder, root, bool(root) and Path(root).is_dir(), _size(folder), _used(folder)))
+    out.sort(key=lambda f: (-f.size, str(f.path)))
+    return out
+
+
+def _take(folder: Path, name: str) -> int | None:
+    """The exclusive lock ``name`` in ``folder`` without waiting: its fd, or None when someone holds it."""
+    try:
+        fd = os.open(folder / name, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return None
+    return fd if take_or_close(fd) else None
+
+
+def prune(base: Path | None = None) -> tuple[list[IndexFolder], list[tuple[IndexFolder, str]]]:
+    """Remove the index folders whose workspace folder is gone: (removed, [(kept, why)]) of those."""
+    removed: list[IndexFolder] = []
+    kept: list[tuple[IndexFolder, str]] = []
+    for f in list_indexes(base):
+        if f.workspace is None or f.present:
+            continue
+        writer = _take(f.path, LOCK_FILE)
+        if writer is None:
+            kept.append((f, "another Delphi process is indexing it"))
+            continue
+        try:
+            opened = _take(f.path, OPEN_LOCK)
+            if opened is None:
+                kept.append((f, "it is open in a Delphi process (a language server, `delphi serve`, an MCP server)"))
+                continue
+            try:
+                # Moved aside first, under both locks: a process that opens it now finds no index, not half a one.
+                gone = f.path.with_name(f".pruned-{f.path.name}-{os.getpid()}")
+                os.rename(f.path, gone)
+            except OSError as e:
+                kept.append((f, f"it could not be moved aside: {e.strerror or e}"))
+                continue
+            finally:
+                fcntl.flock(opened, fcntl.LOCK_UN)
+                os.close(opened)
+        finally:
+            fcntl.flock(writer, fcntl.LOCK_UN)
+            os.close(writer)
+        shutil.rmtree(gone, ignore_errors=True)
+        removed.append(f)
+    return removed, kept
