@@ -1,4 +1,4 @@
-"""`related-tests FILE` (the lens, hover, the CLI and MCP's `related_tests`) against the code2test gold.
+"""`related-tests FILE` (the CLI, MCP's `related_tests` and `delphi/relatedTests` of a file) against the code2test gold.
 
     python -m bench.related --samples ../shared/bench/dev_mined.jsonl --corpora /work/corpora/mined \\
         --index-root DIR [--out bench/out/related]
@@ -8,10 +8,12 @@ engine's answers are (``evaluation.scoring.metrics``: MRR without cutoff, Recall
 own answers from the same index in the same run, tests only: to the same file alone (``by file``: "which tests
 cover FILE" with FILE as the anchor, what `related-tests` is given) and to the sample's question (``context``:
 the change's title and description as well).
-``listed`` is the share of samples with any related test (a lens that says "0 related tests" when the change's
+The indexes here are lexical only (vectors off, the learned ranker on): the engine's order for the file,
+which `related_tests` takes, then lacks the vector branch that a user's index has. ``listed`` is the share of
+samples with any related test (a lens that says "0 related tests" when the change's
 test exists), ``mean n`` how many are listed, ``p50 ms`` the median time of a ``related_tests`` call (warm; the
-machine is shared: compare trees in one run). Lexical indexes only (``related_tests`` reads no vectors), so
-``context`` here is the engine without its vector branch: read it as the bar, not as the engine's figure.
+machine is shared: compare trees in one run). ``context`` here is the engine without its vector branch: read it
+as the bar, not as the engine's figure.
 
 Compare two trees by running this with each on ``PYTHONPATH`` (the figures are the tree's, not a flag's).
 """

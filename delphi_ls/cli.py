@@ -456,7 +456,9 @@ def _emit(args: argparse.Namespace, found: list[dict[str, Any]], line: Any, miss
 def _print_related(args: argparse.Namespace, which: str) -> int:
     from .api import RequestError
 
-    with _engine(args, ranks=False) as eng:
+    # Related tests are ordered by the engine's ranking (Engine.related_tests): the learned ranker is loaded for
+    # them, so the CLI gives the order the MCP tool and the editor give (review, session 44).
+    with _engine(args, ranks=which == "tests") as eng:
         target = workspace_path(args.file, eng.root)
         rel = eng.normalise_anchor(target, field="path")  # a missing file is an error naming it, before indexing
         _index_quietly(eng, args, reembed=False, vectors=False)
@@ -676,7 +678,7 @@ def cmd_indexes(args: argparse.Namespace) -> int:
         return 0
     for f in found:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(f.used)) if f.used else "-"
-        state = "" if f.present else ("  (workspace gone)" if f.workspace else "  (no readable manifest)")
+        state = "  (no readable manifest)" if not f.workspace else "" if f.present else "  (workspace gone)"
         print(f"{_mb(f.size):>10}  {when}  {shown(f.workspace or '-')}{state}\n            {f.path}")
     gone = [f for f in found if f.workspace and not f.present]
     print(f"{len(found)} index folders, {_mb(sum(f.size for f in found))} in {base}"

@@ -1427,6 +1427,13 @@ class Engine:
                                            self.embedder.identity.weights_sha256 if exact and self.embedder else None)
         return self._probe
 
+    def vectors_behind(self, counts: dict[str, int]) -> bool:
+        """Chunks left unembedded with no run under way: a run stopped in its vector phase (Ctrl-C), or one ran
+        without vectors (`delphi symbols` and `related-tests` catch up so). Health said "no vectors yet" without a
+        warning or what to do (a newcomer's first use, session 44)."""
+        return (bool(self.settings.vectors) and counts["chunks"] > counts["vectors"] and self.indexing is None
+                and self.is_indexed() and self.writer_holder() is None)
+
     def vector_status(self, counts: dict[str, int] | None = None) -> tuple[bool, str]:
         if not self.settings.vectors:
             return False, "off: vectors disabled by settings (vectors = false)"
@@ -1450,10 +1457,7 @@ class Engine:
                            f"(sha256 {stored.weights_sha256[:12]}, dim {stored.dim}) but "  # type: ignore[union-attr]
                            f"{serving.name if serving else 'nothing'} (sha256 {serving.weights_sha256[:12] if serving else '-'}) "
                            "answers queries; run `delphi index` to re-embed")
-        # Chunks left unembedded with no run under way: a run stopped in its vector phase (Ctrl-C) or ran without
-        # vectors. Health said "no vectors yet" without a warning or what to do (a newcomer's first use, session 44).
-        idle = self.indexing is None and counts["chunks"] > counts["vectors"] and self.is_indexed() \
-            and self.writer_holder() is None
+        idle = self.vectors_behind(counts)
         owed = ("; the next `delphi index` embeds them (a running Delphi server does it itself)" if idle else "")
         if counts["vectors"] == 0:
             if idle:
@@ -1793,7 +1797,8 @@ class Engine:
         self._open_or_raise()
         rel = self._indexed_path(path)
         ctx = SearchContext(self.settings, self.meta, self.lexical, None, None, self.view(), [rel])
-        rows = related.related_tests(ctx, self.lexical, rel, symbol, limit if symbol is not None else RELATED_POOL)
+        rows = related.related_tests(ctx, self.lexical, rel, symbol,
+                                     limit if symbol is not None else max(limit, RELATED_POOL))
         if symbol is None and len(rows) > 1:
             # Which tests are related is the evidence's (a name, an import, a folder, a use, a shared history); their
             # order is the engine's answer to "which tests cover FILE" (every branch and the learned ranker): the
@@ -1820,7 +1825,7 @@ class Engine:
         the file as the anchor (no spans made)."""
         query = f"which tests cover {rel}"
         r = self.retrieve(query, [rel])
-        return [f.path for f in self.retriever.order(r, query, [rel], ["test"])[:RELATED_POOL]]
+        return [f.path for f in self.retriever.order(r, query, [rel], ["test"])]
 
     def related_code(self, test_path: str, limit: int = 10) -> list[dict[str, Any]]:
         """Source files a test exercises: named by it, imported by it (or through its helpers), in the

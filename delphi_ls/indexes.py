@@ -37,6 +37,18 @@ class IndexFolder:
                 "bytes": self.size, "lastWrite": self.used}
 
 
+def _present(root: Path) -> bool:
+    """Whether the workspace may still be there: it is, or it cannot be told (its folder unreadable), or the
+    folder it was in is not there either (an unmounted drive, a network share that is down, a container's path
+    seen from the host: not known to be gone, so never pruned)."""
+    try:
+        if root.is_dir():
+            return True
+        return not root.parent.is_dir()
+    except OSError:
+        return True
+
+
 def _size(folder: Path) -> int:
     total = 0
     for dirpath, _dirs, files in os.walk(folder):  # links are not followed
@@ -66,7 +78,7 @@ def list_indexes(base: Path | None = None) -> list[IndexFolder]:
         if not (folder / "meta.sqlite").exists():
             continue  # not an index (a scratch folder of a killed snapshot run is the index's own business)
         root = stored_root(folder)
-        out.append(IndexFolder(folder, root, bool(root) and Path(root).is_dir(), _size(folder), _used(folder)))
+        out.append(IndexFolder(folder, root, root is None or _present(Path(root)), _size(folder), _used(folder)))
     out.sort(key=lambda f: (-f.size, str(f.path)))
     return out
 
@@ -85,7 +97,7 @@ def prune(base: Path | None = None) -> tuple[list[IndexFolder], list[tuple[Index
     removed: list[IndexFolder] = []
     kept: list[tuple[IndexFolder, str]] = []
     for f in list_indexes(base):
-        if f.workspace is None or f.present:
+        if f.present:
             continue
         writer = _take(f.path, LOCK_FILE)
         if writer is None:
@@ -97,6 +109,9 @@ def prune(base: Path | None = None) -> tuple[list[IndexFolder], list[tuple[Index
                 kept.append((f, "it is open in a Delphi process (a language server, `delphi serve`, an MCP server)"))
                 continue
             try:
+                if f.workspace is None or _present(Path(f.workspace)):  # made again since it was listed
+                    kept.append((f, "its workspace folder is there again"))
+                    continue
                 # Moved aside first, under both locks: a process that opens it now finds no index, not half a one.
                 gone = f.path.with_name(f".pruned-{f.path.name}-{os.getpid()}")
                 os.rename(f.path, gone)
@@ -110,5 +125,8 @@ def prune(base: Path | None = None) -> tuple[list[IndexFolder], list[tuple[Index
             fcntl.flock(writer, fcntl.LOCK_UN)
             os.close(writer)
         shutil.rmtree(gone, ignore_errors=True)
+        if gone.exists():
+            kept.append((f, f"moved aside to {gone}, but not all of it could be removed"))
+            continue
         removed.append(f)
     return removed, kept

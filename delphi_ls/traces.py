@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import time
 from pathlib import Path
 from typing import Any
@@ -33,24 +34,31 @@ class NotATraceLog(OSError):
 
 
 def check_trace_log(path: Path) -> None:
-    """Raise :class:`NotATraceLog` unless ``path`` is absent, empty or a trace log (its first line a trace). The
-    README calls a pasted stack trace `trace.txt`; `--trace trace.txt` appended a JSON line to it, unsaid, and
-    answered without it (a newcomer pasting traces, session 44)."""
+    """Raise :class:`NotATraceLog` when ``path`` is a regular file that holds other text than traces. The README
+    calls a pasted stack trace `trace.txt`; `--trace trace.txt` appended a JSON line to it, unsaid, and answered
+    without it (a newcomer pasting traces, session 44). Absent, empty, a trace log (its first record opens with the
+    time and the trace id, however long the record) or not a regular file (a pipe, `/dev/stderr`: written to as
+    before, never read, which would wait on it) pass."""
     try:
-        with open(path, "rb") as f:
-            head = f.read(1 << 16)
+        st = os.stat(path)
     except FileNotFoundError:
         return
-    except IsADirectoryError:
-        raise NotATraceLog(21, "a folder, not a trace log") from None
-    if not head.strip():
+    except OSError:
+        return  # unreadable here: the write says what is wrong
+    if stat.S_ISDIR(st.st_mode):
+        raise NotATraceLog(21, "a folder, not a trace log")
+    if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
         return
-    first = head.split(b"\n", 1)[0]
     try:
-        ok = isinstance(json.loads(first), dict) and "traceId" in json.loads(first)
-    except ValueError:
-        ok = False
-    if not ok:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            head = os.read(fd, 4096)
+        finally:
+            os.close(fd)
+    except OSError:
+        return
+    head = head.lstrip()
+    if head and not (head.startswith(b'{"time": ') and b'"traceId": ' in head[:200]):
         raise NotATraceLog(22, "it holds other text than Delphi's traces (JSON lines); traces are appended only "
                                "to a new file or a trace log")
 

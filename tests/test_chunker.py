@@ -376,3 +376,20 @@ def test_a_doc_comment_a_blank_line_above_its_definition_opens_that_definitions_
             assert first == "/**", (c.start_line, first)
     for i in range(30):  # each doc comment in its getter's chunk
         assert any(f"Header {i}." in c.text and f"get header{i} ()" in c.text for c in cf.chunks), i
+
+
+def test_a_split_statement_keeps_every_line_once():
+    """What follows the parts on lines of its own (`}, { timeout: … })` after a `describe`'s callback) was in no
+    chunk, its words in no index; parts that share a line (two keys a line) were split between chunks, and that
+    line was then in both (review, session 44). Every line is in exactly one chunk."""
+    cases = "".join(f"  it('reads header {i}', () => {{\n" + "    expect(thing).toBe(1)\n" * 8 + "  })\n"
+                    for i in range(20))
+    tail = "describe('x', () => {\n" + cases + "}, {\n  timeout: 5000,\n  retries: trailing_unique_word\n})\n"
+    pairs = "const o = {\n" + "".join(f"  k{i}: 'a value for key {i} long enough to count for something', "
+                                      f"j{i}: 'a second key {i} on that line',\n" for i in range(40)) + "}\n"
+    for rel, src in (("t.test.js", tail), ("o.js", pairs)):
+        cf = chunk_file(rel, src)
+        assert len(cf.chunks) > 1
+        body = [ln for c in cf.chunks for ln in c.text.splitlines()]
+        assert sorted(body) == sorted(src.splitlines()), rel  # each line once, none lost
+    assert any("trailing_unique_word" in c.text for c in chunk_file("t.test.js", tail).chunks)

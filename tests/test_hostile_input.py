@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import queue
+import threading
 import time
 from pathlib import Path
 
@@ -564,6 +565,21 @@ def test_a_trace_log_is_never_appended_to_a_file_of_other_text(tmp_path: Path, c
         warned = [p for p in eng.health()["problems"] if p["code"] == "trace_file"]
         assert warned and "other text" in warned[0]["message"], warned
     assert pasted.read_bytes() == before
+    # A trace log whose first record is long (a draft of 100 KB), or that starts with a blank line, keeps growing.
+    from delphi_ls.traces import dumps_inert
+
+    big = tmp_path / "big.jsonl"
+    big.write_text("\n" + dumps_inert({"time": 1.0, "traceId": "f" * 16, "params": {"draft": "x" * 100_000}}) + "\n")
+    assert main([*args, "--trace", str(big)]) == 0 and big.read_text().count("\n") == 3
+    # A pipe is written to, never read (reading it waited for ever; review, session 44).
+    fifo = tmp_path / "trace.fifo"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo, "rb").read()), daemon=True)
+    reader.start()
+    assert main([*args, "--trace", str(fifo)]) == 0
+    reader.join(10)
+    assert got and b'"traceId"' in got[0]
 
 
 def test_the_python_api_takes_path_objects_and_checks_a_symbols_limit(tmp_path: Path):
@@ -627,4 +643,10 @@ def test_chunks_left_unembedded_with_no_run_under_way_are_a_warning_that_says_wh
         assert eng.health()["ok"]  # a warning, not an error
         eng.index()
         assert eng.vector_status() == (True, "ready")
+        assert not [p for p in eng.health()["problems"] if p["code"] == "vectors_behind"]
+        # Some chunks left by a catch-up without vectors (`delphi symbols` runs one): said, not warned of.
+        (root / "m0.py").write_text("def fn_0_changed():\n    return 0\n")
+        eng.index(vectors=False)
+        ok, status = eng.vector_status()
+        assert ok and "5 of 6 chunks are embedded" in status and "`delphi index`" in status, status
         assert not [p for p in eng.health()["problems"] if p["code"] == "vectors_behind"]

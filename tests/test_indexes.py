@@ -55,6 +55,17 @@ def test_prune_removes_only_the_indexes_of_workspaces_that_are_gone_and_never_on
         assert eng.context("upload retry")["results"][0]["path"] == "pkg/mod.py"
 
 
+def test_a_workspace_whose_parent_folder_is_gone_too_is_not_pruned(tmp_path: Path, cache: Path):
+    """An unmounted drive, a share that is down, a container's path seen from the host: the workspace's folder and
+    the folder it was in are both missing, which says nothing of the workspace (review, session 44)."""
+    root = _ws(tmp_path / "mnt" / "disk" / "proj")
+    with Engine(root, vectors=False) as eng:
+        eng.index()
+    shutil.rmtree(tmp_path / "mnt" / "disk")  # the mount point's contents, the drive unplugged
+    assert [f.present for f in list_indexes()] == [True]
+    assert prune() == ([], [])
+
+
 def test_a_workspace_that_is_gone_says_where_its_index_is_left(tmp_path: Path, cache: Path, capsys):
     root = _ws(tmp_path / "checkout")
     with Engine(root, vectors=False) as eng:

@@ -99,14 +99,19 @@ def test_ctrl_c_at_any_point_of_an_index_run_says_interrupted(tmp_path: Path) ->
 
 
 def _children(pid: int) -> list[int]:
+    """The index workers ``pid`` has started (spawned interpreters; not multiprocessing's resource tracker, which
+    starts first: review, session 44)."""
     out = []
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
             try:
-                if int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                    out.append(int(d.name))
+                if int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) != pid:
+                    continue
+                cmd = (d / "cmdline").read_bytes()
             except (OSError, ValueError, IndexError):
                 continue
+            if b"spawn_main" in cmd and b"resource_tracker" not in cmd:
+                out.append(int(d.name))
     return out
 
 

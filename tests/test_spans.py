@@ -391,6 +391,26 @@ def test_a_chunk_of_punctuation_alone_is_not_packed(tmp_path: Path) -> None:
     assert out and all(p["endLine"] < n for p in out), out
 
 
+def test_a_functions_last_lines_picked_by_shape_are_not_packed(tmp_path: Path) -> None:
+    """redis's evict.c: `    return count;` `}` (a function's tail, split from it) was the first span packed,
+    "no word of the question in it (picked by its shape)", even as the file's best chunk by value (a newcomer's
+    first use, session 44). The file's next chunk stands for it; a short chunk that names a question's word stays."""
+    from delphi_ls.stores.meta import ChunkRow
+
+    head = "".join(f"int pool_{i} = {i};\n" for i in range(10))
+    text = head + "int evictionPoolPopulate(void) {\n    count = maxmemory_keys();\n    return count;\n}\n"
+    (tmp_path / "evict.c").write_text(text)
+    n = text.count("\n")
+    body = ChunkRow("c0", "evict.c", 0, 1, n - 2, ["evictionPoolPopulate"], "code", "h0",
+                    "".join(text.splitlines(True)[:n - 2]))
+    tail = ChunkRow("c1", "evict.c", 1, n - 1, n, [], "code", "h1", "    return count;\n}\n")
+    for tail_words, kept in (([], False), (["count"], True)):
+        scored = {"evict.c": [ScoredChunk(body, 0.4, ["maxmemory"], ["bm25"]), ScoredChunk(tail, 0.9, tail_words, [])]}
+        out, _used = pack([{"path": "evict.c"}], None, 200, tmp_path, scored=scored)  # type: ignore[arg-type]
+        assert out and any(p["startLine"] == 1 for p in out), out
+        assert any(p["endLine"] == n for p in out) == kept, (tail_words, out)
+
+
 def test_packed_frame_spans_come_innermost_first(tmp_path: Path) -> None:
     """Two spans of one file that each hold a frame's line came in line order when packed (session 38's note):
     the innermost frame's, where the program failed, now comes first whatever its place in the file."""

@@ -359,25 +359,34 @@ def _is_def(node: ts.Node, spec: LanguageSpec) -> bool:
 _WRAPPING_BYTES = 200
 
 
+def _one_part_a_line(node: ts.Node) -> bool:
+    """Each of ``node``'s parts (its named children but comments) starts on a line of its own: a chunk boundary
+    between two that share a line would put that line in both chunks (their text is extended to whole lines)."""
+    rows = [k.start_point[0] for k in node.named_children if "comment" not in k.type]
+    return len(rows) > 1 and len(set(rows)) == len(rows)
+
+
 def _members_of(node: ts.Node) -> ts.Node | None:
     """What a large statement that is no definition holds, to be chunked by its parts: the node reached through
     children that make up nearly all of their parent (the object of `module.exports = {…}`, the callback body of
     a top-level `describe('…', () => {…})` or an RSpec `describe X do … end`), where the parts start. Such a
     statement was cut into windows of 60 lines across its methods and test cases (koa's `lib/response.js`: 12
     windows, each holding the tail of one getter and the head of another)."""
+    if node.start_point[0] == node.end_point[0]:
+        return None  # one long line (a string, a data table) is cut in pieces of that line, whole (window_chunks)
     cur = node
     for _ in range(12):
         kids = cur.named_children
         if len(kids) > 1:
             big = max(kids, key=lambda k: k.end_byte - k.start_byte)
             if (cur.end_byte - cur.start_byte) - (big.end_byte - big.start_byte) > _WRAPPING_BYTES:
-                return cur  # parts of some size side by side: split here
+                return cur if _one_part_a_line(cur) else None  # parts side by side: split here
         elif not kids:
             return None
         else:
             big = kids[0]
         if big.named_child_count == 0:
-            return cur if len(kids) > 1 else None
+            return cur if len(kids) > 1 and _one_part_a_line(cur) else None
         cur = big
     return None
 
@@ -413,6 +422,10 @@ def _units(children: list[ts.Node], spec: LanguageSpec, max_chars: int, top: boo
                     out.append(_Unit(node.start_byte, body.start_byte, node.start_point[0], body.start_point[0],
                                      True, False))
                 out.extend(_units(body.children, spec, max_chars, top=False, loose=split_loose))
+                if end_byte > body.end_byte and node.end_point[0] > body.end_point[0]:
+                    # What follows the parts on lines of their own (`}, { timeout: 5000 })` after a `describe`'s
+                    # callback) was in no chunk, and its words in no index (review, session 44).
+                    out.append(_Unit(body.end_byte, end_byte, body.end_point[0], end_row, is_def, False))
                 continue
         leads = _leads(node)
         out.append(_Unit(node.start_byte, end_byte, node.start_point[0], end_row, is_def, header, leads=leads,

@@ -376,6 +376,9 @@ class SearchContext:
         found = closest_by_tail(mention, self.view.by_basename.get(os.path.basename(mention), []))
         tail = "/".join(mention.rsplit("/", 2)[-2:])  # its file and folder
         if len(found) > 1 and _ABSOLUTE.match(mention) and not (found[0] == tail or found[0].endswith("/" + tail)):
+            top = [p for p in found if "/" not in p]
+            if len(top) == 1:  # the workspace's own, deployed elsewhere (`/usr/src/app/index.js`; review)
+                return top
             # Another machine's path that shares only its file's name with several of the workspace's: a user's
             # `/home/ci/src/myapp/cmd/server/main.go` was "named in the question" as chi's `_examples/fileserver/
             # main.go` (a newcomer pasting traces, session 44). One file of that name is still it (a checkout

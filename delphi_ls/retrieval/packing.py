@@ -161,9 +161,16 @@ def pack(results: list[dict[str, Any]], meta: MetaStore, budget: int, root: Path
             # A small file is read whole: worth as much as its best chunk, and a little more.
             items.append((fw * 1.05 + BREADTH_BONUS, -rank, 0, "whole", path, None))
             continue
-        for j, s in enumerate(order):
-            if j and not _HAS_WORD.search(s.chunk.text):
+        # A fragment is no candidate, not even as the file's best: a function's last two lines (`return count;`
+        # `}`, picked by shape) were packed for redis's evict.c (a newcomer's first use, session 44); the file's next
+        # chunk stands for it instead (j counts the candidates kept).
+        j = -1
+        for s in order:
+            if j >= 0 and not _HAS_WORD.search(s.chunk.text):
                 continue  # a lone `}` packed as "picked by its shape" says nothing (an agents' newcomer, session 38)
+            if _tail_by_shape(s):
+                continue
+            j += 1
             rel = s.value / best if s.value > 0 else 0.0
             # The file's best chunk always stands for the file, even with no word matched; while the
             # breadth share lasts, every top file's best chunk comes before any file's second.
@@ -239,6 +246,17 @@ def _piece_of_longer_line(s: ScoredChunk, lines: list[str]) -> bool:
 
 
 _HAS_WORD = re.compile(r"[^\W_]")  # a letter or a digit
+# A chunk of at most this many lines and characters, with nothing to say for it, is a fragment (_tail_by_shape).
+TAIL_LINES, TAIL_CHARS = 3, 200
+
+
+def _tail_by_shape(s: ScoredChunk) -> bool:
+    """A short chunk that holds no word of the question, no frame, no branch's hit and no definition: the tail of a
+    function split into its statements, which the span model's shape alone picked. (Not a piece of a line too
+    long for a chunk: those are packed with the rest of their line or not at all.)"""
+    c = s.chunk
+    return (c.end_line - c.start_line + 1 <= TAIL_LINES and len(c.text) <= TAIL_CHARS and not s.matched
+            and not s.frame_lines and not s.branches and not s.links and not c.symbols)
 
 
 def _cost(sc: ScoredChunk) -> int:

@@ -205,12 +205,17 @@ def related_tests(ctx: SearchContext, lexical: LexicalStore, rel: str, symbol: s
         later = {h.path for h in together + through}
         file_level = named + imported + mirrored + refs + together + through + [h for h in spaced
                                                                                  if h.path not in later]
-        # The evidence's strength, for the order (Engine.related_tests orders within it): a link to the file itself,
-        # then a shared history or the file that includes it, then a namespace's name alone.
+        # The evidence's strength, for the order (Engine.related_tests orders within it): a link to the file itself
+        # (its name, an import, its folder), then a use of what it defines, then a shared history or the file that
+        # includes it, then a namespace's name alone. (A copy's own test, named after it, came after another copy's
+        # that only uses its names when uses and links were one tier: tests/test_graph_copies.py.)
+        used = {h.path for h in refs}
         middle = {h.path for h in together + through}
         weak = {h.path for h in spaced} - middle
+        linked_only = {h.path for h in named + imported + mirrored}
         rows = [{"path": h.path, "why": h.note, "score": round(h.score, 4),
-                 "tier": 2 if h.path in weak else 1 if h.path in middle else 0}
+                 "tier": 3 if h.path in weak else 2 if h.path in middle else
+                 1 if h.path in used and h.path not in linked_only else 0}
                 for h in file_level if ours(h.path)]
         return (own + [r for r in rows if r["path"] not in {o["path"] for o in own}])[:limit]
     out: dict[str, dict[str, Any]] = {}
@@ -284,6 +289,7 @@ def _through_header(ctx: SearchContext, rel: str, seen: set[str]) -> list[Hit]:
         for h in sorted(cands, key=lambda c: (dir_distance(rel, c), c))[:1]:  # the nearest of that name
             out += [Hit(p, 1.0, [], f"imports {header}, {os.path.basename(rel)}'s header")
                     for p in sorted(g.imported_by.get(h, ())) if ctx.files.get(p) == "test" and p not in seen]
+            seen = seen | {x.path for x in out}  # a test that includes `x.h` and `x.hpp` once
     return out
 
 
