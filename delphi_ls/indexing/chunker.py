@@ -71,6 +71,8 @@ class _Unit:
     leads: bool = False
     # A `/** … */` doc comment: it documents the definition below it across one blank line too (below).
     doc: bool = False
+    # What closes a split statement (`}, { timeout: 5000 })`): it ends the chunk before it, never starts one.
+    closes: bool = False
 
 
 # Node types that lead the definition below them when nothing but a line end is between: doc comments (Go, Rust,
@@ -422,10 +424,14 @@ def _units(children: list[ts.Node], spec: LanguageSpec, max_chars: int, top: boo
                     out.append(_Unit(node.start_byte, body.start_byte, node.start_point[0], body.start_point[0],
                                      True, False))
                 out.extend(_units(body.children, spec, max_chars, top=False, loose=split_loose))
-                if end_byte > body.end_byte and node.end_point[0] > body.end_point[0]:
+                if split_loose and end_byte > body.end_byte and node.end_point[0] > body.end_point[0]:
                     # What follows the parts on lines of their own (`}, { timeout: 5000 })` after a `describe`'s
-                    # callback) was in no chunk, and its words in no index (review, session 44).
-                    out.append(_Unit(body.end_byte, end_byte, body.end_point[0], end_row, is_def, False))
+                    # callback) was in no chunk, and its words in no index (review, session 44). From the next line
+                    # (the parts' last line is theirs), and joined to the chunk before it, however full.
+                    source = SOURCE.get()
+                    nl = source.find(b"\n", body.end_byte, end_byte) if source is not None else -1
+                    if nl >= 0 and nl + 1 < end_byte:
+                        out.append(_Unit(nl + 1, end_byte, body.end_point[0] + 1, end_row, is_def, False, closes=True))
                 continue
         leads = _leads(node)
         out.append(_Unit(node.start_byte, end_byte, node.start_point[0], end_row, is_def, header, leads=leads,
@@ -461,7 +467,7 @@ def _merge(units: list[_Unit], data: bytes, max_chars: int) -> list[Chunk]:
         header_break = bool(group) and group[-1].is_header != u.is_header
         # A comment that ends the line its code is on (`int a = 1; // note`) stays with that code, whatever the
         # size: a chunk starting there would share the line with the one before.
-        trailing = bool(group) and u.leads and group[-1].end_line >= u.start_line
+        trailing = bool(group) and (u.closes or u.leads and group[-1].end_line >= u.start_line)
         if group and (size + usize > max_chars or header_break) and not trailing:
             # The comments, decorators and attributes right above u go with it: a method's `/** doc */` and
             # `@Log(...)` ended the chunk before its own, and a file's first definition lost its doc comment to
