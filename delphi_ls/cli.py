@@ -270,10 +270,11 @@ def _stdin_question() -> tuple[str, int]:
     how many characters were read (the answer's note says how long the question was)."""
     import codecs
 
-    from .retrieval.query import QUESTION_HEAD_CHARS as H
+    from .retrieval.query import QUESTION_HEAD_CHARS, TRACE_SCAN_CHARS, strip_ansi
     from .retrieval.query import QUESTION_TAIL_CHARS as T
-    from .retrieval.query import strip_ansi
 
+    # The head kept here holds where question_read looks for a trace past its own head (a CI log handed over whole).
+    H = QUESTION_HEAD_CHARS + TRACE_SCAN_CHARS
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
     head, beyond, total = "", "", 0  # the first H + T characters; the last T of the rest
 
@@ -301,7 +302,7 @@ def _stdin_question() -> tuple[str, int]:
     add(decoder.decode(b"", final=True))
     if total <= H + T:
         return head, total
-    # What question_read keeps of the whole text: its head and its tail, joined by a line break.
+    # What question_read reads of the whole text: its head (and a trace in it), and its tail.
     return head[:H] + "\n" + (head + beyond)[-T:], total
 
 
@@ -341,9 +342,10 @@ def cmd_context(args: argparse.Namespace) -> int:
         ans = eng.context(args.question, anchors=anchors or None, draft=draft, limit=args.limit,
                           budget_tokens=args.budget_tokens, kinds=args.kind or None, trace_file=args.trace)
         if getattr(args, "stdin_chars", 0) > len(args.question):  # stdin was read as its head and tail
-            from .retrieval.query import cut_note
+            from .retrieval.query import QUESTION_HEAD_CHARS, QUESTION_TAIL_CHARS
 
-            ans["query"]["cut"] = cut_note(args.stdin_chars)
+            cut = ans["query"].get("cut") or {"head": QUESTION_HEAD_CHARS, "tail": QUESTION_TAIL_CHARS}
+            ans["query"]["cut"] = {**cut, "chars": args.stdin_chars}
         if args.json:
             _dump(ans)
             eng.save_for_next()  # the exact matrix or view a big workspace took seconds to read, for the next

@@ -1610,8 +1610,8 @@ class Engine:
             out["query"]["meaningOnly"] = True
         # Said: a long paste is not searched whole (counted without colour codes, which are not searched; review).
         if len(req.query) > QUESTION_HEAD_CHARS + QUESTION_TAIL_CHARS \
-                and len(plain := strip_ansi(req.query)) > QUESTION_HEAD_CHARS + QUESTION_TAIL_CHARS:
-            out["query"]["cut"] = cut_note(len(plain))
+                and (cut := cut_note(strip_ansi(req.query))) is not None:
+            out["query"]["cut"] = cut
         if not self.root.is_dir():  # moved or unmounted under a server: said with the answer, not only in health
             out["query"]["workspaceGone"] = str(self.root)
         if self.meta.get_state("snapshot_unchecked"):

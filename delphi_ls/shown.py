@@ -116,5 +116,8 @@ def cut_note(query: dict[str, Any]) -> str | None:
     cut = query.get("cut")
     if not cut:
         return None
+    if "traceFrom" in cut:  # a trace found past the head (query.question_cut)
+        return (f"the question has {cut['chars']:,} characters; its first {cut['head']:,}, the {cut['trace']:,} "
+                f"from character {cut['traceFrom']:,} (a trace found there) and its last {cut['tail']:,} were searched")
     return (f"the question has {cut['chars']:,} characters; its first {cut['head']:,} and last {cut['tail']:,} "
             "were searched")

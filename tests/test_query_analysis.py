@@ -348,3 +348,33 @@ def test_a_login_is_no_frame() -> None:
     trace (review, session 39)."""
     q = analyse("ssh me@host.example.com:2222 fails, then scp me@other.example.com:22 too")
     assert q.frames == [] and q.shape != "trace"
+
+
+def test_a_trace_in_the_middle_of_a_long_paste_is_read() -> None:
+    """A CI log handed over whole, its traceback after 300 log lines: the middle was cut out with the trace, and the
+    36 KB paste was searched as English (a newcomer pasting traces, session 44). The request's head, the trace
+    found past the head, and the tail are read; the note says which part."""
+    from delphi_ls.retrieval.query import (
+        QUESTION_HEAD_CHARS,
+        QUESTION_TAIL_CHARS,
+        question_cut,
+        question_read,
+    )
+    from delphi_ls.shown import cut_note
+
+    log = "".join(f"2024-05-14T10:{i // 60:02}:{i % 60:02} INFO worker {i} processed batch {i * 7} in 12ms\n"
+                  for i in range(300))
+    trace = ('ERROR job failed\nTraceback (most recent call last):\n  File "/home/ci/build/src/black/linegen.py", '
+             'line 1370, in delimiter_split\n    if leaves[i].type == STANDALONE_COMMENT:\nIndexError: list index '
+             'out of range\n')
+    text = "why does the nightly job fail?\n" + log + trace + log[: 100 * 60]
+    assert len(text) > QUESTION_HEAD_CHARS + QUESTION_TAIL_CHARS and text.index("Traceback") > QUESTION_HEAD_CHARS
+    q = analyse(question_read(text))
+    assert q.shape == "trace" and q.frames[0] == ("/home/ci/build/src/black/linegen.py", 1370), (q.shape, q.frames)
+    kept, note = question_cut(text)
+    assert note is not None and note["traceFrom"] <= text.index("ERROR job failed") < note["traceFrom"] + note["trace"]
+    assert kept.startswith("why does the nightly job fail?") and len(kept) <= QUESTION_HEAD_CHARS + QUESTION_TAIL_CHARS + 2
+    assert "a trace found there" in (cut_note({"cut": note}) or "")
+    # Without a trace past the head, the head and the tail, as before.
+    plain = "why?\n" + log * 2
+    assert question_cut(plain)[1] == {"chars": len(plain), "head": QUESTION_HEAD_CHARS, "tail": QUESTION_TAIL_CHARS}

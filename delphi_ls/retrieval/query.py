@@ -166,6 +166,12 @@ class QueryInfo:
 # dev sets' longest question is 2,071 characters.
 QUESTION_HEAD_CHARS = 12_000
 QUESTION_TAIL_CHARS = 4_000
+# A trace that starts past the head (a CI log handed over whole, the failure in its middle) was cut out with the
+# middle, and a 36 KB log with a Python traceback after 300 log lines was searched as English (a newcomer pasting
+# traces, session 44). Then the head's first QUESTION_REQUEST_CHARS (the request) are kept, and the rest of the
+# head's share goes to the trace, from a little above its first mark; looked for in at most TRACE_SCAN_CHARS.
+QUESTION_REQUEST_CHARS = 2_000
+TRACE_SCAN_CHARS = 4_000_000
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -183,8 +189,7 @@ def question_read(text: str) -> str:
     the vector branch failed the question (a security audit, session 26)."""
     text = _SURROGATE.sub("\ufffd", text)
     text = strip_ansi(text)
-    if len(text) > QUESTION_HEAD_CHARS + QUESTION_TAIL_CHARS:
-        text = text[:QUESTION_HEAD_CHARS] + "\n" + text[-QUESTION_TAIL_CHARS:]
+    text, _note = question_cut(text)
     # A key pasted in a question (a log line with a token) came back in the answer's `query.terms`, which an agent
     # passes on (a newcomer, session 36); no store holds it, so it can match nothing. Left out, mark and all: the
     # mark's words would find the files whose secrets were redacted.
@@ -198,9 +203,28 @@ def strip_ansi(text: str) -> str:
     return _ANSI.sub("", text) if "\x1b" in text else text
 
 
-def cut_note(chars: int) -> dict[str, int]:
-    """What an answer says of a question longer than what is searched (``query.cut``)."""
-    return {"chars": chars, "head": QUESTION_HEAD_CHARS, "tail": QUESTION_TAIL_CHARS}
+def question_cut(text: str) -> tuple[str, dict[str, int] | None]:
+    """The part of a long question that is searched, and what the answer says of it (``query.cut``; None when the
+    question is read whole): its head and its tail, or its request, a trace found past the head, and its tail."""
+    if len(text) <= QUESTION_HEAD_CHARS + QUESTION_TAIL_CHARS:
+        return text, None
+    end = len(text) - QUESTION_TAIL_CHARS
+    m = None if _TRACE_WORDS.search(text, 0, QUESTION_HEAD_CHARS) else \
+        _TRACE_WORDS.search(text, QUESTION_HEAD_CHARS, min(end, QUESTION_HEAD_CHARS + TRACE_SCAN_CHARS))
+    if m is None:
+        return (text[:QUESTION_HEAD_CHARS] + "\n" + text[-QUESTION_TAIL_CHARS:],
+                {"chars": len(text), "head": QUESTION_HEAD_CHARS, "tail": QUESTION_TAIL_CHARS})
+    start = text.rfind("\n", QUESTION_REQUEST_CHARS, max(m.start() - 400, QUESTION_REQUEST_CHARS)) + 1
+    start = max(start, QUESTION_REQUEST_CHARS)
+    size = min(QUESTION_HEAD_CHARS - QUESTION_REQUEST_CHARS, end - start)
+    kept = text[:QUESTION_REQUEST_CHARS] + "\n" + text[start:start + size] + "\n" + text[-QUESTION_TAIL_CHARS:]
+    return kept, {"chars": len(text), "head": QUESTION_REQUEST_CHARS, "traceFrom": start, "trace": size,
+                  "tail": QUESTION_TAIL_CHARS}
+
+
+def cut_note(text: str) -> dict[str, int] | None:
+    """What an answer says of a question longer than what is searched (``query.cut``), for its text as read."""
+    return question_cut(text)[1]
 
 
 def _question_part(text: str) -> str:
