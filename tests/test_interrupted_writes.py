@@ -140,3 +140,19 @@ def test_a_terminals_ctrl_c_while_workers_start_prints_no_worker_traceback(tmp_p
         _out, err = p.communicate(timeout=120)
         assert "Traceback" not in err and "KeyboardInterrupt" not in err, (k, err[-3000:])
         assert p.returncode in (0, 130), (k, p.returncode, err[-2000:])
+
+
+def test_a_trigram_thread_whose_start_was_interrupted_is_waited_for_not_refused() -> None:
+    """A Ctrl-C inside `Thread.start()` (which waits for the thread to say it runs) left the trigram thread
+    unstarted in the engine's eyes; the run's `finally` joined it and printed "cannot join thread before it is
+    started" with a traceback under "delphi: interrupted" (CI, session 44: one run of the Ctrl-C test)."""
+    import threading
+
+    from delphi_ls.indexing.pipeline import Indexer
+
+    ran = threading.Event()
+    ix = Indexer.__new__(Indexer)
+    ix._grams_thread = threading.Thread(target=lambda: (time.sleep(0.1), ran.set()), daemon=True)
+    threading.Timer(0.2, ix._grams_thread.start).start()  # it says it runs only after the interrupted start
+    ix.stop_grams()
+    assert ran.is_set() and ix._grams_thread is None
