@@ -50,15 +50,7 @@ from .retrieval import related
 from .retrieval.branches.registry import BranchSpec, registered
 from .retrieval.context import IndexView, SearchContext
 from .retrieval.features import feature_names
-from .retrieval.query import (
-    QUESTION_HEAD_CHARS,
-    QUESTION_TAIL_CHARS,
-    QueryInfo,
-    analyse,
-    cut_note,
-    question_read,
-    strip_ansi,
-)
+from .retrieval.query import QueryInfo, analyse, question_read, question_read_noted
 from .retrieval.retriever import MIN_HISTORY_COMMITS, IndexState, Retrieval, Retriever
 from .settings import RERANKERS, Settings
 from .stores.buffer_claims import BufferClaims
@@ -1458,11 +1450,12 @@ class Engine:
                            f"{serving.name if serving else 'nothing'} (sha256 {serving.weights_sha256[:12] if serving else '-'}) "
                            "answers queries; run `delphi index` to re-embed")
         idle = self.vectors_behind(counts)
-        owed = ("; the next `delphi index` embeds them (a running Delphi server does it itself)" if idle else "")
+        owed = "the next `delphi index` embeds {} (a running Delphi server does it itself)"
         if counts["vectors"] == 0:
             if idle:
-                return False, (f"not ready: {health_mod.VECTORS_BEHIND} none of the {counts['chunks']:,} chunks is embedded (a run "
-                               f"stopped before embedding them, or ran without vectors){owed}")
+                return False, (f"not ready: {health_mod.VECTORS_BEHIND} none of the {counts['chunks']:,} chunks is "
+                               f"embedded (a run stopped before embedding them, or ran without vectors); "
+                               + owed.format("them"))
             return False, "not ready: no vectors yet"
         if self._hnsw_answers(counts["vectors"]) and not self.settings.chroma_url and self.meta.chroma_behind():
             # Embedded while the exact search answered (or before `vector_search` turned to hnsw): Chroma lacks
@@ -1481,8 +1474,8 @@ class Engine:
             return False, f"disabled: self-consistency probe failed (cosine {p['cosine']:.4f} < 0.99 for chunk {p['chunk']}); run `delphi index` to re-embed"
         if counts["vectors"] < counts["chunks"]:
             if idle:
-                return True, (f"partial: {health_mod.VECTORS_BEHIND} {counts['vectors']:,} of {counts['chunks']:,} chunks are "
-                              f"embedded{owed.replace('them', 'the rest')}")
+                return True, (f"partial: {health_mod.VECTORS_BEHIND} {counts['vectors']:,} of {counts['chunks']:,} "
+                              "chunks are embedded; " + owed.format("the rest"))
             return True, f"partial: {counts['vectors']}/{counts['chunks']} chunks embedded"
         return True, "ready"
 
@@ -1580,7 +1573,7 @@ class Engine:
         self._open_or_raise()
         t_start = time.perf_counter()
         anchors = [self.normalise_anchor(a) for a in req.anchors]
-        query = question_read(req.query)
+        query, cut = question_read_noted(req.query)
         r = self.retrieve(query, anchors, req.draft)
         sent = anchors  # the trace records what the caller sent; namedAnchor says what was implied
         if r.named_anchor is not None:  # a test question that names its file is asked around it
@@ -1609,8 +1602,7 @@ class Engine:
             # answer unless said (an editor newcomer, session 25).
             out["query"]["meaningOnly"] = True
         # Said: a long paste is not searched whole (counted without colour codes, which are not searched; review).
-        if len(req.query) > QUESTION_HEAD_CHARS + QUESTION_TAIL_CHARS \
-                and (cut := cut_note(strip_ansi(req.query))) is not None:
+        if cut is not None:
             out["query"]["cut"] = cut
         if not self.root.is_dir():  # moved or unmounted under a server: said with the answer, not only in health
             out["query"]["workspaceGone"] = str(self.root)

@@ -11,17 +11,15 @@ a folder with no readable manifest (one being made, or damaged) is listed and le
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from .core.locks import take_or_close
 from .engine import stored_root
-from .indexing.snapshot import OPEN_LOCK
+from .indexing.snapshot import try_open_exclusive
 from .settings import default_index_base
-from .stores.writer_lock import LOCK_FILE
+from .stores.writer_lock import WriterLock
 
 
 @dataclass(frozen=True)
@@ -83,15 +81,6 @@ def list_indexes(base: Path | None = None) -> list[IndexFolder]:
     return out
 
 
-def _take(folder: Path, name: str) -> int | None:
-    """The exclusive lock ``name`` in ``folder`` without waiting: its fd, or None when someone holds it."""
-    try:
-        fd = os.open(folder / name, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    except OSError:
-        return None
-    return fd if take_or_close(fd) else None
-
-
 def prune(base: Path | None = None) -> tuple[list[IndexFolder], list[tuple[IndexFolder, str]]]:
     """Remove the index folders whose workspace folder is gone: (removed, [(kept, why)]) of those."""
     removed: list[IndexFolder] = []
@@ -99,12 +88,12 @@ def prune(base: Path | None = None) -> tuple[list[IndexFolder], list[tuple[Index
     for f in list_indexes(base):
         if f.present:
             continue
-        writer = _take(f.path, LOCK_FILE)
-        if writer is None:
-            kept.append((f, "another Delphi process is indexing it"))
-            continue
+        writer = WriterLock(f.path)
         try:
-            opened = _take(f.path, OPEN_LOCK)
+            if not writer.try_acquire():
+                kept.append((f, "another Delphi process is indexing it"))
+                continue
+            opened = try_open_exclusive(f.path)
             if opened is None:
                 kept.append((f, "it is open in a Delphi process (a language server, `delphi serve`, an MCP server)"))
                 continue
@@ -115,15 +104,13 @@ def prune(base: Path | None = None) -> tuple[list[IndexFolder], list[tuple[Index
                 # Moved aside first, under both locks: a process that opens it now finds no index, not half a one.
                 gone = f.path.with_name(f".pruned-{f.path.name}-{os.getpid()}")
                 os.rename(f.path, gone)
-            except OSError as e:
-                kept.append((f, f"it could not be moved aside: {e.strerror or e}"))
-                continue
             finally:
-                fcntl.flock(opened, fcntl.LOCK_UN)
                 os.close(opened)
+        except OSError as e:
+            kept.append((f, f"it could not be moved aside: {e.strerror or e}"))
+            continue
         finally:
-            fcntl.flock(writer, fcntl.LOCK_UN)
-            os.close(writer)
+            writer.release()
         shutil.rmtree(gone, ignore_errors=True)
         if gone.exists():
             kept.append((f, f"moved aside to {gone}, but not all of it could be removed"))

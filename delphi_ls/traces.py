@@ -38,29 +38,29 @@ def check_trace_log(path: Path) -> None:
     calls a pasted stack trace `trace.txt`; `--trace trace.txt` appended a JSON line to it, unsaid, and answered
     without it (a newcomer pasting traces, session 44). Absent, empty, a trace log (its first record opens with the
     time and the trace id, however long the record) or not a regular file (a pipe, `/dev/stderr`: written to as
-    before, never read, which would wait on it) pass."""
+    before, never read, which would wait on it; a folder: its open says so) pass."""
     try:
         st = os.stat(path)
-    except FileNotFoundError:
-        return
     except OSError:
-        return  # unreadable here: the write says what is wrong
-    if stat.S_ISDIR(st.st_mode):
-        raise NotATraceLog(21, "a folder, not a trace log")
-    if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
+        return  # absent, or unreadable here: the write says what is wrong
+    if not stat.S_ISREG(st.st_mode) or st.st_size == 0 or (st.st_dev, st.st_ino) in _TRACE_LOGS:
         return
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         try:
-            head = os.read(fd, 4096)
+            head = os.read(fd, 4096).lstrip()
         finally:
             os.close(fd)
     except OSError:
         return
-    head = head.lstrip()
     if head and not (head.startswith(b'{"time": ') and b'"traceId": ' in head[:200]):
         raise NotATraceLog(22, "it holds other text than Delphi's traces (JSON lines); traces are appended only "
                                "to a new file or a trace log")
+
+
+# The files (device, inode) this process has written traces to: known trace logs, whose head is not read again at
+# each question (a `trace_file` setting read 4 KB of it before every answer).
+_TRACE_LOGS: set[tuple[int, int]] = set()
 
 
 def write_trace(path: Path, answer: dict[str, Any], lists: dict[str, list[Hit]], weights: dict[str, float],
@@ -84,3 +84,6 @@ def write_trace(path: Path, answer: dict[str, Any], lists: dict[str, list[Hit]],
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
     with os.fdopen(fd, "a", encoding="utf-8") as f:
         f.write(dumps_inert(record) + "\n")
+        st = os.fstat(fd)
+    if stat.S_ISREG(st.st_mode):
+        _TRACE_LOGS.add((st.st_dev, st.st_ino))

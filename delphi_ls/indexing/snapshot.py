@@ -50,6 +50,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 from ..core.git import ask_git
+from ..core.locks import take_or_close
 from ..core.processes import running
 from ..settings import Settings
 from ..stores.lexical import FOLDERS as LEXICAL_FOLDERS
@@ -690,15 +691,19 @@ def hold_open(index_dir: Path) -> IO[bytes]:
     return os.fdopen(fd, "rb", buffering=0)
 
 
-def _take_open_exclusive(index_dir: Path) -> int:
+def try_open_exclusive(index_dir: Path) -> int | None:
+    """The open lock taken exclusively, without waiting (its fd; closing it releases the lock), or None while any
+    process has the index open (:func:`hold_open`)."""
     fd = os.open(index_dir / OPEN_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
+    return fd if take_or_close(fd) else None
+
+
+def _take_open_exclusive(index_dir: Path) -> int:
+    fd = try_open_exclusive(index_dir)
+    if fd is None:
         raise SnapshotError(f"the index at {index_dir} is open in a Delphi process (a language server, "
                             "`delphi serve`, an MCP server or an Engine): stop it, then load; the existing "
-                            "index is unchanged") from None
+                            "index is unchanged")
     return fd
 
 

@@ -184,17 +184,23 @@ _MARK = re.compile(r"\[redacted [^\]\n]{1,40}\]")
 
 def question_read(text: str) -> str:
     """The part of a question that is searched: all of it up to QUESTION_HEAD_CHARS + QUESTION_TAIL_CHARS
-    characters, else its head and its tail joined by a line break. Lone surrogates (a command-line
-    argument's undecodable bytes, a JSON ``\\udcff``) become U+FFFD: the model's tokenizer raised on them and
-    the vector branch failed the question (a security audit, session 26)."""
+    characters, else its head and its tail joined by a line break (:func:`question_cut`). Lone surrogates (a
+    command-line argument's undecodable bytes, a JSON ``\\udcff``) become U+FFFD: the model's tokenizer raised on
+    them and the vector branch failed the question (a security audit, session 26)."""
+    return question_read_noted(text)[0]
+
+
+def question_read_noted(text: str) -> tuple[str, dict[str, int] | None]:
+    """:func:`question_read`, and what the answer says of a long question (``query.cut``, None when read whole),
+    from the one reading (the answer read a paste of up to 64 MB a second time for its note)."""
     text = _SURROGATE.sub("\ufffd", text)
     text = strip_ansi(text)
-    text, _note = question_cut(text)
+    text, note = question_cut(text)
     # A key pasted in a question (a log line with a token) came back in the answer's `query.terms`, which an agent
     # passes on (a newcomer, session 36); no store holds it, so it can match nothing. Left out, mark and all: the
     # mark's words would find the files whose secrets were redacted.
     redacted, found = redact(text)
-    return _MARK.sub(" ", redacted) if found else text
+    return (_MARK.sub(" ", redacted) if found else text), note
 
 
 def strip_ansi(text: str) -> str:
@@ -220,11 +226,6 @@ def question_cut(text: str) -> tuple[str, dict[str, int] | None]:
     kept = text[:QUESTION_REQUEST_CHARS] + "\n" + text[start:start + size] + "\n" + text[-QUESTION_TAIL_CHARS:]
     return kept, {"chars": len(text), "head": QUESTION_REQUEST_CHARS, "traceFrom": start, "trace": size,
                   "tail": QUESTION_TAIL_CHARS}
-
-
-def cut_note(text: str) -> dict[str, int] | None:
-    """What an answer says of a question longer than what is searched (``query.cut``), for its text as read."""
-    return question_cut(text)[1]
 
 
 def _question_part(text: str) -> str:

@@ -201,22 +201,16 @@ def related_tests(ctx: SearchContext, lexical: LexicalStore, rel: str, symbol: s
         refs = [h for h in refs if not h.note.startswith(NAMESPACE_ONLY)]
         linked = {h.path for h in named + imported + mirrored + refs}
         together = _changed_together(ctx, rel, linked)
-        through = _through_includer(ctx, rel, linked | {h.path for h in together})
-        later = {h.path for h in together + through}
-        file_level = named + imported + mirrored + refs + together + through + [h for h in spaced
-                                                                                 if h.path not in later]
+        middle = together + _through_includer(ctx, rel, linked | {h.path for h in together})
+        later = {h.path for h in middle}
         # The evidence's strength, for the order (Engine.related_tests orders within it): a link to the file itself
         # (its name, an import, its folder), then a use of what it defines, then a shared history or the file that
         # includes it, then a namespace's name alone. (A copy's own test, named after it, came after another copy's
-        # that only uses its names when uses and links were one tier: tests/test_graph_copies.py.)
-        used = {h.path for h in refs}
-        middle = {h.path for h in together + through}
-        weak = {h.path for h in spaced} - middle
-        linked_only = {h.path for h in named + imported + mirrored}
-        rows = [{"path": h.path, "why": h.note, "score": round(h.score, 4),
-                 "tier": 3 if h.path in weak else 2 if h.path in middle else
-                 1 if h.path in used and h.path not in linked_only else 0}
-                for h in file_level if ours(h.path)]
+        # that only uses its names when uses and links were one tier: tests/test_graph_copies.py.) Each list holds
+        # none of the lists before it.
+        tiers = [named + imported + mirrored, refs, middle, [h for h in spaced if h.path not in later]]
+        rows = [{"path": h.path, "why": h.note, "score": round(h.score, 4), "tier": tier}
+                for tier, hits in enumerate(tiers) for h in hits if ours(h.path)]
         return (own + [r for r in rows if r["path"] not in {o["path"] for o in own}])[:limit]
     out: dict[str, dict[str, Any]] = {}
     hits = [(cid, p, score) for cid, p, score in
