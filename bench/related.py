@@ -61,8 +61,8 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                 engine = [r["path"] for r in ans["results"]]
                 by_file = eng.context(f"which tests cover {changed}", anchors=[changed], limit=LIMIT, kinds=["test"])
                 records.append({"id": s["id"], "repo": s["repo"], "changed": changed, "gold": gold,
-                                "related": metrics(listed, gold), "n": len(listed), "ms": round(took * 1000, 1), "listed": listed[:5],
-                                "whys": [r.get("why") or r.get("error") for r in rows[:5]],
+                                "related": metrics(listed, gold), "n": len(listed), "ms": round(took * 1000, 1), "listed": listed[:20],
+                                "whys": [r.get("why") or r.get("error") for r in rows[:20]],
                                 "by_file": metrics([r["path"] for r in by_file["results"]], gold),
                                 "context": metrics(engine, gold)})
         print(f"[{n}/{len(by_corpus)}] {corpus.name}: {len(group)}", flush=True)

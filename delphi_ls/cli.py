@@ -196,6 +196,20 @@ def _dump(obj: Any) -> None:
     print(json.dumps(obj, indent=2))
 
 
+def _embedded_words(rep: Any) -> str:
+    """What the run's vectors cost. "embedded 10464 (5032 from cache, 5299 of them embedded beside the lexical
+    pass)" read as a cache on a first index and as a subset larger than its set (a newcomer, session 44): the
+    chunks given vectors, how many texts the model embedded (the part beside the lexical pass among them), and how
+    many reused an identical text's vector."""
+    if not rep.chunks_embedded:
+        return ""
+    model = max(0, rep.chunks_embedded - rep.vectors_from_cache) + rep.vectors_ahead
+    reused = max(0, rep.chunks_embedded - model)
+    ahead = f", {rep.vectors_ahead} of them beside the lexical pass" if rep.vectors_ahead else ""
+    same = f"; {reused} reused the vector of an identical text" if reused else ""
+    return f"; {rep.chunks_embedded} chunks given vectors ({model} texts embedded{ahead}{same})"
+
+
 def cmd_index(args: argparse.Namespace) -> int:
     if args.snapshot:  # a team's snapshot as the starting point of a new index (README, "Index snapshots")
         from .engine import Engine
@@ -222,13 +236,13 @@ def cmd_index(args: argparse.Namespace) -> int:
         if args.json:
             _dump(summary)
         else:
+            waited = f" after waiting {rep.waited_s:.1f}s for the other process" if rep.waited_s > 0 else ""
             print(f"indexed {rep.files_indexed} files ({rep.files_unchanged} unchanged, {rep.files_deleted} removed, "
-                  f"{rep.files_skipped} skipped) in {el:.1f}s: {counts['files']} files, {counts['chunks']} chunks, "
-                  f"{counts['vectors']} vectors; embedded {rep.chunks_embedded} ({rep.vectors_from_cache} from cache"
-                  + (f", {rep.vectors_ahead} of them embedded beside the lexical pass)" if rep.vectors_ahead else ")"))
+                  f"{rep.files_skipped} skipped) in {el - rep.waited_s:.1f}s{waited}: {counts['files']} files, "
+                  f"{counts['chunks']} chunks, {counts['vectors']} vectors" + _embedded_words(rep))
             print(f"index: {eng.index_dir}")
-            for what in rep.repaired:  # damaged stores found and rebuilt before this run
-                print(f"repaired: {what}")
+            for what in rep.repaired:  # damaged stores found and rebuilt before this run, or all on request
+                print(f"{'rebuilt' if args.rebuild else 'repaired'}: {what}")
         for err in rep.errors:
             print(f"delphi: {err}", file=sys.stderr)
         for note in rep.notes:

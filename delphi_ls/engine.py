@@ -68,6 +68,9 @@ from .workspace.kinds import file_kind
 from .workspace.scan import repository_above, utf8_name
 from .workspace.tracked import tracked_but_ignored, untracked
 
+# An estimate of a phase's time left is given once it has run this long: the first small batches' pace said little.
+ETA_AFTER_S = 1.0
+
 
 class EngineClosed(RuntimeError):
     """A closed Engine was asked something."""
@@ -420,7 +423,10 @@ class Engine:
                 parts.append(f"learned ranker {ltr.identity.name} (warm, window {ltr.window})")
                 unused = ltr.unused_columns(names)
                 if unused:  # a branch registered after training: its columns are ignored, and we say so
-                    parts.append(f"it ignores the columns it was not trained on: {', '.join(unused)}")
+                    # "it ignores the columns it was not trained on: rr_commits, …" meant nothing to a newcomer
+                    # (session 44): what it means for an answer, the names kept for those who know them.
+                    parts.append(f"{len(unused)} signals newer than it do not weigh in its order "
+                                 f"({', '.join(unused)}); their branches still bring files in")
             except Exception as e:
                 self.problems["reranker"] = f"learned ranker failed to load: {e}"
                 parts.append(f"error: learned ranker failed to load: {e}")
@@ -997,11 +1003,29 @@ class Engine:
                                        "nothing was indexed"])
         with self._index_lock:
             self._stop.clear()
-            if not self.writer.acquire(wait=wait, on_wait=on_wait, should_stop=self._stop.is_set):
+            waited_from: list[float] = []
+
+            def waiting(holder: Holder | None) -> None:
+                waited_from.append(time.perf_counter())
+                if on_wait is not None:
+                    on_wait(holder)
+
+            if not self.writer.acquire(wait=wait, on_wait=waiting, should_stop=self._stop.is_set):
                 return IndexReport(errors=["stopped while waiting for another Delphi process to finish indexing"])
+            # A second `delphi index` that waited for the first said "indexed 0 files … in 6.6s" of that wait.
+            waited_s = time.perf_counter() - waited_from[0] if waited_from else 0.0
+
+            began: dict[str, tuple[float, int]] = {}  # each phase's first report: when, and how far it was
 
             def track(phase: str, done: int, total: int, chunks: int) -> None:
-                self.indexing = {"phase": phase, "done": done, "total": total, "chunks": chunks}
+                state = {"phase": phase, "done": done, "total": total, "chunks": chunks}
+                now = time.monotonic()
+                t0, d0 = began.setdefault(phase, (now, done))
+                if d0 < done < total and now - t0 >= ETA_AFTER_S:
+                    # An agent told only "indexing in progress (lexical 25/2314)" could not tell whether to ask again
+                    # in a second or an hour (a newcomer, session 44): the phase's pace so far, carried on.
+                    state["secondsLeft"] = max(1, round((now - t0) * (total - done) / (done - d0)))
+                self.indexing = state
                 if progress:
                     progress(phase, done, total, chunks)
 
@@ -1104,6 +1128,7 @@ class Engine:
                 if full and only is None and not rep.errors and not self._stop.is_set() \
                         and self.meta.get_state("index_failed") is not None:  # (a question's catch-up embeds none)
                     self.meta.set_state("index_failed", None)
+                rep.waited_s = round(waited_s, 2)
                 return rep
             except Exception as e:
                 # Said by health in every process until a full run succeeds: a `delphi index` that failed on too

@@ -291,7 +291,8 @@ def report(engine: EngineState, check_staleness: bool = True, buffered: Collecti
     if stale and stale["stale"]:
         problems.append({"severity": "warning", "code": "stale_index",
                          "message": f"index is stale: {stale['changed']} changed, {stale['new']} new, "
-                                    f"{stale['deleted']} deleted files since the last index"})
+                                    f"{stale['deleted']} deleted files since the last index; `delphi index` brings "
+                                    "it up to date (an editor's or agent's running Delphi does it itself)"})
     if tracked_ignored:
         some = ", ".join(tracked_ignored[:3]) + (", ..." if len(tracked_ignored) > 3 else "")
         problems.append({"severity": "info", "code": "tracked_but_ignored",

@@ -764,3 +764,36 @@ def test_a_hostile_environment_gets_one_line_not_a_traceback(tmp_path: Path) -> 
         assert again.returncode == 0, again.stderr
         health = _run("health", str(root), "--index-dir", str(tmp_path / "i2"), env=env)
         assert "the last index run failed" not in health.stdout, health.stdout
+
+
+def test_the_index_summary_says_what_its_vectors_cost_a_rebuild_and_a_resumed_run(tmp_path: Path) -> None:
+    """Words a newcomer misread (session 44): "embedded 10464 (5032 from cache, 5299 of them …)" on a first index
+    (a cache? a subset larger than its set?), "repaired:" after the rebuild they asked for, and a run that took up
+    a stopped one without saying so."""
+    from delphi_ls import Engine
+
+    ws = tmp_path / "ws"
+    for i in range(60):
+        (ws / f"pkg{i // 20}").mkdir(parents=True, exist_ok=True)
+        (ws / f"pkg{i // 20}" / f"m{i}.py").write_text(f"def handler_{i}(x):\n    return x * {i}\n")
+    (ws / "pkg0" / "same.py").write_text("def handler_0(x):\n    return x * 0\n")  # m0.py's text again
+    opts = ["--index-dir", str(tmp_path / "idx"), "--reranker", "off"]
+    with Engine(ws, index_dir=str(tmp_path / "idx"), vectors=False) as e:
+        def first_batch_only(phase: str, done: int, total: int, chunks: int) -> None:
+            if phase == "lexical" and done < total:
+                e.stop_indexing()
+
+        e.index(progress=first_batch_only, vectors=False)
+        held = e.counts()["files"]
+    assert 0 < held < 61
+    out = delphi("index", str(ws), *opts, "--quiet")
+    assert out.returncode == 0, out.stderr
+    assert f"note: resuming an index that stopped before its end: {held} files were indexed already" in out.stderr
+    assert "from cache" not in out.stdout
+    assert re.search(r"; 61 chunks given vectors \(60 texts embedded; 1 reused the vector of an identical text\)",
+                     out.stdout), out.stdout
+    again = delphi("index", str(ws), *opts, "--quiet")
+    assert "resuming" not in again.stderr and "given vectors" not in again.stdout  # nothing embedded, nothing said
+    rebuilt = delphi("index", str(ws), *opts, "--quiet", "--rebuild")
+    assert "rebuilt: manifest and lexical index emptied (rebuild requested)" in rebuilt.stdout, rebuilt.stdout
+    assert "repaired:" not in rebuilt.stdout

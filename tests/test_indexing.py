@@ -153,3 +153,30 @@ def test_a_new_index_folder_is_private(workspace: Path, tmp_path: Path):
     """The index holds the workspace's text: a folder Delphi creates is readable by this user only."""
     with Engine(workspace, index_dir=str(tmp_path / "fresh-index"), vectors=False) as eng:
         assert (eng.index_dir.stat().st_mode & 0o777) == 0o700
+
+
+def test_a_run_under_way_says_about_how_long_it_has_left(tmp_path: Path, monkeypatch) -> None:
+    """An agent told "indexing in progress (lexical 25/2314)" could not tell whether to ask again in a second or an
+    hour (a newcomer, session 44): past its first reports a phase carries an estimate from its pace so far, and the
+    MCP door's note says when to ask again."""
+    import delphi_ls.engine as engine_mod
+    from delphi_ls.mcp.tools import indexing_line
+
+    monkeypatch.setattr(engine_mod, "ETA_AFTER_S", 0.0)  # the pace from the second report on, not after a second
+    for i in range(120):
+        (tmp_path / "ws" / f"pkg{i // 30}").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "ws" / f"pkg{i // 30}" / f"m{i}.py").write_text(f"def f{i}(x):\n    return x + {i}\n")
+    seen: list[dict] = []
+    with Engine(tmp_path / "ws", index_dir=str(tmp_path / "idx")) as e:
+        def report(phase: str, done: int, total: int, chunks: int) -> None:
+            if phase == "lexical":
+                seen.append(dict(e.indexing or {}))
+
+        e.index(progress=report, vectors=False)
+    assert "secondsLeft" not in seen[0], seen  # one report gives no pace
+    mid = [s for s in seen if s["done"] < s["total"]]
+    assert len(mid) >= 2 and all(s["secondsLeft"] >= 1 for s in mid[1:]), seen
+    assert "secondsLeft" not in seen[-1], seen  # done: nothing left
+    line = indexing_line(mid[-1])
+    assert f"ask again in about {mid[-1]['secondsLeft']} s" in line, line
+    assert "ask again" not in indexing_line({k: v for k, v in mid[-1].items() if k != "secondsLeft"})

@@ -341,11 +341,16 @@ def test_a_test_matched_by_the_files_stem_alone_is_not_said_to_use_its_definitio
                                   "    assert True\n",
         "tests/test_scheme.py": "from app.security.http import check\n\n\ndef test_scheme():\n"
                                 "    assert get_authorization_scheme_param('Bearer x')\n",
+        "tests/test_logs.py": "def test_logs(caplog):\n    assert 'utils' in caplog.text  # the module's logger\n",
     }
     with _indexed(tmp_path, files) as eng:
         why = {r["path"]: r["why"] for r in eng.related_tests("app/security/utils.py")}
         assert why["tests/test_scheme.py"] == "uses what utils.py defines", why
-        assert why["tests/test_settings.py"] == "mentions `utils`", why
+        assert why["tests/test_logs.py"] == "mentions `utils`", why
+        # Its `utils` is the module it imports by that name, its own (a newcomer, session 45: click's `_textwrap.py`
+        # had a test of `import textwrap` second).
+        assert "tests/test_settings.py" not in why, why
+        assert list(why)[-1] == "tests/test_logs.py", why  # the stem alone: the weakest evidence, last
 
 
 def test_a_packages_front_file_is_not_what_its_test_tests(tmp_path: Path):
@@ -418,3 +423,73 @@ def test_a_rust_files_inline_tests_do_not_stand_for_its_api(tmp_path: Path):
     with _indexed(tmp_path, files) as eng:
         got = [(r["path"], r["why"]) for r in eng.related_tests("src/walk.rs")]
         assert ("tests/scanning.rs", "uses what walk.rs defines") in got, got
+
+
+def test_no_related_tests_rather_than_everyones_word_a_word_inside_a_name_or_test_data(tmp_path: Path):
+    """A newcomer judging related tests on urfave/cli, click, express and fmt (session 45): `docs/package.go`, which no
+    test touches, had five tests that "mention `package`" (every Go file does); `helpers_test.go` was "named after
+    help.go" (`help` inside `helpers`); click's `_textwrap.py` had a test of Python's `import textwrap` second; a
+    golden output under `testdata/` came before the tests that read it."""
+    go_test = "package cli\n\nimport \"testing\"\n\n"
+    files = {
+        "go.mod": "module example.com/cli\n\ngo 1.22\n",
+        "docs/package.go": "// Package docs only imports modules for the docs' build.\npackage docs\n",
+        "help.go": "package cli\n\nfunc ShowAppHelp(name string) string {\n\treturn \"usage: \" + name\n}\n",
+        "help_test.go": go_test + "func TestShowAppHelp(t *testing.T) {\n\t_ = ShowAppHelp(\"x\")\n}\n",
+        "helpers_test.go": go_test + "func init() {\n\t_ = \"CLI_TEST_ENV\"\n}\n",
+        "fish.go": "package cli\n\nfunc ToFishCompletion() string {\n\treturn \"complete -c fish\"\n}\n",
+        "fish_test.go": go_test + "func TestToFishCompletion(t *testing.T) {\n\t_ = ToFishCompletion()\n}\n",
+        "testdata/expected-fish-full.fish": "# fish completion for the app\ncomplete -c app -n fish\n",
+        "flag_test.go": go_test + "func TestFlags(t *testing.T) {}\n",
+        "command_test.go": go_test + "func TestCommand(t *testing.T) {}\n",
+        "src/pkg/_textwrap.py": "import textwrap\n\n\nclass TextWrapper(textwrap.TextWrapper):\n    pass\n",
+        "tests/test_compat.py": "from pkg._textwrap import TextWrapper\n\n\ndef test_wraps():\n"
+                                "    assert TextWrapper(width=3)\n",
+        "tests/test_shell.py": "import textwrap\n\n\ndef test_script():\n    assert textwrap.dedent(' a') == 'a'\n",
+    }
+    with _indexed(tmp_path, files) as eng:
+        assert eng.related_tests("docs/package.go") == []
+        help_tests = {r["path"]: r["why"] for r in eng.related_tests("help.go")}
+        assert list(help_tests)[0] == "help_test.go", help_tests
+        assert "named after" not in help_tests.get("helpers_test.go", ""), help_tests
+        fish = [r["path"] for r in eng.related_tests("fish.go")]
+        assert fish[0] == "fish_test.go" and fish[-1] == "testdata/expected-fish-full.fish", fish  # what it reads: last
+        assert [r["path"] for r in eng.related_tests("src/pkg/_textwrap.py")] == ["tests/test_compat.py"]
+
+
+def test_a_name_many_files_define_links_no_test_to_one_of_them(tmp_path: Path):
+    """urfave/cli's hello-world example defines only `main`, and click's aliases example `cli` and `status`: the main
+    tests were said to "use what" each defines, though none touches them (a newcomer, session 45)."""
+    files = {
+        "examples/hello/hello.py": "def main():\n    print('hello world')\n",
+        "examples/greet/greet.py": "def main():\n    print('greetings')\n",
+        "pkg/cli.py": "def main():\n    return run_cli()\n\n\ndef run_cli():\n    return 0\n",
+        "tests/test_cli.py": "from pkg.cli import main, run_cli\n\n\ndef test_main():\n    assert main() == run_cli()\n",
+    }
+    with _indexed(tmp_path, files) as eng:
+        assert eng.related_tests("examples/hello/hello.py") == []
+        assert [r["path"] for r in eng.related_tests("pkg/cli.py")] == ["tests/test_cli.py"]
+
+
+def test_tests_named_after_what_a_file_defines_or_in_a_test_prefixed_folder_are_its_tests(tmp_path: Path):
+    """click keeps a test per function (`tests/test_utils/test__expand_args.py`, `test_confirm.py` for `termui.py`'s
+    `confirm`): they came 4th to 19th for `utils.py` as "mentions `utils`", `test_confirm.py` 18th for `termui.py`
+    (a newcomer, session 45)."""
+    files = {
+        "src/click/utils.py": "def _expand_args(args):\n    return list(args)\n\n\nclass LazyFile:\n    pass\n",
+        "src/click/termui.py": "def confirm(text):\n    return input(text) == 'y'\n\n\ndef prompt(text):\n"
+                               "    return input(text)\n",
+        "src/click/core.py": "from click import utils, termui\n\n\ndef main():\n    return utils, termui\n",
+        "tests/test_utils/test__expand_args.py": "import click.utils\n\n\ndef test_expand():\n"
+                                                 "    assert click.utils._expand_args([]) == []\n",
+        "tests/test_utils/test_LazyFile.py": "import click\n\n\ndef test_lazy():\n    assert click\n",
+        "tests/test_confirm.py": "import click\n\n\ndef test_yes(monkeypatch):\n    assert click\n",
+        "tests/test_core.py": "from click.core import main\n\n\ndef test_main():\n    assert main()\n",
+    }
+    with _indexed(tmp_path, files) as eng:
+        utils = {r["path"]: r["why"] for r in eng.related_tests("src/click/utils.py")}
+        assert set(list(utils)[:2]) == {"tests/test_utils/test__expand_args.py", "tests/test_utils/test_LazyFile.py"}
+        assert utils["tests/test_utils/test_LazyFile.py"] == "in a test folder named after utils.py", utils
+        termui = {r["path"]: r["why"] for r in eng.related_tests("src/click/termui.py")}
+        assert list(termui)[0] == "tests/test_confirm.py", termui
+        assert termui["tests/test_confirm.py"] == "named after `confirm`, which termui.py defines"

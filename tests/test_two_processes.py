@@ -6,6 +6,7 @@ writer here is a real second process, paused inside a real indexing run."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -121,6 +122,8 @@ def test_readers_answer_while_another_process_writes(paused_writer):
     _no_traceback(err.read_text(), first_err)
     assert proc.returncode == 0 and second.returncode == 0
     assert "holder done" in first_out and "indexed 0 files (80 unchanged" in out
+    # Its time is its own run's, the wait said apart (it said "in 6.6s" of a wait, a newcomer, session 44).
+    assert re.search(r"in \d+\.\ds after waiting \d+\.\ds for the other process", out), out
     with Engine(ws, index_dir=str(idx), vectors=False, reranker="off") as eng:
         assert eng.health(check_staleness=True)["ok"]
         assert eng.writer_holder() is None

@@ -164,3 +164,28 @@ def test_a_hostile_pattern_costs_no_walk_its_time() -> None:
     t0 = time.perf_counter()
     assert v.root_of("x/" + "a" * 60 + ".go") is None and v.root_of("vendor/x.go") == "vendor"
     assert time.perf_counter() - t0 < 0.5
+
+
+def test_a_first_index_writes_the_projects_own_files_before_vendored_ones(tmp_path: Path) -> None:
+    """redis walks `deps/` before `src/`: answers asked during its first index (another process's, an agent's first
+    call) came all from jemalloc, each "ranked below the project's own files" that were not indexed yet (a newcomer,
+    session 44). Stopped after its first batch, the index holds the project's own files."""
+    root = tmp_path / "ws"
+    for i in range(40):  # more than a first batch, all walked before `src/`
+        (root / "deps" / "jemalloc" / "src").mkdir(parents=True, exist_ok=True)
+        (root / "deps" / "jemalloc" / "src" / f"extent{i:02}.c").write_text(
+            f"/* evict extents from arena {i} */\nint extent_evict_{i}(void) {{ return {i}; }}\n")
+    (root / "src").mkdir()
+    (root / "src" / "evict.c").write_text("/* Evict keys when maxmemory is reached. */\n"
+                                          "int performEvictions(void) { return evictKeys(); }\n")
+    (root / "src" / "server.c").write_text("int main(void) { return 0; }\n")
+    with Engine(root, index_dir=str(tmp_path / "idx")) as e:
+        def first_batch_only(phase: str, done: int, total: int, chunks: int) -> None:
+            if phase == "lexical" and done < total:
+                e.stop_indexing()
+
+        rep = e.index(progress=first_batch_only, vectors=False)
+        assert rep.files_indexed < 42, rep  # stopped after the first batch
+        held = set(e.meta.file_hashes())
+        assert {"src/evict.c", "src/server.c"} <= held, sorted(held)
+        assert _paths(e.context("how are keys evicted when maxmemory is reached", limit=3))[0] == "src/evict.c"

@@ -85,8 +85,11 @@ class FileGraph:
             # (`__tests__/response/body.test.js` -> `lib/response.js`), the nearest such file only.
             folder_of_p = os.path.dirname(p)
             for folder in folder_of_p.split("/")[1:]:
-                stem = stripped(folder)
-                if len(stem) < 4 or stem in _TEST_FOLDERS:
+                # Less a test affix (`tests/test_utils/` for `utils.py`, pytest's way; click's tests of each of
+                # `utils.py`'s functions were related to it only as "mentions `utils`", a newcomer, session 45).
+                # (`tests/utils/` is the tests' own helpers, `tests/test_utils/` the tests of `utils`.)
+                stem = stripped(stem_of(folder))
+                if len(stem) < 4 or stripped(folder) in _TEST_FOLDERS:
                     continue
                 # The stem's files by distance from p's folder, once per folder (tests share folders;
                 # per test it was 0.58 M distance computations on the 100k workspace).

@@ -116,6 +116,7 @@ class IndexReport:
     # (indexing/embed_ahead.py); counted in vectors_from_cache too (the vector pass reads them from the cache).
     vectors_ahead: int = 0
     seconds_lexical: float = 0.0
+    waited_s: float = 0.0  # for another process's run to end before this one could begin
     seconds_vectors: float = 0.0
     reembedded_all: bool = False
     errors: list[str] = field(default_factory=list)
@@ -244,6 +245,11 @@ class Indexer:
             if self.filedocs is not None:
                 self.meta.set_state("filedocs_version", FILEDOCS_VERSION)
             reparse = False
+        if only is None and stored and not self.meta.get_state("lexical_ready", False):
+            # A run stopped before its end (Ctrl-C, a kill) is taken up where it stopped; the summary's "1431
+            # indexed (175 unchanged)" left that to be inferred (a newcomer, session 44).
+            rep.notes.append(f"resuming an index that stopped before its end: {len(stored)} files were indexed "
+                             "already")
         if reparse:
             # `delphi index` after an upgrade said "indexed 158 files (0 unchanged ...)" and nothing of why (an
             # upgrade newcomer, session 37); `delphi index` prints a run's notes.
@@ -317,6 +323,12 @@ class Indexer:
                 seen[path] = known[1:]
                 continue
             todo.append(entry)
+        if result.vendored is not None and len(todo) > 1:
+            # The project's own files first, other projects' code last: the walk's order put redis's `deps/` before
+            # `src/`, and answers asked during a first index (another process's, an agent's first call) came all
+            # from jemalloc's 567 files, each "ranked below the project's own files" that were not indexed yet (a
+            # newcomer, session 44). A stable sort: within each part the walk's order, and batches stay folders.
+            todo.sort(key=lambda e: result.vendored.is_vendored(e.path))
 
         done = 0
         i = 0

@@ -295,8 +295,16 @@ def indexing_line(running: dict[str, Any]) -> str:
                 f"committed so far ({running['done']} files), not final (ask again shortly)")
     if running["phase"] == "queued":
         return "note: the first index has not started yet; this answer is empty for now, not final (ask again shortly)"
-    return (f"note: indexing in progress ({running['phase']} {running['done']}/{running['total']}); "
-            "this answer comes from what is indexed so far")
+    left = running.get("secondsLeft")
+    if left is None:
+        return (f"note: indexing in progress ({running['phase']} {running['done']}/{running['total']}); "
+                "this answer comes from what is indexed so far")
+    if running["phase"] == "lexical":
+        return (f"note: indexing in progress (files {running['done']}/{running['total']}, about {left} s to go); "
+                f"this answer comes from the files indexed so far: ask again in about {left} s for one from every "
+                "file")
+    return (f"note: indexing in progress ({running['phase']} {running['done']}/{running['total']}, about {left} s to "
+            "go); every file is searched by its words, matches by meaning are still being added")
 
 
 def _say_indexing(session: Session, eng: Any, lines: list[str], data: dict[str, Any]) -> None:

@@ -17,6 +17,7 @@ from ..settings import Settings
 from ..stores.lexical import LexicalStore
 from ..stores.meta import MetaStore
 from ..stores.vectors import VectorStore
+from ..workspace.kinds import stem_of
 from ..workspace.vendored import Vendored, question_words
 from .path_index import StrippedPaths
 from .query import QueryInfo, closest_by_tail, frame_names
@@ -179,6 +180,7 @@ class IndexView:
     # The test files, in file order: asked by the anchor branches on every query (a pass over every file was
     # 18 ms of each at 100k files). Not an init field: a replaced view (a save) finds them again once.
     _tests: list[str] | None = field(default=None, init=False, repr=False, compare=False)
+    _test_stems: dict[str, list[str]] | None = field(default=None, init=False, repr=False, compare=False)
     # (extension, length) -> basenames, for names a question misspells; built on the first such question.
     _by_shape: dict[tuple[str, int], list[str]] | None = field(default=None, init=False, repr=False, compare=False)
     # name -> its answer: the path branch and the ranker's columns ask the same names in one query (a name
@@ -192,7 +194,7 @@ class IndexView:
     def __getstate__(self) -> dict[str, Any]:
         # What questions filled in (the test list, the misspelling tables) is rebuilt by the process that
         # loads a saved view (stores/view_cache.py): it costs milliseconds and keeps the saved file small.
-        return {**self.__dict__, "_tests": None, "_by_shape": None, "_misspelt": {}}
+        return {**self.__dict__, "_tests": None, "_test_stems": None, "_by_shape": None, "_misspelt": {}}
 
     def patched(self, **changes: Any) -> IndexView:
         """A copy with ``changes`` (a save's definitions, chunk lines and import edges) for the same files of
@@ -200,6 +202,7 @@ class IndexView:
         took 58-142 ms to build again at 100,000 files, review of session 22)."""
         out = dataclasses.replace(self, **changes)
         out._tests, out._by_shape, out._misspelt = self._tests, self._by_shape, self._misspelt
+        out._test_stems = self._test_stems
         return out
 
     def package_roots(self) -> frozenset[str]:
@@ -210,6 +213,15 @@ class IndexView:
         if self._tests is None:
             self._tests = [p for p, k in self.files.items() if k == "test"]
         return self._tests
+
+    def tests_by_stem(self) -> dict[str, list[str]]:
+        """The test files by their separator-stripped stem (`tests/test_confirm.py` under `confirm`)."""
+        if self._test_stems is None:
+            out: dict[str, list[str]] = {}
+            for t in self.tests():
+                out.setdefault(stripped(stem_of(t)), []).append(t)
+            self._test_stems = out
+        return self._test_stems
 
     def misspelt(self, name: str) -> list[str]:
         """Files whose basename is one edit (a letter dropped, added, changed or two swapped) from ``name``,

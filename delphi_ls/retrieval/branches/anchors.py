@@ -6,7 +6,7 @@ import os
 import re
 
 from ...core import SymbolRecord
-from ...core.tokens import stripped
+from ...core.tokens import split_identifier, stripped
 from ...indexing.graph import FOLDER_STEMS, NameRules, dir_distance
 from ...workspace.kinds import other_dotted_name, stem_of
 from ..context import SearchContext
@@ -19,6 +19,26 @@ def _keep_best(scores: dict[str, float], notes: dict[str, str], path: str, score
     if score > scores.get(path, -1e9):
         scores[path] = score
         notes[path] = note
+
+
+def names_in_words(stem: str, test: str) -> bool:
+    """Whether ``stem`` (separator-stripped) is a run of whole words of the test file's name: `flag` in
+    `flag_schema_type_test.go`, `grpcproxy` in `GrpcProxyIT.java`. Not a run of letters inside a word: `help` in
+    `helpers_test.go`, `conf` in `test_confirm.py` (a newcomer, session 45: both "named after" files they do not
+    test). Names in scripts without case or separators (Chinese, Japanese) keep the plain containment."""
+    base = os.path.basename(test)
+    if not stem.isascii():
+        return stem in stripped(base)
+    words = split_identifier(base.rsplit(".", 1)[0])
+    for i in range(len(words)):
+        joined = ""
+        for w in words[i:]:
+            joined += w
+            if joined == stem:
+                return True
+            if len(joined) >= len(stem) or not stem.startswith(joined):
+                break
+    return False
 
 
 class AnchorBranch:
@@ -49,7 +69,7 @@ class AnchorTestsBranch:
             front = stem in FOLDER_STEMS
             for t in tests:
                 tstem = stripped(stem_of(t))
-                if not (tstem == stem or (not front and len(stem) >= 4 and stem in stripped(os.path.basename(t)))):
+                if not (tstem == stem or (not front and len(stem) >= 4 and names_in_words(stem, t))):
                     continue
                 if other_dotted_name(anchor, t) or not rules.allows(t, anchor):
                     continue  # (after the name: 20,000 tests' package lookups doubled the loop; review)
@@ -99,6 +119,7 @@ class AnchorFolderTestsBranch:
 _SPACE_KINDS = frozenset({"namespace", "package", "module"})
 # The why of a test found by a namespace's name alone (related.py orders those last).
 NAMESPACE_ONLY = "mentions the namespace"
+STEM_ONLY = "mentions `"  # the why of a test found by the file's stem alone (related.py: last, and not always)
 _TEST_MODULE = re.compile(r"(?i)^tests?$|^tests?_|_tests?$")
 _TYPE_KINDS = frozenset({"class", "interface", "struct", "enum", "trait", "record", "object", "union", "type"})
 
@@ -113,6 +134,21 @@ def _top_level(d: SymbolRecord, spaces: dict[str, str]) -> bool:
     if kind is None:
         return False  # a type's member: its type is what a test names
     return kind != "module" or d.kind in _TYPE_KINDS or not _TEST_MODULE.search(d.container)
+
+
+# A name this many source files define says little of which one a test uses (as retrieval/related.py's symbols).
+AMBIGUOUS_DEFS = 3
+
+
+def distinctive(ctx: SearchContext, names: list[str]) -> list[str]:
+    """``names`` less those that AMBIGUOUS_DEFS or more source files define: an example's `main`, `cli` and `status`
+    made urfave/cli's and click's main tests "use what" a hello-world example and an example app define, which no test
+    touches (a newcomer, session 45)."""
+    if not names:
+        return names
+    ctx.view.symbols.fetch([n.lower() for n in names])
+    return [n for n in names if len({d.path for d in ctx.view.symbols.get(n.lower(), ())
+                                     if ctx.files.get(d.path) == "code"}) < AMBIGUOUS_DEFS]
 
 
 class AnchorRefsBranch:
@@ -140,6 +176,7 @@ class AnchorRefsBranch:
             names += [s.container for s in defs
                       if len(s.container) >= 4 and s.container not in spaces and s.container not in here]
             names = sorted(set(names), key=lambda n: (-len(n), n))[:24]  # ties by name: set order varies by process
+            names = distinctive(ctx, names)
             terms = [n.lower() for n in names] + ([stem] if len(stem) >= 4 else [])
             wide = sorted(n.lower() for n in spaces if len(n) >= 4)
             if not terms and not wide:
@@ -170,5 +207,5 @@ class AnchorRefsBranch:
             for rank, t in enumerate(seen[: ctx.depth]):
                 _keep_best(scores, notes, t, 1.0 / (rank + 1) - 0.01 * dir_distance(anchor, t),
                            spaced.get(t) or (f"uses what {os.path.basename(anchor)} defines" if t in by_name
-                                             else f"mentions `{stem}`"))
+                                             else f"{STEM_ONLY}{stem}`"))
         return ranked_hits(scores, notes, ctx.depth)
