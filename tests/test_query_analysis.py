@@ -378,3 +378,25 @@ def test_a_trace_in_the_middle_of_a_long_paste_is_read() -> None:
     # Without a trace past the head, the head and the tail, as before.
     plain = "why?\n" + log * 2
     assert question_cut(plain)[1] == {"chars": len(plain), "head": QUESTION_HEAD_CHARS, "tail": QUESTION_TAIL_CHARS}
+
+
+def test_a_request_for_instructions_gets_the_guide_within_the_first_answers():
+    """"How do I add a new integration test" was read as a request for tests alone: lazygit's
+    `pkg/integration/README.md`, first with `--kind doc`, was not in the top 30 (a newcomer, session 44)."""
+    from delphi_ls.core import Kind
+    from delphi_ls.retrieval.fusion import Fused
+    from delphi_ls.retrieval.query import Shape
+    from delphi_ls.retrieval.retriever import GUIDE_AT, guide_within_reach
+
+    q = analyse("how do I add a new integration test")
+    assert q.how_to and q.shape == Shape.TEST and {Kind.DOC, Kind.TEST} <= q.prefer and not q.avoid
+    assert not analyse("which tests cover retry.py?").how_to
+    assert not analyse("docs: clarify that -e matches all entry types").how_to  # a change's title, no request
+    files = {f"t{i}_test.go": "test" for i in range(30)} | {"docs/testing.md": "doc", "README.md": "doc"}
+    fused = [Fused(p, 1.0) for p in [*(f"t{i}_test.go" for i in range(12)), "docs/testing.md", "README.md"]]
+    moved = [f.path for f in guide_within_reach(fused, files)]
+    assert moved[GUIDE_AT - 1] == "docs/testing.md" and moved[:2] == ["t0_test.go", "t1_test.go"]
+    assert sorted(moved) == sorted(f.path for f in fused)  # moved, nothing lost
+    assert guide_within_reach(fused[12:] + fused[:12], files)[0].path == "docs/testing.md"  # already high: kept
+    far = [Fused(f"t{i}_test.go", 1.0) for i in range(25)] + [Fused("README.md", 1.0)]
+    assert [f.path for f in guide_within_reach(far, files)] == [f.path for f in far]  # out of reach: none

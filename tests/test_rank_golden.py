@@ -143,6 +143,7 @@ QUESTIONS: dict[str, tuple[Q, ...]] = {
         Q(LEDGER_TRACE, "ledger/importers/csv_import.py", slug="traceback-importproblem-missing-columns-amount"),
         Q("where is the balance chart drawn", "web/src/components/BalanceChart.tsx"),
         Q("how do I import a bank statement? docs", "docs/importing.md"),
+        Q("how do I import a statement from my bank?", "docs/importing.md"),  # instructions: the guide (session 45)
         Q("duplicate rows in a statement are skipped", "ledger/importers/csv_import.py"),
         Q("UnbalancedTransaction", "ledger/accounts.py"),
         Q("unknown account 404", "web/src/api/client.ts"),

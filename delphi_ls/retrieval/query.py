@@ -113,6 +113,11 @@ _RUNNER_OUTPUT = re.compile(r"\b(?:FAILED|FAIL)\b|\b\w*(?:Error|Exception|Failur
 _FAILING_TEST = re.compile(r"\b(?:(?:this|the|a|these|those|my|our)\s+)?(?:failing|broken|flaky|red)\s+tests?\b|"
                            r"\btests?\s+(?:fails?|failed|failing|breaks?|broke)\b", re.I)
 _DOC_Q = re.compile(r"\b(docs?|documentation|readme|changelog|guide|tutorial)\b", re.I)
+# A request for instructions ("how do I add an integration test", "how to run the linter"): a project's guides answer
+# those beside its code. Read as a request for tests alone, lazygit's `pkg/integration/README.md` ("Writing tests"),
+# first for `--kind doc`, was not in the top 30 (a newcomer, session 44).
+_HOW_TO = re.compile(r"\bhow (?:do|can|should|would|could|shall) (?:i|we|you|one)\b|\bhow to\b|\bsteps to\b|"
+                     r"\bwhat(?:'s| is) the (?:best|right|recommended|proper) way to\b", re.I)
 # What builds, ships and runs the code rather than the code: CI, containers, infrastructure, build files. A question
 # naming one asks for config files ("where is CI configured", "which Dockerfile builds the api image", "where is
 # the liveness probe set"), and "which workflow runs the tests" for a workflow, not tests: read as asking for code,
@@ -157,6 +162,7 @@ class QueryInfo:
     shape: Shape
     prefer: set[Kind] = field(default_factory=set)  # file kinds the question asks for
     avoid: set[Kind] = field(default_factory=set)
+    how_to: bool = False  # a request for instructions: a guide is kept within the first answers (retriever.py)
 
 
 # The most of a question that is read: a pasted log of a megabyte took minutes, and a question's cost grows with
@@ -342,7 +348,8 @@ def analyse(text: str, cleaning: str = "squash") -> QueryInfo:
     question = _question_part(text)
     prefer: set[Kind] = set()
     avoid: set[Kind] = set()
-    wants_docs = bool(_DOC_Q.search(question))
+    how_to = bool(_HOW_TO.search(question))
+    wants_docs = bool(_DOC_Q.search(question)) or how_to
     wants_config = (bool(_CONFIG_Q.search(question)) and not is_trace and bool(_LOCATOR.match(question))
                     and not _NAMES_CODE.search(question))
     if _CODE_FROM_TEST.search(question):
@@ -386,10 +393,11 @@ def analyse(text: str, cleaning: str = "squash") -> QueryInfo:
             avoid = {Kind.DOC}
     elif shape_hint == "config" and shape != Shape.TRACE:
         prefer = {Kind.CONFIG}
-    if wants_docs and shape != Shape.TEST:
+    if wants_docs and (shape != Shape.TEST or how_to):
+        # ("How do I add an integration test": the guide and the tests to copy.)
         prefer = prefer | {Kind.DOC}
         avoid.discard(Kind.DOC)
-    return QueryInfo(text, terms, identifiers, literals, paths, frames, shape, prefer, avoid)
+    return QueryInfo(text, terms, identifiers, literals, paths, frames, shape, prefer, avoid, how_to)
 
 
 _INSTALLED_DIRS = frozenset({"site-packages", "dist-packages", "node_modules"})
