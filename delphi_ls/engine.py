@@ -1613,7 +1613,8 @@ class Engine:
             "query": {"shape": q.shape, "prefer": sorted(q.prefer), "avoid": sorted(q.avoid),
                       "terms": q.terms[:32], "identifiers": q.identifiers[:16], "literals": q.literals[:8],
                       "anchors": anchors, "draftUsed": bool(req.draft) and q.shape not in ("identifier", "trace"),
-                      **({"namedAnchor": r.named_anchor} if r.named_anchor else {})},
+                      **({"namedAnchor": r.named_anchor} if r.named_anchor else {}),
+                      **({"howTo": True} if q.how_to else {})},  # a request for instructions: a guide among the first
             "branchesReady": r.ready,
             "health": self.health_summary(r.state.vec_status, r.state.counts),
             "traceId": uuid.uuid4().hex[:16],

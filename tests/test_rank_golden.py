@@ -144,6 +144,7 @@ QUESTIONS: dict[str, tuple[Q, ...]] = {
         Q("where is the balance chart drawn", "web/src/components/BalanceChart.tsx"),
         Q("how do I import a bank statement? docs", "docs/importing.md"),
         Q("how do I import a statement from my bank?", "docs/importing.md"),  # instructions: the guide (session 45)
+        Q("how do I run the tests?", "CONTRIBUTING.md"),  # instructions about tests: the guide among them
         Q("duplicate rows in a statement are skipped", "ledger/importers/csv_import.py"),
         Q("UnbalancedTransaction", "ledger/accounts.py"),
         Q("unknown account 404", "web/src/api/client.ts"),

@@ -17,7 +17,7 @@ from ..settings import Settings
 from ..stores.lexical import LexicalStore
 from ..stores.meta import MetaStore
 from ..stores.vectors import VectorStore
-from ..workspace.kinds import stem_of
+from ..workspace.kinds import is_record_doc, stem_of
 from ..workspace.vendored import Vendored, question_words
 from .path_index import StrippedPaths
 from .query import QueryInfo, closest_by_tail, frame_names
@@ -300,6 +300,7 @@ class SearchContext:
     # The question's words, when it was read (retriever): what names a vendored library (:meth:`demoted`).
     question_words: frozenset[str] | None = None
     framed: frozenset[str] = frozenset()  # a pasted trace's frames' files: what ran, vendored or not
+    how_to: bool = False  # a request for instructions: changelogs and other records are demoted
 
     @property
     def files(self) -> dict[str, str]:
@@ -307,7 +308,10 @@ class SearchContext:
 
     def demoted(self, path: str) -> bool:
         """Whether ``path`` is other projects' code (workspace/vendored.py) that this question does not reach: it
-        names none of the library's folders, and no anchor lies in the same vendored folder."""
+        names none of the library's folders, and no anchor lies in the same vendored folder. Or, for a request for
+        instructions, a record such as a changelog."""
+        if self.how_to and is_record_doc(path):
+            return True
         v = self.view.vendored
         root = v.root_of(path)
         if root is None or path in self.framed:

@@ -15,7 +15,7 @@ from typing import Any
 from ..core.tokens import split_identifier, stripped
 from ..indexing.graph import FOLDER_STEMS, dir_distance, same_package
 from ..stores.lexical import LexicalStore
-from ..workspace.kinds import names_its_source, stem_of
+from ..workspace.kinds import is_test_data, names_its_source, stem_of
 from .branches.anchors import (
     AMBIGUOUS_DEFS,
     NAMESPACE_ONLY,
@@ -42,15 +42,6 @@ NAMED_DEFS_MAX = 5  # a module's tests one per function are a handful (click's t
 
 
 _HELPER_DIR = re.compile(r"(^|/)fixtures(/|$)")
-# What tests read: fixtures, Go's `testdata/` (never compiled as a test), snapshots and golden outputs. In a test folder
-# they are tests by kind; as related tests they came before the tests that read them: an HTML fixture first for
-# express's `users.js` ("in a test folder named after users.js"), urfave/cli's expected fish output second for
-# `fish.go` (a newcomer, session 45).
-_DATA_DIR = re.compile(r"(^|/)(fixtures?|__fixtures__|testdata|test[-_]data|__snapshots__|snapshots|golden)/")
-
-
-def _is_test_data(path: str) -> bool:
-    return bool(_DATA_DIR.search(path.lower()))
 
 
 _REEXPORT_STEMS = frozenset({"__init__", "lib", "mod", "index"})
@@ -241,7 +232,7 @@ def related_tests(ctx: SearchContext, lexical: LexicalStore, rel: str, symbol: s
         # records: listed, last).
         rows = [{"path": h.path, "why": h.note, "score": round(h.score, 4), "tier": len(tiers) if data else tier}
                 for data in (False, True) for tier, hits in enumerate(tiers) for h in hits
-                if ours(h.path) and _is_test_data(h.path) == data]
+                if ours(h.path) and is_test_data(h.path) == data]
         return (own + [r for r in rows if r["path"] not in {o["path"] for o in own}])[:limit]
     out: dict[str, dict[str, Any]] = {}
     hits = [(cid, p, score) for cid, p, score in
@@ -292,7 +283,7 @@ def related_tests(ctx: SearchContext, lexical: LexicalStore, rel: str, symbol: s
         elif stripped(stem_of(p)) == own_stem:  # exactly its name; `res.*.js` stay per symbol
             out[p] = {"path": p, "why": note, "score": 0.0}
     ranked = sorted((r for r in out.values() if ours(r["path"])),
-                    key=lambda r: (_is_test_data(r["path"]), r["path"] not in by_name, r["path"] not in mentioning,
+                    key=lambda r: (is_test_data(r["path"]), r["path"] not in by_name, r["path"] not in mentioning,
                                    -r["score"]))
     return (own + [r for r in ranked if r["path"] not in {o["path"] for o in own}])[:limit]
 

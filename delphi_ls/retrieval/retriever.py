@@ -28,7 +28,7 @@ from ..settings import Settings
 from ..stores.lexical import LexicalStore
 from ..stores.meta import MetaStore
 from ..stores.vectors import VectorStore
-from ..workspace.kinds import file_kind
+from ..workspace.kinds import file_kind, is_test_data
 from . import spans as spans_mod
 from .branches.base import Branch, Hit
 from .branches.prf import PrfBm25Branch, PrfVectorBranch
@@ -136,6 +136,7 @@ class Retriever:
                             state.view, anchors, draft)
         r = Retrieval(q, ctx, weights_for(q, self.settings, [spec for spec, _b in self.branches]), state)
         ctx.read_question(q.text)
+        ctx.how_to = q.how_to
         if not anchors and (named := named_anchor(q, ctx)) is not None:
             anchors = ctx.anchors = [named]
             ctx.named_anchor, r.named_anchor = True, named
@@ -254,8 +255,32 @@ class Retriever:
                            self.settings.reranker_weight, pinned)
             r.timings["rerank"] = _ms(t0)
         if q.how_to and not kinds:
-            fused = guide_within_reach(fused, ctx.files)
+            fused = self._guide_first(r, fused, ltr)
         return fused
+
+    def _guide_first(self, r: Retrieval, fused: list[Fused], ltr: LearnedRanker | None) -> list[Fused]:
+        """For a request for instructions: the project's guide placed among the first answers. Which document is
+        the guide is what `--kind doc` would answer (the learned ranker over the documents alone): the first
+        document of the mixed order was the one whose path matched (a one-line "see new docs here" stub before
+        lazygit's integration-test README, click's command-line reference before its testing guide; a newcomer,
+        session 45). Not a vendored copy's README, a changelog, a file of test data or a one-line pointer."""
+        q, ctx = r.q, r.ctx
+        vendored = ctx.view.vendored
+        docs = [f for f in fused if ctx.files.get(f.path, file_kind(f.path)) == "doc"
+                and not ctx.demoted(f.path) and not vendored.is_vendored(f.path) and not is_test_data(f.path)]
+        sizes = ctx.meta.sizes([f.path for f in docs[:GUIDE_CANDIDATES]])
+        small = [f.path for f in docs[:GUIDE_CANDIDATES] if 0 <= sizes.get(f.path, -1) < GUIDE_MIN_BYTES]
+        texts = ctx.meta.chunks_of_paths(small) if small else {}
+        pointers = {p for p in small if any(_LINK.search(c.text) for c in texts.get(p, ()))}
+        docs = [f for f in docs[:GUIDE_CANDIDATES] if f.path not in pointers]
+        if not docs:
+            return fused
+        best = docs[0]
+        if ltr is not None and q.shape in ltr.shapes and len(docs) > 1:
+            head = docs[: ltr.window]
+            scores = ltr.score(candidate_features(head, q, ctx, ltr.features), ltr.features)
+            best = head[max(range(len(head)), key=lambda i: scores[i])]
+        return guide_at(fused, best)
 
     def ranker_for(self, state: IndexState) -> LearnedRanker | None:
         """The history ranker where the workspace's history was read (co-change ready: its change counts
@@ -372,18 +397,21 @@ def passage(meta: MetaStore, f: Fused) -> str:
 
 # A request for instructions ("how do I add an integration test") is answered by a project's guide beside its code:
 # lazygit's `pkg/integration/README.md`, first for `--kind doc`, came 15th in the default answer, below every test
-# the ranker preferred (a newcomer, session 44). The best document within GUIDE_REACH is listed at GUIDE_AT at the
-# latest; the first answers stay the code's.
-GUIDE_AT, GUIDE_REACH = 3, 20
+# the ranker preferred (a newcomer, session 44); "how do I run the tests" had the guide 21st to 44th in four
+# repositories of five (a newcomer, session 45). The guide is listed at GUIDE_AT at the latest; the first answers
+# stay the code's.
+GUIDE_AT = 3
+GUIDE_CANDIDATES = 100  # the documents looked at, in the mixed order
+GUIDE_MIN_BYTES = 200  # under this, a document with a link is a pointer ("see new docs [here](…)", 60 bytes)
+_LINK = re.compile(r"\]\(|https?://|\blink:|<a\s", re.I)
 
 
-def guide_within_reach(fused: list[Fused], files: dict[str, str]) -> list[Fused]:
-    """``fused`` with its first document moved up to place GUIDE_AT, when one is within GUIDE_REACH and none above."""
-    docs = [i for i, f in enumerate(fused[:GUIDE_REACH]) if files.get(f.path, file_kind(f.path)) == "doc"]
-    if not docs or docs[0] < GUIDE_AT:
+def guide_at(fused: list[Fused], guide: Fused) -> list[Fused]:
+    """``fused`` with ``guide`` moved up to place GUIDE_AT, unless it is there or higher already."""
+    i = next(i for i, f in enumerate(fused) if f is guide)
+    if i < GUIDE_AT:
         return fused
-    i = docs[0]
-    return [*fused[: GUIDE_AT - 1], fused[i], *fused[GUIDE_AT - 1: i], *fused[i + 1:]]
+    return [*fused[: GUIDE_AT - 1], guide, *fused[GUIDE_AT - 1: i], *fused[i + 1:]]
 
 
 def vendored_note(root: str, demoted: bool) -> str:

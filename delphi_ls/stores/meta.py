@@ -709,6 +709,14 @@ class MetaStore:
         with self._lock:
             return self.db.execute("SELECT path, kind, n_chunks FROM files ORDER BY path").fetchall()
 
+    def sizes(self, paths: list[str]) -> dict[str, int]:
+        """Each indexed path's size in bytes (-1: indexed from an editor's unsaved buffer)."""
+        if not paths:
+            return {}
+        with self._lock:
+            return dict(self.db.execute(f"SELECT path, size FROM files WHERE path IN ({','.join('?' * len(paths))})",
+                                        list(paths)).fetchall())
+
     def has_files(self) -> bool:
         with self._lock:
             return self.db.execute("SELECT 1 FROM files LIMIT 1").fetchone() is not None

@@ -35,6 +35,10 @@ CONFIG_NAMES = {"makefile", "dockerfile", "containerfile", "justfile", "rakefile
                 "cmakelists.txt", "setup.py", "setup.cfg", "conftest.py", "noxfile.py", "tox.ini", "jenkinsfile",
                 "vagrantfile", "brewfile", "caddyfile", "go.mod", "go.work", "codeowners"}
 _CONFIG_PREFIXES = ("dockerfile.", "containerfile.", "jenkinsfile.")
+# Documents that record rather than instruct: a changelog answers "what changed", not "how do I" (express's 3,600-line
+# `History.md` came first for three how-to questions, "deps: serve-static@~1.6.1" for serving static files; a
+# newcomer, session 45).
+RECORD_NAMES = (DOC_NAMES - {"readme", "contributing"}) | {"releases", "release_notes", "release-notes", "releasenotes"}
 
 # Test support folders are tests' code, not the product's: koa's `test-helpers/`, Go's `internal/testutil/`,
 # `test-utils/`, Rust's `test-support/` (issue 19: koa's `test-helpers/stream.js` ranked 2nd for source questions).
@@ -141,3 +145,19 @@ def stem_of(path: str) -> str:
         if stem.endswith(suf) and len(stem) > len(suf):
             stem = stem[: -len(suf)]
     return stem
+
+
+def is_record_doc(path: str) -> bool:
+    """A changelog, release notes, licence, authors list or the like (:data:`RECORD_NAMES`)."""
+    return os.path.basename(path).lower().split(".", 1)[0] in RECORD_NAMES
+
+
+# What tests read: fixtures, Go's `testdata/` (never compiled as a test), snapshots and golden outputs. In a test folder
+# they are tests by kind; as related tests they came before the tests that read them: an HTML fixture first for
+# express's `users.js` ("in a test folder named after users.js"), urfave/cli's expected fish output second for
+# `fish.go`; as a how-to's guide, cli's `testdata/godoc-v3.x.txt` (a newcomer, session 45).
+_DATA_DIR = re.compile(r"(^|/)(fixtures?|__fixtures__|testdata|test[-_]data|__snapshots__|snapshots|golden)/")
+
+
+def is_test_data(path: str) -> bool:
+    return bool(_DATA_DIR.search(path.lower()))
