@@ -158,3 +158,27 @@ def test_graph_branch_steps_from_the_seeds_not_onto_anchors() -> None:
     c.seeds = {"shipyard/retry.py": 1.0}
     hits = GraphBranch().search(analyse("x"), c)
     assert [h.path for h in hits] == ["tests/test_retry.py"] and hits[0].note == "linked to shipyard/retry.py"
+
+
+def test_identical_files_fill_one_place_and_the_copy_is_said(tmp_path):
+    """lazygit ships `docs/` and `docs-master/` as the same trees: every answer of a newcomer's listed both copies of
+    a page (session 45). The later copy is folded into the first's why-line; small files alike by chance stay."""
+    from delphi_ls import Engine
+
+    page = "# Custom keybindings\n\n" + "Bind a key to a custom command in config.yml under customCommands.\n" * 6
+    files = {"docs/Custom_Keybindings.md": page, "docs-master/Custom_Keybindings.md": page,
+             "pkg/a/__init__.py": "", "pkg/b/__init__.py": "",
+             "pkg/keys.py": "def bind_custom_key(key, command):\n    return {key: command}\n"}
+    for rel, text in files.items():
+        (tmp_path / "ws" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "ws" / rel).write_text(text)
+    with Engine(tmp_path / "ws", index_dir=str(tmp_path / "idx"), vectors=False) as eng:
+        eng.index(vectors=False)
+        rows = eng.context("custom keybindings for a command", limit=10)["results"]
+        paths = [r["path"] for r in rows]
+        assert sum(p.endswith("Custom_Keybindings.md") for p in paths) == 1, paths
+        kept = next(r for r in rows if r["path"].endswith("Custom_Keybindings.md"))
+        assert kept["why"].endswith("the same text as docs-master/Custom_Keybindings.md"), kept["why"]
+        # A copy the caller holds is answered as itself.
+        held = eng.context("custom keybindings", anchors=["docs-master/Custom_Keybindings.md"], limit=10)["results"]
+        assert "docs-master/Custom_Keybindings.md" in [r["path"] for r in held]

@@ -307,6 +307,7 @@ class Retriever:
 
         ``legacy_spans`` keeps the spans and packer from before issue 17 callable for the benchmark."""
         meta, ctx = r.ctx.meta, r.ctx
+        fused, copies = fold_copies(fused, meta, set(anchors), ctx.files)
         asked = {t.lower() for t in r.q.terms} | {i.lower() for i in r.q.identifiers}
         sq = None if legacy_spans else spans_mod.SpanQuery.build(r.q, r.lists, anchors, meta)
         scored: dict[str, list[spans_mod.ScoredChunk]] = {}
@@ -340,7 +341,8 @@ class Retriever:
                 "kind": ctx.files.get(f.path, file_kind(f.path)),
                 "branches": dict(sorted(f.branches.items(), key=lambda kv: kv[1])),
                 "spans": spans,
-                "why": why(f) if other is None else f"{why(f)}; {vendored_note(other, ctx.demoted(f.path))}",
+                "why": (why(f) if other is None else f"{why(f)}; {vendored_note(other, ctx.demoted(f.path))}")
+                + (f"; the same text as {', '.join(copies[f.path][:3])}" if f.path in copies else ""),
             })
         r.timings["spans"] = _ms(t0)
         return Answered(rows, sq, scored)
@@ -353,6 +355,39 @@ class Retriever:
                pack(answered.rows, meta, budget_tokens, root, answered.span_query, answered.scored))
         r.timings["packing"] = _ms(t0)
         return out
+
+
+# Identical documents fill one place: lazygit ships `docs/` and `docs-master/` (the same trees), urfave/cli its godoc
+# text twice, and each answer of a newcomer's had both copies of a page (a newcomer, session 45). The later copy is
+# said in the first's why-line. Not code and tests: identical sources in two source sets (okio's `appleMain` and
+# `nonAppleMain`) are edited together, and folding them cost dev_langs a gold file (bench.arb, session 45). Files
+# this small are often the same by chance and stay apart.
+COPY_MIN_BYTES, COPY_WINDOW = 200, 100
+_FOLDED_KINDS = frozenset({"doc", "config", "other"})
+
+
+def fold_copies(fused: list[Fused], meta: Any, keep: set[str],
+                kinds: dict[str, str] | None = None) -> tuple[list[Fused], dict[str, list[str]]]:
+    """``fused`` less the documents whose text an earlier one of the first COPY_WINDOW has, and each kept file's
+    copies (``keep``: files the caller holds are never folded away; ``kinds``: path -> kind)."""
+    kinds = kinds or {}
+    head = [f for f in fused[:COPY_WINDOW] if kinds.get(f.path, file_kind(f.path)) in _FOLDED_KINDS]
+    if len(head) < 2:
+        return fused, {}
+    rows = meta.file_hashes([f.path for f in head])
+    head = fused[:COPY_WINDOW]
+    first: dict[str, str] = {}
+    copies: dict[str, list[str]] = {}
+    out: list[Fused] = []
+    for f in head:
+        digest, size = rows.get(f.path, ("", 0, 0))[:2]  # (code and tests have none here)
+        if digest and size >= COPY_MIN_BYTES and f.path not in keep:
+            kept = first.setdefault(digest, f.path)
+            if kept != f.path:
+                copies.setdefault(kept, []).append(f.path)
+                continue
+        out.append(f)
+    return ([*out, *fused[COPY_WINDOW:]], copies) if copies else (fused, {})
 
 
 def asks_for_code(q: QueryInfo) -> bool:
