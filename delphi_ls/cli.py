@@ -232,7 +232,9 @@ def cmd_index(args: argparse.Namespace) -> int:
         el = time.perf_counter() - t0
         eng.prepare_view()  # for the next process (an editor's server), on a large workspace
         counts = eng.counts()
-        summary = {"seconds": round(el, 2), **rep.__dict__, "counts": counts, "indexDir": str(eng.index_dir)}
+        # `seconds` is the run's own, as the text says; the wait for another process is `waited_s`.
+        summary = {"seconds": round(el - rep.waited_s, 2), **rep.__dict__, "counts": counts,
+                   "indexDir": str(eng.index_dir)}
         if args.json:
             _dump(summary)
         else:
@@ -242,7 +244,7 @@ def cmd_index(args: argparse.Namespace) -> int:
                   f"{counts['chunks']} chunks, {counts['vectors']} vectors" + _embedded_words(rep))
             print(f"index: {eng.index_dir}")
             for what in rep.repaired:  # damaged stores found and rebuilt before this run, or all on request
-                print(f"{'rebuilt' if args.rebuild else 'repaired'}: {what}")
+                print(f"{'rebuilt' if what.endswith('(rebuild requested)') else 'repaired'}: {what}")
         for err in rep.errors:
             print(f"delphi: {err}", file=sys.stderr)
         for note in rep.notes:

@@ -306,7 +306,7 @@ class Engine:
         self._lock = threading.RLock()  # guards the derived in-memory view
         self._index_lock = threading.Lock()  # one indexing run at a time; queries do not wait for it
         self._stop = threading.Event()
-        self.indexing: dict[str, Any] | None = None  # phase, done, total while a run is under way
+        self._indexing: dict[str, Any] | None = None  # phase, done, total while a run is under way (`indexing`)
         # One writer per index folder across processes; readers never take it (module docstring).
         self.writer = WriterLock(self.index_dir)
         self.claims = BufferClaims(self.index_dir)  # this process's buffers in the index, for the others' passes
@@ -426,7 +426,7 @@ class Engine:
                     # "it ignores the columns it was not trained on: rr_commits, …" meant nothing to a newcomer
                     # (session 44): what it means for an answer, the names kept for those who know them.
                     parts.append(f"{len(unused)} signals newer than it do not weigh in its order "
-                                 f"({', '.join(unused)}); their branches still bring files in")
+                                 f"({', '.join(unused)}); the files they find are still listed")
             except Exception as e:
                 self.problems["reranker"] = f"learned ranker failed to load: {e}"
                 parts.append(f"error: learned ranker failed to load: {e}")
@@ -809,7 +809,8 @@ class Engine:
             self.problems.pop("vector_store_damaged", None)
             self._probe = None
             done.append("vector store filled from the embedding cache (a snapshot was loaded)" if refill and not rebuild
-                        else "vector store emptied; refilled from the embedding cache")
+                        else "vector store emptied; refilled from the embedding cache"
+                        + (" (rebuild requested)" if rebuild else ""))
         if refill:
             self.meta.set_state("vectors_refill", False)  # the flags say what Chroma holds again
         return done
@@ -1023,9 +1024,10 @@ class Engine:
                 t0, d0 = began.setdefault(phase, (now, done))
                 if d0 < done < total and now - t0 >= ETA_AFTER_S:
                     # An agent told only "indexing in progress (lexical 25/2314)" could not tell whether to ask again
-                    # in a second or an hour (a newcomer, session 44): the phase's pace so far, carried on.
-                    state["secondsLeft"] = max(1, round((now - t0) * (total - done) / (done - d0)))
-                self.indexing = state
+                    # in a second or an hour (a newcomer, session 44): the phase's pace so far, carried on; kept as
+                    # a deadline, so what is read between two reports counts down (a review).
+                    state["_eta"] = now + (now - t0) * (total - done) / (done - d0)
+                self._indexing = state
                 if progress:
                     progress(phase, done, total, chunks)
 
@@ -1150,7 +1152,7 @@ class Engine:
                         log.exception("adding this run's chunks to the trigram index failed; the next run adds them")
                 elif indexer is not None:
                     indexer.stop_grams()  # its thread ends after the batch in hand (stop is set)
-                self.indexing = None
+                self._indexing = None
                 try:
                     self.meta.bulk_writes(False)  # a large run's spaced checkpoints end with it (stores/meta.py)
                 except Exception:
@@ -1218,6 +1220,18 @@ class Engine:
                 self.meta.set_state("cochange_error", str(e)[:300])
                 return
         self.cochange_status = history_status(stored)
+
+    @property
+    def indexing(self) -> dict[str, Any] | None:
+        """The run under way: phase, done, total, chunks and, once its pace is known, ``secondsLeft``; None when no
+        run is (a copy, read once: the indexing thread replaces it)."""
+        run = self._indexing
+        if run is None:
+            return None
+        out = {k: v for k, v in run.items() if k != "_eta"}
+        if "_eta" in run:
+            out["secondsLeft"] = max(1, round(run["_eta"] - time.monotonic()))
+        return out
 
     def stop_indexing(self) -> None:
         """Ask a running index() to stop at the next batch boundary (state stays consistent)."""
@@ -1642,7 +1656,7 @@ class Engine:
             out["query"]["anchorsNotIndexed"] = unindexed
         running = self.indexing  # read once: the indexer thread sets it back to None when done
         if running is not None:
-            out["indexing"] = dict(running)
+            out["indexing"] = running
         if req.budget_tokens:
             out["packed"], out["packedTokens"] = self.retriever.pack(r, answered, req.budget_tokens, self.root)
             if not out["packed"] and any(res["spans"] for res in out["results"]):

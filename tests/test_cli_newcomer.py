@@ -784,6 +784,9 @@ def test_the_index_summary_says_what_its_vectors_cost_a_rebuild_and_a_resumed_ru
                 e.stop_indexing()
 
         e.index(progress=first_batch_only, vectors=False)
+        # An editor's save in between ends no full run (a review, session 45: the note went missing after one).
+        (ws / "pkg2" / "m59.py").write_text("def handler_59(x):\n    return x * 590\n")
+        e.index(only=["pkg2/m59.py"], vectors=False)
         held = e.counts()["files"]
     assert 0 < held < 61
     out = delphi("index", str(ws), *opts, "--quiet")
@@ -796,4 +799,5 @@ def test_the_index_summary_says_what_its_vectors_cost_a_rebuild_and_a_resumed_ru
     assert "resuming" not in again.stderr and "given vectors" not in again.stdout  # nothing embedded, nothing said
     rebuilt = delphi("index", str(ws), *opts, "--quiet", "--rebuild")
     assert "rebuilt: manifest and lexical index emptied (rebuild requested)" in rebuilt.stdout, rebuilt.stdout
+    assert "rebuilt: vector store emptied; refilled from the embedding cache" in rebuilt.stdout, rebuilt.stdout
     assert "repaired:" not in rebuilt.stdout

@@ -424,5 +424,15 @@ def test_the_guide_is_the_projects_own_and_no_changelog_test_data_or_pointer(tmp
         assert ans["query"].get("howTo") is True and "howTo" not in eng.context("add a new test", limit=1)["query"]
         paths = [r["path"] for r in ans["results"]]
     assert "pkg/tests/README.md" in paths[:3], paths
+    # A question that names the vendored library reaches its files, but its README is no guide of this project.
+    with Engine(tmp_path / "ws", index_dir=str(tmp_path / "idx"), vectors=False) as eng:
+        named = [r["path"] for r in eng.context("how do I add a new integration test with testkit", limit=10)["results"]]
+    assert "pkg/tests/README.md" in named[:3] and named[2] != "vendor/github.com/acme/testkit/README.md", named
+    # A question about the code that explains how something is done, a pasted issue's "How to reproduce" and a trace
+    # asking how to fix it are no requests for instructions (a review, session 45).
+    for text in ("where is the code that explains how to retry", "How to reproduce: run the tests",
+                 'How do I fix this?\nTraceback (most recent call last):\n  File "a.py", line 3, in f\nValueError: x'):
+        assert not analyse(text).how_to, text
+    assert analyse("Retries give up. How do I make them wait longer?").how_to
     assert not {"CHANGELOG.md", "docs/dev/Integration_Tests.md", "testdata/add-a-new-integration-test.txt",
                 "vendor/github.com/acme/testkit/README.md"} & set(paths[:3]), paths

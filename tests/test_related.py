@@ -493,3 +493,38 @@ def test_tests_named_after_what_a_file_defines_or_in_a_test_prefixed_folder_are_
         termui = {r["path"]: r["why"] for r in eng.related_tests("src/click/termui.py")}
         assert list(termui)[0] == "tests/test_confirm.py", termui
         assert termui["tests/test_confirm.py"] == "named after `confirm`, which termui.py defines"
+
+
+def test_a_fixture_linked_by_its_folder_comes_after_the_test_that_uses_the_file(tmp_path: Path):
+    """express's `test/fixtures/users/index.html` was first for `users.js` ("in a test folder named after users.js"),
+    before the test that uses it (a newcomer, session 45)."""
+    files = {
+        "examples/users.js": "exports.listRegisteredUsers = function () { return ['tobi', 'loki'] }\n",
+        "test/fixtures/users/index.html": "<p>tobi, loki</p>\n",
+        "test/acceptance/content.js": "var listRegisteredUsers = require('../../examples/users').listRegisteredUsers\n"
+                                      "describe('users', function () { it('lists', function () {\n"
+                                      "  listRegisteredUsers() }) })\n",
+    }
+    with _indexed(tmp_path, files) as eng:
+        paths = [r["path"] for r in eng.related_tests("examples/users.js")]
+        assert paths[-1] == "test/fixtures/users/index.html" and "test/acceptance/content.js" in paths, paths
+
+
+def test_tests_named_after_definitions_are_a_handful_of_a_modules_own(tmp_path: Path):
+    """sinatra's `base.rb` defines `markdown`, `haml`, `Request`... and sixteen tests are named after those: as name
+    links they pushed the tests of the changes asked about out of the top 20 (bench.related, session 45). A name
+    three files define names no test of one of them."""
+    names = ["markdown", "haml_render", "liquid_view", "slim_view", "sass_style", "rdoc_text"]
+    base = "".join(f"def {n}(x):\n    return x\n\n\n" for n in names)
+    files = {"pkg/base.py": base, "pkg/one.py": "def shared_helper():\n    return 1\n",
+             "pkg/two.py": "def shared_helper():\n    return 2\n",
+             "pkg/three.py": "def shared_helper():\n    return 3\n\n\ndef unique_thing():\n    return 4\n"}
+    files |= {f"tests/test_{n}.py": f"from pkg.base import {n}\n\n\ndef test_it():\n    assert {n}(1)\n" for n in names}
+    files |= {"tests/test_shared_helper.py": "def test_it():\n    assert True\n",
+              "tests/test_unique_thing.py": "def test_it():\n    assert True\n"}
+    with _indexed(tmp_path, files) as eng:
+        whys = [r["why"] for r in eng.related_tests("pkg/base.py")]
+        assert whys and not any("which base.py defines" in w for w in whys), whys  # six: more than a handful
+        three = {r["path"]: r["why"] for r in eng.related_tests("pkg/three.py")}
+        assert three.get("tests/test_unique_thing.py") == "named after `unique_thing`, which three.py defines", three
+        assert "tests/test_shared_helper.py" not in three, three  # `shared_helper`: three files define it

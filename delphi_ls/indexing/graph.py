@@ -85,11 +85,13 @@ class FileGraph:
             # (`__tests__/response/body.test.js` -> `lib/response.js`), the nearest such file only.
             folder_of_p = os.path.dirname(p)
             for folder in folder_of_p.split("/")[1:]:
-                # Less a test affix (`tests/test_utils/` for `utils.py`, pytest's way; click's tests of each of
-                # `utils.py`'s functions were related to it only as "mentions `utils`", a newcomer, session 45).
-                # (`tests/utils/` is the tests' own helpers, `tests/test_utils/` the tests of `utils`.)
-                stem = stripped(stem_of(folder))
-                if len(stem) < 4 or stripped(folder) in _TEST_FOLDERS:
+                # Less a leading test prefix (`tests/test_utils/` for `utils.py`, pytest's way; click's tests of each
+                # of `utils.py`'s functions were related to it only as "mentions `utils`", a newcomer, session 45).
+                # `tests/utils/` is the tests' own helpers; in `tests/test_utils/` the files named as tests take part
+                # (kinds.py counts the folder as test support, the tests named so in it stay tests). Not a suffix:
+                # `integration_tests/` holds a kind of test, not the tests of `integration.py` (a review).
+                stem = stripped(_TEST_PREFIX.sub("", folder))
+                if len(stem) < 4 or stripped(folder) in _TEST_FOLDERS or stem in _TEST_FOLDERS - {"utils"}:
                     continue
                 # The stem's files by distance from p's folder, once per folder (tests share folders;
                 # per test it was 0.58 M distance computations on the 100k workspace).
@@ -391,6 +393,7 @@ def _reaches(t_root: str | None, c_root: str | None) -> bool:
 
 # Folders of example, sample and demo programs beside a product (flask's `examples/celery/.../views.py`).
 _EXAMPLE_DIR = re.compile(r"(^|/)(examples?|samples?|demos?|tutorials?)/", re.I)
+_TEST_PREFIX = re.compile(r"^tests?[-_]", re.I)
 _TEST_FOLDERS = {"test", "tests", "testing", "spec", "specs", "unit", "integration", "e2e", "fixtures",
                  "testdata", "helpers", "utils", "src", "lib", "main", "java", "kotlin", "python"}
 

@@ -245,9 +245,11 @@ class Indexer:
             if self.filedocs is not None:
                 self.meta.set_state("filedocs_version", FILEDOCS_VERSION)
             reparse = False
-        if only is None and stored and not self.meta.get_state("lexical_ready", False):
-            # A run stopped before its end (Ctrl-C, a kill) is taken up where it stopped; the summary's "1431
-            # indexed (175 unchanged)" left that to be inferred (a newcomer, session 44).
+        open_run = only is None and bool(self.meta.get_state("full_run_open"))
+        if open_run and stored:
+            # A run stopped before its end (Ctrl-C, a kill) is taken up where it stopped; the summary's "1431 indexed
+            # (175 unchanged)" left that to be inferred (a newcomer, session 44). Its own state, set by a full run
+            # with files to do until its clean end: an editor's save in between ends no full run (a review).
             rep.notes.append(f"resuming an index that stopped before its end: {len(stored)} files were indexed "
                              "already")
         if reparse:
@@ -329,6 +331,10 @@ class Indexer:
             # from jemalloc's 567 files, each "ranked below the project's own files" that were not indexed yet (a
             # newcomer, session 44). A stable sort: within each part the walk's order, and batches stay folders.
             todo.sort(key=lambda e: result.vendored.is_vendored(e.path))
+
+        if only is None and todo and not open_run:
+            self.meta.set_state("full_run_open", True)  # (not by a poll that finds nothing to do: no write)
+            open_run = True
 
         done = 0
         i = 0
@@ -489,6 +495,8 @@ class Indexer:
                 self.meta.set_state("parser_version", PARSER_VERSION)
             if only is None and not stopped and self.meta.get_state("snapshot_unchecked"):
                 self.meta.set_state("snapshot_unchecked", None)  # every file compared with this checkout
+            if open_run and not stopped:
+                self.meta.set_state("full_run_open", None)
         self.meta.set_state("indexed_at", time.time())
         rep.seconds_lexical = time.perf_counter() - t0
         return rep

@@ -300,7 +300,7 @@ def indexing_line(running: dict[str, Any]) -> str:
         return (f"note: indexing in progress ({running['phase']} {running['done']}/{running['total']}); "
                 "this answer comes from what is indexed so far")
     if running["phase"] == "lexical":
-        return (f"note: indexing in progress (files {running['done']}/{running['total']}, about {left} s to go); "
+        return (f"note: indexing in progress (lexical {running['done']}/{running['total']}, about {left} s to go); "
                 f"this answer comes from the files indexed so far: ask again in about {left} s for one from every "
                 "file")
     return (f"note: indexing in progress ({running['phase']} {running['done']}/{running['total']}, about {left} s to "

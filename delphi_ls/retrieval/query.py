@@ -116,9 +116,12 @@ _DOC_Q = re.compile(r"\b(docs?|documentation|readme|changelog|guide|tutorial)\b"
 # A request for instructions ("how do I add an integration test", "how to run the linter"): a project's guides answer
 # those beside its code. Read as a request for tests alone, lazygit's `pkg/integration/README.md` ("Writing tests"),
 # first for `--kind doc`, was not in the top 30 (a newcomer, session 44).
-# (Not "steps to": a pasted issue's "Steps to reproduce" asks for no guide.)
-_HOW_TO = re.compile(r"\bhow (?:do|can|should|would|could|shall) (?:i|we|you|one)\b|\bhow to\b|"
-                     r"\bwhat(?:'s| is) the (?:best|right|recommended|proper) way to\b", re.I)
+# A clause that begins so: "the code that explains how to retry" asks for code, and a pasted issue's "How to reproduce"
+# or "Steps to reproduce" asks for no guide (a review, session 45).
+HOW_TO_CHARS = 300
+_HOW_TO = re.compile(r"(?:^|[.?!:;]\s+|\n\s*)(?:(?:so|and|but|then|also|now)\s+)?(?:how (?:do|can|should|would|could|"
+                     r"shall) (?:i|we|you|one)\b|how to\b(?!\s+reproduce)|what(?:'s| is) the (?:best|right|"
+                     r"recommended|proper) way to\b)", re.I)
 # What builds, ships and runs the code rather than the code: CI, containers, infrastructure, build files. A question
 # naming one asks for config files ("where is CI configured", "which Dockerfile builds the api image", "where is
 # the liveness probe set"), and "which workflow runs the tests" for a workflow, not tests: read as asking for code,
@@ -349,7 +352,9 @@ def analyse(text: str, cleaning: str = "squash") -> QueryInfo:
     question = _question_part(text)
     prefer: set[Kind] = set()
     avoid: set[Kind] = set()
-    how_to = bool(_HOW_TO.search(question))
+    # Not with a trace or a runner's output: "How do I fix this?" over a traceback asks for the code that failed.
+    # Any of its first sentences ("Retries give up. How do I make them wait longer?"), not a pasted document's.
+    how_to = bool(_HOW_TO.search(text[:HOW_TO_CHARS])) and not is_trace and not _RUNNER_OUTPUT.search(raw)
     wants_docs = bool(_DOC_Q.search(question)) or how_to
     wants_config = (bool(_CONFIG_Q.search(question)) and not is_trace and bool(_LOCATOR.match(question))
                     and not _NAMES_CODE.search(question))

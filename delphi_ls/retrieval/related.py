@@ -13,9 +13,9 @@ import re
 from typing import Any
 
 from ..core.tokens import split_identifier, stripped
-from ..indexing.graph import FOLDER_STEMS, dir_distance, same_package
+from ..indexing.graph import FOLDER_STEMS, NameRules, dir_distance, same_package
 from ..stores.lexical import LexicalStore
-from ..workspace.kinds import is_test_data, names_its_source, stem_of
+from ..workspace.kinds import is_test_data, names_its_source, other_dotted_name, stem_of
 from .branches.anchors import (
     AMBIGUOUS_DEFS,
     NAMESPACE_ONLY,
@@ -301,8 +301,10 @@ def _named_after_definitions(ctx: SearchContext, rel: str, seen: set[str]) -> li
         if (not s.container or s.container in spaces) and len(stripped(s.name)) >= NAMED_DEF_MIN:
             names.setdefault(stripped(s.name), s.name)
     by_stem = ctx.view.tests_by_stem()
+    rules = NameRules(ctx.view.package_roots())  # the rules of every name link: language, package, Go's folder
     tests = {n: [t for t in by_stem.get(n, ()) if t not in seen and t != rel and names_its_source(t)
-                 and not (g is not None and g.named_code.get(t))] for n in names}
+                 and not (g is not None and g.named_code.get(t)) and not other_dotted_name(rel, t)
+                 and rules.allows(t, rel)] for n in names}
     tests = {n: ts for n, ts in tests.items() if ts}
     if not tests:
         return []
@@ -319,15 +321,15 @@ def _named_after_definitions(ctx: SearchContext, rel: str, seen: set[str]) -> li
 
 def _stem_mentions(ctx: SearchContext, rel: str, hits: list[Hit]) -> list[Hit]:
     """The tests that spell ``rel``'s stem (and nothing it defines) whose word can be the file's: none when half the
-    tests or more spell it (Go's `package`, a JavaScript `index`), nor a test whose word is the name of a module it
-    imports from outside the workspace (Python's `import textwrap` for click's `_textwrap.py`)."""
+    tests or more spell it (Go's `package`, a JavaScript `index`), nor a test that imports another module of that
+    name (Python's `import textwrap` for click's `_textwrap.py`, a test's own `tests/utils.py`)."""
     if not hits:
         return []
     stem = stripped(stem_of(rel))
-    tests = sum(1 for k in ctx.files.values() if k == "test")
-    spelling = {p for _c, p, _s in ctx.lexical.search_terms([stem], limit=COMMON_STEM_CHUNKS, fields=("content",),
-                                                            kinds={"test"})}
-    if len(spelling) >= max(COMMON_STEM_MIN, tests / 2):
+    found = ctx.lexical.search_terms([stem], limit=COMMON_STEM_CHUNKS, fields=("content",), kinds={"test"})
+    spelling = {p for _c, p, _s in found}
+    # (A search that fills its limit counts as everyone's: past 2,000 tests half of them could never be seen.)
+    if len(found) >= COMMON_STEM_CHUNKS or len(spelling) >= max(COMMON_STEM_MIN, len(ctx.view.tests()) / 2):
         return []
     g = ctx.view.graph
     specs = ctx.meta.imports_of([h.path for h in hits])

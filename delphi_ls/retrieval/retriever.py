@@ -342,7 +342,7 @@ class Retriever:
                 "branches": dict(sorted(f.branches.items(), key=lambda kv: kv[1])),
                 "spans": spans,
                 "why": (why(f) if other is None else f"{why(f)}; {vendored_note(other, ctx.demoted(f.path))}")
-                + (f"; the same text as {', '.join(copies[f.path][:3])}" if f.path in copies else ""),
+                + (f"; {copies_said(copies[f.path])}" if f.path in copies else ""),
             })
         r.timings["spans"] = _ms(t0)
         return Answered(rows, sq, scored)
@@ -360,27 +360,29 @@ class Retriever:
 # Identical documents fill one place: lazygit ships `docs/` and `docs-master/` (the same trees), urfave/cli its godoc
 # text twice, and each answer of a newcomer's had both copies of a page (a newcomer, session 45). The later copy is
 # said in the first's why-line. Not code and tests: identical sources in two source sets (okio's `appleMain` and
-# `nonAppleMain`) are edited together, and folding them cost dev_langs a gold file (bench.arb, session 45). Files
-# this small are often the same by chance and stay apart.
-COPY_MIN_BYTES, COPY_WINDOW = 200, 100
-_FOLDED_KINDS = frozenset({"doc", "config", "other"})
+# `nonAppleMain`) are edited together, and folding them cost dev_langs a gold file (bench.arb, session 45); nor config,
+# whose path is often the answer ("which Dockerfile builds the api image"). Files this small are often the same by
+# chance and stay apart.
+COPY_MIN_BYTES, COPY_WINDOW, COPIES_SAID = 200, 100, 3
 
 
 def fold_copies(fused: list[Fused], meta: Any, keep: set[str],
                 kinds: dict[str, str] | None = None) -> tuple[list[Fused], dict[str, list[str]]]:
-    """``fused`` less the documents whose text an earlier one of the first COPY_WINDOW has, and each kept file's
-    copies (``keep``: files the caller holds are never folded away; ``kinds``: path -> kind)."""
+    """``fused`` less the documents whose text one listed before them has (among the first COPY_WINDOW), and each kept
+    file's copies. ``keep``: files the caller holds, never folded away; a copy of one is folded into it."""
     kinds = kinds or {}
-    head = [f for f in fused[:COPY_WINDOW] if kinds.get(f.path, file_kind(f.path)) in _FOLDED_KINDS]
-    if len(head) < 2:
+    docs = [f.path for f in fused[:COPY_WINDOW] if kinds.get(f.path, file_kind(f.path)) == "doc"]
+    if len(docs) < 2:
         return fused, {}
-    rows = meta.file_hashes([f.path for f in head])
-    head = fused[:COPY_WINDOW]
+    rows = meta.digests(docs)
     first: dict[str, str] = {}
+    for p in keep:
+        if p in rows and rows[p][1] >= COPY_MIN_BYTES:
+            first.setdefault(rows[p][0], p)
     copies: dict[str, list[str]] = {}
     out: list[Fused] = []
-    for f in head:
-        digest, size = rows.get(f.path, ("", 0, 0))[:2]  # (code and tests have none here)
+    for f in fused[:COPY_WINDOW]:
+        digest, size = rows.get(f.path, ("", 0))  # (code, tests and config have none here)
         if digest and size >= COPY_MIN_BYTES and f.path not in keep:
             kept = first.setdefault(digest, f.path)
             if kept != f.path:
@@ -388,6 +390,12 @@ def fold_copies(fused: list[Fused], meta: Any, keep: set[str],
                 continue
         out.append(f)
     return ([*out, *fused[COPY_WINDOW:]], copies) if copies else (fused, {})
+
+
+def copies_said(copies: list[str]) -> str:
+    """The why-line's words for a file's folded copies."""
+    more = f" and {len(copies) - COPIES_SAID} more" if len(copies) > COPIES_SAID else ""
+    return f"the same text as {', '.join(copies[:COPIES_SAID])}{more}"
 
 
 def asks_for_code(q: QueryInfo) -> bool:

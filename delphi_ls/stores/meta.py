@@ -711,11 +711,16 @@ class MetaStore:
 
     def sizes(self, paths: list[str]) -> dict[str, int]:
         """Each indexed path's size in bytes (-1: indexed from an editor's unsaved buffer)."""
+        return {p: size for p, (_h, size) in self.digests(paths).items()}
+
+    def digests(self, paths: list[str]) -> dict[str, tuple[str, int]]:
+        """Each indexed path's content hash and size (one query; :meth:`file_hashes` reads folders too)."""
         if not paths:
             return {}
         with self._lock:
-            return dict(self.db.execute(f"SELECT path, size FROM files WHERE path IN ({','.join('?' * len(paths))})",
-                                        list(paths)).fetchall())
+            rows = self.db.execute(f"SELECT path, hash, size FROM files WHERE path IN ({','.join('?' * len(paths))})",
+                                   list(paths)).fetchall()
+        return {p: (h, size) for p, h, size in rows}
 
     def has_files(self) -> bool:
         with self._lock:

@@ -38,7 +38,9 @@ _CONFIG_PREFIXES = ("dockerfile.", "containerfile.", "jenkinsfile.")
 # Documents that record rather than instruct: a changelog answers "what changed", not "how do I" (express's 3,600-line
 # `History.md` came first for three how-to questions, "deps: serve-static@~1.6.1" for serving static files; a
 # newcomer, session 45).
-RECORD_NAMES = (DOC_NAMES - {"readme", "contributing"}) | {"releases", "release_notes", "release-notes", "releasenotes"}
+# (Not SECURITY.md: it says how to report a vulnerability.)
+RECORD_NAMES = (DOC_NAMES - {"readme", "contributing", "security"}) | {"releases", "release_notes", "release-notes",
+                                                                       "releasenotes"}
 
 # Test support folders are tests' code, not the product's: koa's `test-helpers/`, Go's `internal/testutil/`,
 # `test-utils/`, Rust's `test-support/` (issue 19: koa's `test-helpers/stream.js` ranked 2nd for source questions).
@@ -148,8 +150,9 @@ def stem_of(path: str) -> str:
 
 
 def is_record_doc(path: str) -> bool:
-    """A changelog, release notes, licence, authors list or the like (:data:`RECORD_NAMES`)."""
-    return os.path.basename(path).lower().split(".", 1)[0] in RECORD_NAMES
+    """A changelog, release notes, licence, authors list or the like (:data:`RECORD_NAMES`): a document by its name
+    (`shop/history.py` is code)."""
+    return file_kind(path) == "doc" and os.path.basename(path).lower().split(".", 1)[0] in RECORD_NAMES
 
 
 # What tests read: fixtures, Go's `testdata/` (never compiled as a test), snapshots and golden outputs. In a test folder

@@ -69,7 +69,8 @@ class AnchorTestsBranch:
             front = stem in FOLDER_STEMS
             for t in tests:
                 tstem = stripped(stem_of(t))
-                if not (tstem == stem or (not front and len(stem) >= 4 and names_in_words(stem, t))):
+                if not (tstem == stem or (not front and len(stem) >= 4 and stem in stripped(os.path.basename(t))
+                                          and names_in_words(stem, t))):  # (the containment first: 2.5x cheaper)
                     continue
                 if other_dotted_name(anchor, t) or not rules.allows(t, anchor):
                     continue  # (after the name: 20,000 tests' package lookups doubled the loop; review)
