@@ -71,7 +71,7 @@ def test_a_registered_toy_branch_runs_is_weighed_reported_and_ignored_by_the_lea
             assert "ltr" in top["branches"]  # the learned ranker still ran, without the toy's columns
             h = eng.health(check_staleness=False)
             assert h["branches"]["toy"] == "ready"
-            assert "rr_toy" in eng.reranker_status and "not trained on" in eng.reranker_status
+            assert "rr_toy" in eng.reranker_status and "do not weigh in its order" in eng.reranker_status
             # A test-shaped question gives it no weight: it does not run for that shape.
             res = eng.context("which tests cover the retry policy?")
             assert res["branchesReady"]["toy"] == "ready (not used for this query shape)"
