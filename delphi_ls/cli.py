@@ -229,22 +229,22 @@ def cmd_index(args: argparse.Namespace) -> int:
         finally:
             if bar:
                 bar.close()
-        el = time.perf_counter() - t0
+        el = time.perf_counter() - t0 - rep.waited_s  # the run's own, the wait for another process apart
         eng.prepare_view()  # for the next process (an editor's server), on a large workspace
         counts = eng.counts()
-        # `seconds` is the run's own, as the text says; the wait for another process is `waited_s`.
-        summary = {"seconds": round(el - rep.waited_s, 2), **rep.__dict__, "counts": counts,
-                   "indexDir": str(eng.index_dir)}
+        summary = {"seconds": round(el, 2), **rep.__dict__, "counts": counts, "indexDir": str(eng.index_dir)}
         if args.json:
             _dump(summary)
         else:
             waited = f" after waiting {rep.waited_s:.1f}s for the other process" if rep.waited_s > 0 else ""
             print(f"indexed {rep.files_indexed} files ({rep.files_unchanged} unchanged, {rep.files_deleted} removed, "
-                  f"{rep.files_skipped} skipped) in {el - rep.waited_s:.1f}s{waited}: {counts['files']} files, "
+                  f"{rep.files_skipped} skipped) in {el:.1f}s{waited}: {counts['files']} files, "
                   f"{counts['chunks']} chunks, {counts['vectors']} vectors" + _embedded_words(rep))
             print(f"index: {eng.index_dir}")
+            from .engine import REBUILD_REQUESTED  # (loaded by now)
+
             for what in rep.repaired:  # damaged stores found and rebuilt before this run, or all on request
-                print(f"{'rebuilt' if what.endswith('(rebuild requested)') else 'repaired'}: {what}")
+                print(f"{'rebuilt' if what.endswith(REBUILD_REQUESTED) else 'repaired'}: {what}")
         for err in rep.errors:
             print(f"delphi: {err}", file=sys.stderr)
         for note in rep.notes:

@@ -68,6 +68,8 @@ from .workspace.kinds import file_kind
 from .workspace.scan import repository_above, utf8_name
 from .workspace.tracked import tracked_but_ignored, untracked
 
+# What a store's repair says when `delphi index --rebuild` asked for it (the CLI prints those as "rebuilt:").
+REBUILD_REQUESTED = " (rebuild requested)"
 # An estimate of a phase's time left is given once it has run this long: the first small batches' pace said little.
 ETA_AFTER_S = 1.0
 
@@ -763,7 +765,7 @@ class Engine:
             self.lexical.wipe()
             self.problems.pop("lexical_store", None)
             self._lexical_rebuilt()  # the run refills it from the workspace
-            done.append("manifest and lexical index emptied (rebuild requested)")
+            done.append("manifest and lexical index emptied" + REBUILD_REQUESTED)
         else:
             if not check:  # cheap (one state read), and a named-paths update must not commit into a
                 self.lexical_switched_from = self._lexical_identity()  # store another one left behind
@@ -810,7 +812,7 @@ class Engine:
             self._probe = None
             done.append("vector store filled from the embedding cache (a snapshot was loaded)" if refill and not rebuild
                         else "vector store emptied; refilled from the embedding cache"
-                        + (" (rebuild requested)" if rebuild else ""))
+                        + (REBUILD_REQUESTED if rebuild else ""))
         if refill:
             self.meta.set_state("vectors_refill", False)  # the flags say what Chroma holds again
         return done

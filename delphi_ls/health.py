@@ -48,7 +48,6 @@ class EngineState(Protocol):
     lexical: Any  # stores.lexical.LexicalStore or stores.tantivy_store.TantivyStore
 
     def vector_status(self, counts: dict[str, int] | None = None) -> tuple[bool, str]: ...
-    def vectors_behind(self, counts: dict[str, int]) -> bool: ...
     def vector_search(self, counts: dict[str, int] | None = None) -> str: ...
     def chroma_answers(self, counts: dict[str, int] | None = None) -> bool: ...
     def is_indexed(self) -> bool: ...
@@ -225,7 +224,7 @@ def report(engine: EngineState, check_staleness: bool = True, buffered: Collecti
         problems.append({"severity": "error", "code": code,
                          "message": str(not_here) + "; answers come from that index meanwhile"})
     holder = engine.writer_holder()
-    if counts["vectors"] == 0 and engine.vectors_behind(counts):
+    if counts["vectors"] == 0 and vec_status.split(": ", 1)[-1].startswith(VECTORS_BEHIND):
         # None embedded: the vector branch answers nothing (some left after a catch-up without vectors, `delphi
         # symbols`, is the status line's to say, not a warning: that is ordinary use).
         problems.append({"severity": "warning", "code": "vectors_behind", "message": "vector branch " + vec_status})

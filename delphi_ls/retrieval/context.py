@@ -310,7 +310,7 @@ class SearchContext:
         """Whether ``path`` is other projects' code (workspace/vendored.py) that this question does not reach: it
         names none of the library's folders, and no anchor lies in the same vendored folder. Or, for a request for
         instructions, a record such as a changelog."""
-        if self.how_to and self.files.get(path) == "doc" and is_record_doc(path) and not (
+        if self.how_to and is_record_doc(path, self.files.get(path)) and not (
                 self.question_words and os.path.basename(path).lower().split(".", 1)[0] in self.question_words):
             return True  # (a changelog the question names is its subject)
         v = self.view.vendored

@@ -356,6 +356,7 @@ def analyse(text: str, cleaning: str = "squash") -> QueryInfo:
     # Any of its first sentences ("Retries give up. How do I make them wait longer?"), not a pasted document's.
     how_to = bool(_HOW_TO.search(text[:HOW_TO_CHARS])) and not is_trace and not _RUNNER_OUTPUT.search(raw)
     wants_docs = bool(_DOC_Q.search(question)) or how_to
+    tests_asked = asks_for_tests(question)
     wants_config = (bool(_CONFIG_Q.search(question)) and not is_trace and bool(_LOCATOR.match(question))
                     and not _NAMES_CODE.search(question))
     if _CODE_FROM_TEST.search(question):
@@ -369,7 +370,7 @@ def analyse(text: str, cleaning: str = "squash") -> QueryInfo:
         # fastapi, mockito and tokio, the raising file named by the trace among them (an agents' newcomer, session
         # 38); the failing test itself is named by its frames and its path.
         shape_hint = "code"
-    elif asks_for_tests(question) and not how_to and not (wants_docs and not _TEST_WORD.search(
+    elif tests_asked and not how_to and not (wants_docs and not _TEST_WORD.search(
             re.sub(r"\bcover\w*", "", question))):
         shape_hint = "test"  # an intent for tests wins over "where is" ("where is this tested?")
     elif wants_config:
@@ -403,7 +404,7 @@ def analyse(text: str, cleaning: str = "squash") -> QueryInfo:
     if wants_docs and shape != Shape.TEST:
         prefer = prefer | {Kind.DOC}
         avoid.discard(Kind.DOC)
-    if how_to and asks_for_tests(question):
+    if how_to and tests_asked:
         # "How do I run the tests", "how do I test my click command": the guide, the tests to copy, and what runs
         # them, not the project's tests by their words (read as a request for tests, the guide came 21st to 44th in
         # four repositories of five, click's testing guide 40th; a newcomer, session 45).

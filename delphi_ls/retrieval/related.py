@@ -19,6 +19,7 @@ from ..workspace.kinds import is_test_data, names_its_source, other_dotted_name,
 from .branches.anchors import (
     AMBIGUOUS_DEFS,
     NAMESPACE_ONLY,
+    SPACE_KINDS,
     STEM_ONLY,
     AnchorRefsBranch,
     AnchorTestsBranch,
@@ -206,7 +207,6 @@ def related_tests(ctx: SearchContext, lexical: LexicalStore, rel: str, symbol: s
     if not symbol:
         mirrored += _named_after_definitions(ctx, rel, seen)
         seen |= {h.path for h in mirrored}
-    if not symbol:
         # Tests naming what the file defines: one lexical search per file (a quarter second on a big
         # module), so not run for per-symbol requests, which search for the symbol itself below.
         refs = [h for h in AnchorRefsBranch().search(q, ctx) if h.path not in seen]
@@ -229,10 +229,11 @@ def related_tests(ctx: SearchContext, lexical: LexicalStore, rel: str, symbol: s
         # none of the lists before it.
         tiers = [named + imported + mirrored, refs, middle, [h for h in spaced if h.path not in later]]
         # What tests read comes after the tests, whatever linked it (a golden output changes with the code it
-        # records: listed, last).
-        rows = [{"path": h.path, "why": h.note, "score": round(h.score, 4), "tier": len(tiers) if data else tier}
-                for data in (False, True) for tier, hits in enumerate(tiers) for h in hits
-                if ours(h.path) and is_test_data(h.path) == data]
+        # records: listed, last; the sort keeps each part's order).
+        rows = [{"path": h.path, "why": h.note, "score": round(h.score, 4),
+                 "tier": len(tiers) if is_test_data(h.path) else tier}
+                for tier, hits in enumerate(tiers) for h in hits if ours(h.path)]
+        rows.sort(key=lambda r: r["tier"] == len(tiers))
         return (own + [r for r in rows if r["path"] not in {o["path"] for o in own}])[:limit]
     out: dict[str, dict[str, Any]] = {}
     hits = [(cid, p, score) for cid, p, score in
@@ -295,9 +296,9 @@ def _named_after_definitions(ctx: SearchContext, rel: str, seen: set[str]) -> li
     test named after a file (`test_parser.py` is `parser.py`'s), nor after a name several files define."""
     g = ctx.view.graph
     symbols = ctx.meta.symbols_of(rel)
-    spaces = {s.name for s in symbols if s.kind in ("namespace", "package", "module")}
+    spaces = {s.name for s in symbols if s.kind in SPACE_KINDS}
     names: dict[str, str] = {}
-    for s in symbols:
+    for s in symbols:  # a namespace's members count as top-level, and a module itself (Ruby's `module Helpers`)
         if (not s.container or s.container in spaces) and len(stripped(s.name)) >= NAMED_DEF_MIN:
             names.setdefault(stripped(s.name), s.name)
     by_stem = ctx.view.tests_by_stem()

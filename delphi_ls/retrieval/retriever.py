@@ -13,6 +13,7 @@ Order of work for one question (docs/DESIGN.md, "The retrieval pipeline"):
 
 from __future__ import annotations
 
+import itertools
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -266,13 +267,14 @@ class Retriever:
         session 45). Not a vendored copy's README, a changelog, a file of test data or a one-line pointer."""
         q, ctx = r.q, r.ctx
         vendored = ctx.view.vendored
-        docs = [f for f in fused if ctx.files.get(f.path, file_kind(f.path)) == "doc"
-                and not ctx.demoted(f.path) and not vendored.is_vendored(f.path) and not is_test_data(f.path)]
-        sizes = ctx.meta.sizes([f.path for f in docs[:GUIDE_CANDIDATES]])
-        small = [f.path for f in docs[:GUIDE_CANDIDATES] if 0 <= sizes.get(f.path, -1) < GUIDE_MIN_BYTES]
+        docs = list(itertools.islice((f for f in fused if (ctx.files.get(f.path) or file_kind(f.path)) == "doc"
+                                      and not ctx.demoted(f.path) and not vendored.is_vendored(f.path)
+                                      and not is_test_data(f.path)), GUIDE_CANDIDATES))
+        rows = ctx.meta.digests([f.path for f in docs])
+        small = [f.path for f in docs if 0 <= rows.get(f.path, ("", -1))[1] < GUIDE_MIN_BYTES]
         texts = ctx.meta.chunks_of_paths(small) if small else {}
         pointers = {p for p in small if any(_LINK.search(c.text) for c in texts.get(p, ()))}
-        docs = [f for f in docs[:GUIDE_CANDIDATES] if f.path not in pointers]
+        docs = [f for f in docs if f.path not in pointers]
         if not docs:
             return fused
         best = docs[0]
@@ -367,11 +369,11 @@ COPY_MIN_BYTES, COPY_WINDOW, COPIES_SAID = 200, 100, 3
 
 
 def fold_copies(fused: list[Fused], meta: Any, keep: set[str],
-                kinds: dict[str, str] | None = None) -> tuple[list[Fused], dict[str, list[str]]]:
+                kinds: dict[str, str]) -> tuple[list[Fused], dict[str, list[str]]]:
     """``fused`` less the documents whose text one listed before them has (among the first COPY_WINDOW), and each kept
-    file's copies. ``keep``: files the caller holds, never folded away; a copy of one is folded into it."""
-    kinds = kinds or {}
-    docs = [f.path for f in fused[:COPY_WINDOW] if kinds.get(f.path, file_kind(f.path)) == "doc"]
+    file's copies. ``keep``: files the caller holds, never folded away; a copy of one is folded into it. ``kinds``:
+    path -> kind, as the index holds them."""
+    docs = [f.path for f in fused[:COPY_WINDOW] if (kinds.get(f.path) or file_kind(f.path)) == "doc"]
     if len(docs) < 2:
         return fused, {}
     rows = meta.digests(docs)

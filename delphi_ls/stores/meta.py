@@ -709,12 +709,9 @@ class MetaStore:
         with self._lock:
             return self.db.execute("SELECT path, kind, n_chunks FROM files ORDER BY path").fetchall()
 
-    def sizes(self, paths: list[str]) -> dict[str, int]:
-        """Each indexed path's size in bytes (-1: indexed from an editor's unsaved buffer)."""
-        return {p: size for p, (_h, size) in self.digests(paths).items()}
-
     def digests(self, paths: list[str]) -> dict[str, tuple[str, int]]:
-        """Each indexed path's content hash and size (one query; :meth:`file_hashes` reads folders too)."""
+        """Each indexed path's content hash and size (-1: from an editor's unsaved buffer); one query, where
+        :meth:`file_hashes` reads each path as a folder too."""
         if not paths:
             return {}
         with self._lock:

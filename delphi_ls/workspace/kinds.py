@@ -149,10 +149,11 @@ def stem_of(path: str) -> str:
     return stem
 
 
-def is_record_doc(path: str) -> bool:
+def is_record_doc(path: str, kind: str | None = None) -> bool:
     """A changelog, release notes, licence, authors list or the like (:data:`RECORD_NAMES`): a document by its name
-    (`shop/history.py` is code)."""
-    return file_kind(path) == "doc" and os.path.basename(path).lower().split(".", 1)[0] in RECORD_NAMES
+    (`shop/history.py` is code). ``kind``: the path's, when the caller holds it (the name is looked at first)."""
+    return (os.path.basename(path).lower().split(".", 1)[0] in RECORD_NAMES
+            and (kind or file_kind(path)) == "doc")
 
 
 # What tests read: fixtures, Go's `testdata/` (never compiled as a test), snapshots and golden outputs. In a test folder

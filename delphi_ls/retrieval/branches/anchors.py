@@ -117,7 +117,7 @@ class AnchorFolderTestsBranch:
 
 
 # Kinds that hold a file's definitions without being what a test uses: C++/C# namespaces, packages, modules.
-_SPACE_KINDS = frozenset({"namespace", "package", "module"})
+SPACE_KINDS = frozenset({"namespace", "package", "module"})
 # The why of a test found by a namespace's name alone (related.py orders those last).
 NAMESPACE_ONLY = "mentions the namespace"
 STEM_ONLY = "mentions `"  # the why of a test found by the file's stem alone (related.py: last, and not always)
@@ -170,8 +170,8 @@ class AnchorRefsBranch:
             # every test, so all twenty tied as "uses what it defines" and the rotation tests came 12th and 16th
             # (an agents' newcomer, session 43). Members defined out of their type's file (a C++ `-inl.h`'s)
             # name that type too.
-            spaces = {s.name: s.kind for s in symbols if s.kind in _SPACE_KINDS}
-            defs = [s for s in symbols if s.kind not in _SPACE_KINDS]
+            spaces = {s.name: s.kind for s in symbols if s.kind in SPACE_KINDS}
+            defs = [s for s in symbols if s.kind not in SPACE_KINDS]
             here = {s.name for s in defs}
             names = [s.name for s in defs if len(s.name) >= 4 and _top_level(s, spaces)]
             names += [s.container for s in defs
