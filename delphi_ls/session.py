@@ -45,6 +45,8 @@ DEBOUNCE_S = 0.3
 MAINTAIN_AFTER_S = 5.0
 # The most a folder's first (catch-up) run waits for its warm start (Engine.warm) before it walks the tree.
 WARM_WAIT_S = 120.0
+# The most a run waits for file events to be armed (`Session.watch`: a walk of every folder, seconds at 100,000 files).
+ARMING_WAIT_S = 120.0
 # A question asked before a folder's first run (the catch-up of what changed while no server ran) is done:
 # a small folder's catch-up takes a fraction of a second, so the question waits for it (at most
 # CATCH_UP_WAIT_S) and sees files added or edited meanwhile; a large folder's takes long (a 40 s walk of the
@@ -181,6 +183,9 @@ class Session:
         self._reopening: dict[Path, threading.Event] = {}  # roots being closed and opened again (_reopen)
         self._retry_open: dict[Path, float] = {}  # roots whose reopen failed -> when to try again (_retry_lost)
         self._watch_lock = threading.Lock()
+        self._arming: set[Path] = set()  # roots whose watcher is walking its folders (Watcher.start)
+        self._armed = threading.Event()  # the watch loop's first arming is done (wait_idle waits for it)
+        self._armed.set()
         self._watch_interval = 5.0
         self._engines_lock = threading.Lock()
         self._warming: dict[Path, threading.Event] = {}  # root -> set when its warm start is done
@@ -385,6 +390,7 @@ class Session:
             self._stopping = True
             self._cv.notify_all()
             self._ran.notify_all()
+        self._armed.set()  # a run waiting for file events to be armed starts nothing now
         self._stop_watchers()
         with self._engines_lock:  # add_folder may add one meanwhile
             waiting = list(self._caught_up.values())
@@ -557,6 +563,7 @@ class Session:
 
     # ------------------------------------------------------------------ the indexing worker
     def _run(self) -> None:
+        waited_for_arming = False
         while True:
             with self._cv:
                 due: list[Path] = []
@@ -587,6 +594,16 @@ class Session:
                     self._cv.wait(timeout=DEBOUNCE_S)
                 if self._stopping:
                     return
+                arming = not self._armed.is_set() and not waited_for_arming
+            if arming:
+                # File events being armed (`watch`): a run now would look at folders before their events are
+                # watched, and an edit between the two would be seen by neither. It runs once they are armed (its
+                # work stays pending meanwhile, so the arming knows it is still to come).
+                self._armed.wait(ARMING_WAIT_S)
+                waited_for_arming = True
+                continue
+            waited_for_arming = False
+            with self._cv:
                 work, self.pending = self.pending, {}
                 self._flush = False
                 self._busy = True
@@ -826,6 +843,13 @@ class Session:
                     self._schedule(root, None)
 
         def loop() -> None:
+            if events:
+                try:
+                    self._sync_watchers()
+                except Exception:
+                    log.exception("starting file events failed")
+                finally:
+                    self._armed.set()
             while True:
                 with self._cv:
                     self._cv.wait(timeout=interval)
@@ -838,7 +862,11 @@ class Session:
             self._stop_watchers()
 
         if events:
-            self._sync_watchers()
+            # The first arming walks every folder: in the loop's thread, not the caller's. The language server calls
+            # this from its `initialized` handler, and at 100,000 files its first answer waited 13 s for the walk
+            # (1.97 s before the server watched folders itself; bench.after_100k, session 46); `delphi mcp`'s calls
+            # waited for it too.
+            self._armed.clear()
         else:
             with self._watch_lock:
                 for root in self.engines:
@@ -866,17 +894,37 @@ class Session:
                         continue  # watched afresh below, now or once the folder is back
                     self._fall_back(root, w.failed)
             self._check_gone()
+            arming = []
             for root, eng in list(self.engines.items()):
-                if root in self._watchers or root in self.watch_state or root in self._gone:
-                    continue  # watched, or already found unable to be (it polls; said once)
-                w = Watcher(root, lambda paths, root=root: self._schedule(root, paths, seen=True),
-                            extra_ignores=eng.settings.extra_ignores, skip=eng.index_dir)
-                try:
-                    w.start()
-                except WatchUnavailable as e:
-                    self._fall_back(root, str(e))
+                if (root in self._watchers or root in self.watch_state or root in self._gone
+                        or root in self._arming):
+                    continue  # watched, already found unable to be (it polls; said once), or being armed
+                self._arming.add(root)
+                arming.append((root, Watcher(root, lambda paths, root=root: self._schedule(root, paths, seen=True),
+                                             extra_ignores=eng.settings.extra_ignores, skip=eng.index_dir)))
+        # Armed outside the lock: a watcher's start walks every folder (seconds at 100,000 files), and status reads
+        # the lock (`_changes`), so a question waited for the walk (session 46).
+        for root, w in arming:
+            try:
+                w.start()
+            except WatchUnavailable as e:
+                with self._watch_lock:
+                    self._arming.discard(root)
+                    if not self._stopping and root in self.engines:
+                        self._fall_back(root, str(e))
+                continue
+            with self._watch_lock:
+                self._arming.discard(root)
+                if self._stopping or root not in self.engines:
+                    w.stop()  # shut down or the folder removed during the walk
                     continue
                 self._watchers[root] = w
+            with self._cv:
+                covered = root in self.pending and self.pending[root] is None and root not in self._running
+            if not covered:
+                # An edit between the last run's look at a folder and its watch being armed has no event: one
+                # full pass after arming sees it (runs wait for the arming: `_run`), unless one is still to start.
+                self._schedule(root, None)
 
     def _went(self, root: Path, why: str | None = None) -> None:
         """The folder is gone: said once (not at every poll), and status says it until it is back.
@@ -935,6 +983,8 @@ class Session:
             w = self._watchers.get(root)
             if w is not None and w.failed is None:
                 return f"file events (inotify, {w.count} folders watched)"
+            if root in self._arming:
+                return "file events starting (listing the folders to watch)"
             return self.watch_state.get(root)
 
     def _stop_watchers(self) -> None:
@@ -949,6 +999,8 @@ class Session:
         benchmarks, `delphi serve --wait`): idle with a burst in hand, and status said "indexing (changes)" right
         after (CI, session 43: a file created, then written while the watcher was already gathering)."""
         deadline = time.monotonic() + timeout
+        if not self._armed.wait(timeout):  # file events being armed: an edit now could go unseen
+            return False
         while time.monotonic() < deadline:
             # The watchers first: one reports its burst (pending filled) before it stops being busy, so a report
             # between the two reads is seen in `pending` (read after), never missed (review, session 44).

@@ -382,3 +382,48 @@ def test_a_polls_passes_are_spaced_by_the_last_ones_length(tmp_path: Path, last_
         assert (len(runs) == 0) if last_took else (len(runs) >= 2), runs
     finally:
         s.shutdown()
+
+
+def test_a_slow_walk_to_arm_file_events_holds_no_question_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Arming file events walks every folder (13 s of a 100,000-file workspace's start, under its catch-up): the
+    language server armed them in its `initialized` handler, and its first answer waited for the walk (and `delphi
+    mcp`'s calls for its open). Here the walk is held until released: `watch()` returns, questions and status are
+    answered meanwhile (status says the events are starting), and once the walk ends an edit is learnt of by its
+    event. On the code before, `watch()` itself blocked until the walk ended."""
+    ws, _ = _tree(tmp_path)
+    release, walking = threading.Event(), threading.Event()
+    real_start = Watcher.start
+
+    def held_start(self: Watcher) -> None:
+        walking.set()
+        assert release.wait(60)
+        real_start(self)
+
+    monkeypatch.setattr(Watcher, "start", held_start)
+    s = Session(_Quiet(), {"indexDir": str(tmp_path / "index"), "vectors": False})
+    s.start([ws])
+    try:
+        assert s.wait_idle(120)  # an existing index, as a server restarted on a big workspace has
+        watcher = threading.Thread(target=s.watch, kwargs={"interval": 3600}, daemon=True)
+        watcher.start()
+        watcher.join(10)
+        assert not watcher.is_alive(), "watch() waited for the walk that arms file events"
+        assert walking.wait(10)
+        t0 = time.monotonic()
+        ans = s.context(ContextRequest(query="where is alpha defined?"))
+        assert "src/pkg/mod.py" in [r["path"] for r in ans["results"]]
+        assert s.status()["workspaces"][0]["changes"] == "file events starting (listing the folders to watch)"
+        assert time.monotonic() - t0 < 30
+        assert not s.wait_idle(0.5), "idle said while the events were not yet armed (an edit now could go unseen)"
+        # An edit before the folder is watched has no event, and the poll is an hour away: the one full pass after
+        # the arming is what sees it.
+        (ws / "src" / "pkg" / "added.py").write_text("def zanzibar_quokka():\n    return 3\n")
+        release.set()
+        assert s.wait_idle(120)
+        assert s.status()["workspaces"][0]["changes"].startswith("file events (inotify"), s.status()
+        assert _found(s, "zanzibar_quokka", 8.0)
+        (ws / "src" / "pkg" / "added.py").write_text("def quokka_after_arming():\n    return 4\n")  # by its event
+        assert _found(s, "quokka_after_arming", 8.0)
+    finally:
+        release.set()
+        s.shutdown()
