@@ -710,3 +710,19 @@ def test_ctrl_c_ends_delphi_mcp(ws: Path, tmp_path: Path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+async def test_related_tests_rows_carry_what_the_cli_s_carry(ws: Path, tmp_path: Path):
+    """An inline test module's line and the score were dropped from MCP's rows (the CLI's --json and the language
+    server give them; a newcomer, session 45): an agent was told "its inline test module `mod tests` at line 4" with
+    no line to go to in the structured content."""
+    src = ws / "engine" / "src" / "tally.rs"
+    src.write_text("pub fn tally(xs: &[u32]) -> u32 {\n    xs.iter().sum()\n}\n\n#[cfg(test)]\nmod tests {\n"
+                   "    #[test]\n    fn sums() {\n        assert_eq!(super::tally(&[1, 2]), 3);\n    }\n}\n")
+    async with Client(stdio_params(ws, tmp_path / "index")) as client:
+        await _ready(client)
+        res = await client.call_tool("related_tests", {"path": "engine/src/tally.rs"})
+        assert not res.is_error, _text(res)
+        first = res.structured_content["results"][0]
+        assert first["path"] == "engine/src/tally.rs" and first["line"] == 6, res.structured_content
+        assert isinstance(first["score"], float), first

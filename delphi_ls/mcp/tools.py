@@ -196,7 +196,10 @@ def run_tool(session: Session, name: str, args: Any) -> ToolOutput:
             what = "tests" if name == "related_tests" else "source files"
             lines = [f"{len(rows)} {what} for {shown(req.path)}" + (f" ({shown(req.symbol)})" if req.symbol else "")]
             lines += [f"{i}. {shown(r['path'])} — {shown(r['why'])}" for i, r in enumerate(rows, 1)]
-            data: dict[str, Any] = {"results": [{k: r[k] for k in ("path", "why") if k in r} for r in rows]}
+            # As the CLI's --json and delphi/relatedTests give them: an inline test module's line was dropped here, and
+            # the score (a newcomer, session 45).
+            data: dict[str, Any] = {"results": [{k: r[k] for k in ("path", "why", "score", "line") if k in r}
+                                                for r in rows]}
             _say_indexing(session, session.engine_for(req.workspace, (req.path,)), lines, data)
             text = _cap("\n".join(lines))
             return ToolOutput(text, _fit_structured(data, len(text)))
