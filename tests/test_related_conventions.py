@@ -602,3 +602,72 @@ def test_related_tests_are_in_the_engines_order_for_the_file(engine_for):
     assert len(listed) > 2
     engine = [p for p in eng._tests_for("index.js") if p in set(listed)]
     assert listed == engine + [p for p in listed if p not in engine]
+
+
+def test_a_cpp_inl_header_s_members_link_the_tests_that_name_their_type(engine_for):
+    """spdlog's `async_logger-inl.h` defines only members of `spdlog::async_logger` (declared in `async_logger.h`):
+    the qualified owner name matched no test, and test_async.cpp was not a related test (dev_langs, session 46)."""
+    eng = engine_for("cpp_inl", {
+        "include/spdlog/async_logger.h": """
+            namespace spdlog {
+            class async_logger {
+              public:
+                void flush_();
+                void backend_sink_it_(int msg);
+            };
+            }
+            """,
+        "include/spdlog/async_logger-inl.h": """
+            #pragma once
+            #include <spdlog/async_logger.h>
+
+            SPDLOG_INLINE void spdlog::async_logger::flush_() {}
+            SPDLOG_INLINE void spdlog::async_logger::backend_sink_it_(int msg) { (void)msg; }
+            """,
+        "include/spdlog/logger.h": "namespace spdlog {\nclass logger {\n  public:\n    void log(int lvl);\n};\n}\n",
+        "tests/test_async.cpp": '#include "includes.h"\nTEST_CASE("flush", "[async]") {\n'
+                                "    auto lg = std::make_shared<spdlog::async_logger>();\n}\n",
+        "tests/test_misc.cpp": '#include "includes.h"\nTEST_CASE("log", "[misc]") {\n    spdlog::logger l;\n}\n',
+        "tests/includes.h": "#pragma once\n#include <spdlog/spdlog.h>\n",
+    })
+    rows = eng.related_tests("include/spdlog/async_logger-inl.h")
+    assert rows[0] == {"path": "tests/test_async.cpp", "why": "uses what async_logger-inl.h defines",
+                       "score": rows[0]["score"]}, rows
+    assert all(r["why"].startswith("mentions the namespace") for r in rows[1:]), rows  # the weakest, after it
+
+
+def test_a_file_s_short_names_are_looked_for_beside_its_long_ones(engine_for):
+    """hiredis's test.c uses `sdsfree` and `sdsempty` of sds.c, which defines sixty longer names: only the 24
+    longest were looked for, and sds.c had no related test (dev_langs, session 46)."""
+    longs = "".join(f"int sdsVeryLongHelperNumber{i:02d}(int x) {{ return x + {i}; }}\n" for i in range(40))
+    eng = engine_for("c_short_names", {
+        "sds.c": longs + "void sdsfree(char *s) { (void)s; }\nchar *sdsempty(void) { return 0; }\n",
+        "net.c": "int redisNetConnect(int fd) { return fd; }\n",
+        "test.c": '#include "hiredis.h"\nint main(void) {\n    char *s = sdsempty();\n    sdsfree(s);\n'
+                  "    return 0;\n}\n",
+        "hiredis.h": "int redisNetConnect(int fd);\n",
+    })
+    rows = eng.related_tests("sds.c")
+    assert [r["path"] for r in rows] == ["test.c"], rows
+    assert rows[0]["why"] == "uses what sds.c defines"
+
+
+def test_a_binary_crate_s_integration_tests_are_every_module_s(engine_for):
+    """fd's tests run the `fd` program (a binary crate has no library to import): `src/dir_entry.rs` had no related
+    test though tests/tests.rs checks it (dev_mined, session 46). A library crate's tests import what they test, so
+    the rule is the binary's alone."""
+    eng = engine_for("rust_bin", {
+        "Cargo.toml": '[package]\nname = "fd"\nversion = "1.0.0"\n',
+        "src/main.rs": "mod dir_entry;\nfn main() {\n    dir_entry::show();\n}\n",
+        "src/dir_entry.rs": "pub fn show() {\n    println!(\"entry\");\n}\n",
+        "tests/tests.rs": "use std::process::Command;\n#[test]\nfn runs() {\n"
+                          "    Command::new(env!(\"CARGO_BIN_EXE_fd\")).status().unwrap();\n}\n",
+        "lib/Cargo.toml": '[package]\nname = "walker"\nversion = "1.0.0"\n',
+        "lib/src/lib.rs": "pub mod walk;\n",
+        "lib/src/walk.rs": "pub fn walk_all() -> u32 {\n    3\n}\n",
+        "lib/tests/other.rs": "#[test]\nfn other() {\n    assert_eq!(1, 1);\n}\n",
+    })
+    rows = eng.related_tests("src/dir_entry.rs")
+    assert [r["path"] for r in rows] == ["tests/tests.rs"], rows
+    assert rows[0]["why"] == "an integration test of this binary crate, which runs the whole program"
+    assert "lib/tests/other.rs" not in [r["path"] for r in eng.related_tests("lib/src/walk.rs")]

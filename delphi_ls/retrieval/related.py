@@ -221,6 +221,7 @@ def related_tests(ctx: SearchContext, lexical: LexicalStore, rel: str, symbol: s
         linked = {h.path for h in named + imported + mirrored + refs}
         together = _changed_together(ctx, rel, linked)
         middle = together + _through_includer(ctx, rel, linked | {h.path for h in together})
+        middle += _program_tests(ctx, rel, linked | {h.path for h in middle})
         later = {h.path for h in middle}
         # The evidence's strength, for the order (Engine.related_tests orders within it): a link to the file itself
         # (its name, an import, its folder), then a use of what it defines, then a shared history or the file that
@@ -363,6 +364,26 @@ def _through_header(ctx: SearchContext, rel: str, seen: set[str]) -> list[Hit]:
                     for p in sorted(g.imported_by.get(h, ())) if ctx.files.get(p) == "test" and p not in seen]
             seen = seen | {x.path for x in out}  # a test that includes `x.h` and `x.hpp` once
     return out
+
+
+def _program_tests(ctx: SearchContext, rel: str, seen: set[str]) -> list[Hit]:
+    """A Rust binary crate's integration tests (its `tests/`) for a file of its `src/`: such a crate has no library
+    for a test to import, so each of its integration tests runs the whole program and every module is theirs. fd's
+    `src/dir_entry.rs` had no related test (its tests run `fd` and name no Rust item; dev_mined, session 46), though
+    `tests/tests.rs` is what a change to it is checked by."""
+    if not rel.endswith(".rs"):
+        return []
+    root, _sep, inside = rel.partition("src/")
+    if inside == "" or (root and not root.endswith("/")):
+        return []
+    files = ctx.files
+    if f"{root}Cargo.toml" not in files or f"{root}src/lib.rs" in files:
+        return []
+    if f"{root}src/main.rs" not in files and not any(p.startswith(f"{root}src/bin/") for p in files):
+        return []
+    crate = f"the binary crate {root.rstrip('/')}" if root else "this binary crate"
+    tests = sorted(p for p in ctx.view.tests() if p.startswith(f"{root}tests/") and p.endswith(".rs") and p not in seen)
+    return [Hit(t, 0.4, [], f"an integration test of {crate}, which runs the whole program") for t in tests]
 
 
 def _changed_together(ctx: SearchContext, rel: str, seen: set[str]) -> list[Hit]:
