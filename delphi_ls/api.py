@@ -28,6 +28,12 @@ class RequestError(ValueError):
         self.field = field
 
 
+class IndexRepairing(RuntimeError):
+    """The index was found damaged while answering (a corrupt page of its manifest): it is being moved aside and
+    the folder indexed again. Not the caller's error; asking again shortly is the remedy. The fronts say this
+    message (the language server as RequestFailed, an MCP tool error) instead of a traceback."""
+
+
 def jsonrpc_id(x: object) -> bool:
     """A usable JSON-RPC request id: a string or an integer (a bool is neither), for the LSP and MCP fronts."""
     return isinstance(x, str) or (isinstance(x, int) and not isinstance(x, bool))
@@ -165,6 +171,8 @@ class ContextRequest(_Request):
             object.__setattr__(self, "anchors", [])
         if not isinstance(self.anchors, list) or not all(isinstance(a, str) and a for a in self.anchors):
             raise RequestError("anchors", "must be a list of non-empty paths or URIs")
+        for a in self.anchors:
+            check_path("anchors", a)
         if self.draft is not None and not isinstance(self.draft, str):
             raise RequestError("draft", "must be a string")
         if not self.anchors and not self.draft and not any(ch.isalnum() for ch in self.query):
@@ -180,6 +188,16 @@ class ContextRequest(_Request):
                 raise RequestError("kinds", f"{bad[0]!r} is not a kind; must be drawn from {', '.join(KINDS)}")
         if self.workspace is not None and not isinstance(self.workspace, str):
             raise RequestError("workspace", "must be a folder path or URI")
+        if self.workspace is not None:
+            check_path("workspace", self.workspace)
+
+
+def check_path(name: str, value: str) -> None:
+    """No file name holds a NUL: one reached `os.lstat` and came back as -32603 with a traceback (LSP) or
+    "ValueError: embedded null byte" (MCP), where every other bad value names its field (a hostile-input audit,
+    session 46)."""
+    if "\x00" in value or (value.startswith("file:") and "%00" in value):
+        raise RequestError(name, "must not hold a NUL character (no file or folder name can)")
 
 
 @dataclass(frozen=True)
@@ -194,11 +212,14 @@ class RelatedRequest(_Request):
     def __post_init__(self) -> None:
         if not isinstance(self.path, str) or not self.path:
             raise RequestError("path", "must be a non-empty path or URI")
+        check_path("path", self.path)
         if self.symbol is not None and (not isinstance(self.symbol, str) or not self.symbol):
             raise RequestError("symbol", "must be a non-empty string")
         _check_int("limit", self.limit, 1, MAX_LIMIT)
         if self.workspace is not None and not isinstance(self.workspace, str):
             raise RequestError("workspace", "must be a folder path or URI")
+        if self.workspace is not None:
+            check_path("workspace", self.workspace)
 
 
 @dataclass(frozen=True)
@@ -213,3 +234,5 @@ class SymbolsRequest(_Request):
         _check_int("limit", self.limit, 1, MAX_LIMIT)
         if self.workspace is not None and not isinstance(self.workspace, str):
             raise RequestError("workspace", "must be a folder path or URI")
+        if self.workspace is not None:
+            check_path("workspace", self.workspace)

@@ -125,12 +125,28 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     return overrides
 
 
+_OPENED: list[Path] = []  # the index folders this process's commands opened (_recovered)
+
+
+def _recovered(e: BaseException) -> Path | None:
+    """A manifest found corrupt while a command read or wrote it (a damaged page the open's checks do not read):
+    moved aside when SQLite's check confirms it, so that the command can run once more on a new one. Where it
+    went, or None."""
+    from .engine import recover_damaged_manifest
+    from .stores.meta import is_corruption
+
+    if not is_corruption(e) or not _OPENED:
+        return None
+    return recover_damaged_manifest(_OPENED[-1], e)
+
+
 def _engine(args: argparse.Namespace, ranks: bool = True) -> Engine:
     """``ranks=False``: the command ranks nothing (symbols, related files), so the learned ranker is
     not loaded (a model the command does not need is start-up time for nothing)."""
     from .engine import Engine  # lazy: see the module docstring
 
     eng = Engine(args.path, **{**_overrides(args), **({} if ranks else {"reranker": "off"})})
+    _OPENED.append(eng.index_dir)
     if "snapshot" in eng.problems:  # a `snapshot` setting refused at this open: said where the user looks, not
         # only in a health report of this very process (a newcomer, session 29)
         print(f"delphi: warning: {eng.problems['snapshot']}", file=sys.stderr)
@@ -400,11 +416,14 @@ def cmd_context(args: argparse.Namespace) -> int:
 
 def cmd_health(args: argparse.Namespace) -> int:
     with _engine(args) as eng:
+        pages = eng.check_manifest_pages()  # damaged: moved aside and this command run again (main)
         h = eng.health()
+        h["manifestCheck"] = pages
         if args.json:
             _dump(h)
         else:
             print(f"workspace: {h['root']}\nindex:     {h['indexDir']}")
+            print(f"manifest:  {pages}")
             c = h["counts"]
             print(f"counts:    {c['files']} files, {c['chunks']} chunks, {c['vectors']} vectors, {c['symbols']} symbols, {c['skipped']} skipped")
             m = h["model"]
@@ -949,7 +968,18 @@ def main(argv: list[str] | None = None) -> int:
         # the workers' leaked-semaphore warning: it now takes Ctrl-C's path (`delphi mcp` has its own handlers).
         signal.signal(signal.SIGTERM, _terminated)
     try:
-        code = int(args.fn(args) or 0)
+        try:
+            code = int(args.fn(args) or 0)
+        except Exception as e:
+            aside = _recovered(e)
+            if aside is None:
+                raise
+            # Said, moved aside, and the command run again on a new manifest (which indexes the folder again when
+            # the command indexes; health says it was recovered).
+            print(f"delphi: warning: the index's manifest was damaged ({type(e).__name__}: {e}); it was moved "
+                  f"aside to {aside} and a new one started (the embedding cache went with it)",
+                  file=sys.stderr)
+            code = int(args.fn(args) or 0)
         sys.stdout.flush()  # inside the try: a closed pipe shows up here, not as a traceback at exit
         if program and argv[:1] != ["mcp"]:
             # The work is done and said. Python puts the default handlers back when it exits, and a SIGTERM or

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from lsprotocol import types as lsp
-from pygls.exceptions import JsonRpcInvalidParams, JsonRpcServerNotInitialized
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcServerNotInitialized
 from pygls.lsp.server import LanguageServer
 
 from . import __version__
-from .api import ContextRequest, RelatedRequest, RequestError, uri_to_path
+from .api import ContextRequest, IndexRepairing, RelatedRequest, RequestError, uri_to_path
 from .core.processes import running
 from .lsp_documents import OpenDocuments
 from .lsp_protocol import DelphiProtocol, serve_stdio, strict_converter
@@ -150,6 +150,24 @@ def _answer(fn: Any, *args: Any) -> Any:
         return fn(*args)
     except RequestError as e:
         raise JsonRpcInvalidParams(str(e)) from None
+    except IndexRepairing as e:
+        raise RequestFailed(str(e)) from None
+
+
+def _said(fn: Any) -> Any:
+    """A status or health read: a damaged index found there is said in words (as _answer says it)."""
+    try:
+        return fn()
+    except IndexRepairing as e:
+        raise RequestFailed(str(e)) from None
+
+
+class RequestFailed(JsonRpcException):
+    """LSP 3.17's RequestFailed: the request was right and the server could not answer it now (a damaged index being
+    rebuilt), said in words rather than as -32603 with a traceback."""
+
+    CODE = -32803
+    MESSAGE = "RequestFailed"
 
 
 @server.feature(lsp.INITIALIZE)
@@ -263,13 +281,13 @@ def related_code(ls: DelphiServer, params: Any) -> dict[str, Any]:
 @server.feature(HEALTH)
 @server.thread()
 def health(ls: DelphiServer, params: Any) -> dict[str, Any]:
-    return ls.session.health()
+    return _said(ls.session.health)
 
 
 @server.feature(STATUS)
 @server.thread()
 def status(ls: DelphiServer, params: Any) -> dict[str, Any]:
-    return ls.session.status()
+    return _said(ls.session.status)
 
 
 @server.feature(lsp.WORKSPACE_SYMBOL)

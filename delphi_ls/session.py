@@ -15,6 +15,8 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ from typing import Any
 from .api import (
     ContextAnswer,
     ContextRequest,
+    IndexRepairing,
     RelatedRequest,
     RequestError,
     SymbolsRequest,
@@ -1065,12 +1068,28 @@ class Session:
             return {"phase": "changes", "done": 0, "total": 0 if work is None else len(work), "chunks": 0}
         return None
 
-    def _found_damaged(self, eng: Engine, e: BaseException) -> None:
+    def _found_damaged(self, eng: Engine, e: BaseException) -> bool:
         """A manifest found corrupt in use (overwritten in place under the server): the indexing thread opens the
         folder again (_reopen), which moves a damaged manifest aside and rebuilds it, as an open always did."""
         if is_corruption(e):
             eng.manifest_damaged = True
             self._replaced(eng)
+            return True
+        return False
+
+    @contextmanager
+    def _reading(self, eng: Engine) -> Iterator[None]:
+        """A request's reads of ``eng``: a corrupt manifest found there is said in words (IndexRepairing), not as
+        sqlite's "database disk image is malformed" with a traceback to the editor or agent (a hostile-input audit,
+        session 46), and the folder is opened again and indexed (_found_damaged)."""
+        try:
+            yield
+        except Exception as e:
+            if self._found_damaged(eng, e):
+                raise IndexRepairing(f"the index of {eng.root} was found damaged ({e}); Delphi is checking it, and "
+                                     "moving it aside and indexing the folder again if SQLite confirms the damage: "
+                                     "ask again in a few seconds") from None
+            raise
 
     def _events_in_hand(self, root: Path) -> Watcher | None:
         """The folder's watcher while it holds events not yet reported (a burst being gathered, at most
@@ -1142,10 +1161,8 @@ class Session:
         with self._ask_cv:
             self._asking += 1
         try:
-            ans = eng.answer(req)
-        except Exception as e:
-            self._found_damaged(eng, e)
-            raise
+            with self._reading(eng):
+                ans = eng.answer(req)
         finally:
             with self._ask_cv:
                 self._asking -= 1
@@ -1172,7 +1189,8 @@ class Session:
         eng = self.engine_for(req.workspace, (req.path,))
         self._await_first(eng)
         self._flush_edits(eng)
-        rows = eng.related_tests(self._rel(eng, req.path), symbol=req.symbol, limit=req.limit)
+        with self._reading(eng):
+            rows = eng.related_tests(self._rel(eng, req.path), symbol=req.symbol, limit=req.limit)
         return self._with_uris(eng, rows)
 
     def related_code(self, req: RelatedRequest) -> list[dict[str, Any]]:
@@ -1180,7 +1198,8 @@ class Session:
         eng = self.engine_for(req.workspace, (req.path,))
         self._await_first(eng)
         self._flush_edits(eng)
-        rows = eng.related_code(self._rel(eng, req.path), limit=req.limit)
+        with self._reading(eng):
+            rows = eng.related_code(self._rel(eng, req.path), limit=req.limit)
         return self._with_uris(eng, rows)
 
     def engines_for(self, workspace: str | None) -> list[Engine]:
@@ -1195,20 +1214,18 @@ class Session:
             if wait:
                 self._await_first(eng)
                 self._flush_edits(eng)
-            rows = eng.symbols(req.query, limit=req.limit)
+            with self._reading(eng):
+                rows = eng.symbols(req.query, limit=req.limit)
             out.extend(self._with_uris(eng, rows) if eng.root in self._named else rows)
         return out[: req.limit]
 
     def health(self) -> dict[str, Any]:
-        return {"workspaces": [eng.health(buffered=self._buffers_of(eng)) for eng in list(self.engines.values())],
+        return {"workspaces": [self._health_of(eng, buffered=self._buffers_of(eng)) for eng in list(self.engines.values())],
                 "settingsErrors": self.option_errors}
 
     def _health_of(self, eng: Engine, **kw: Any) -> dict[str, Any]:
-        try:
+        with self._reading(eng):
             return eng.health(**kw)
-        except Exception as e:
-            self._found_damaged(eng, e)
-            raise
 
     def status(self) -> dict[str, Any]:
         """Per folder: indexing progress, readiness, staleness (scanned at most every 10 s) and problems;

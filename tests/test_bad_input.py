@@ -21,6 +21,8 @@ from delphi_ls import Engine, RequestError
     ({"query": "x", "kinds": ["binary"]}, "kinds"),
     ({"query": "x", "budget_tokens": -5}, "budgetTokens"),
     ({"query": "x", "draft": 7}, "draft"),
+    ({"query": "x", "anchors": ["shipyard/retry.py\x00/etc/passwd"]}, "anchors"),  # was ValueError from os.lstat
+    ({"query": "x", "anchors": ["file:///x%00y.py"]}, "anchors"),
 ])
 def test_malformed_requests_name_the_field(engine: Engine, kwargs, field):
     with pytest.raises(RequestError) as e:

@@ -136,6 +136,13 @@ BAD_REQUESTS: dict[str, tuple[dict, int, str]] = {
     "method not a string": ({"method": 42, "params": {}}, -32600, "method"),
     "executeCommand unknown": ({"method": "workspace/executeCommand", "params": {"command": "nope"}}, -32602,
                                "nope"),
+    # A NUL reached os.lstat: -32603 with a traceback (a hostile-input audit, session 46).
+    "context anchor with a NUL": ({"method": "delphi/context", "params": {
+        "query": "x", "anchors": ["pkg/upload.py\u0000/etc/passwd"]}}, -32602, "anchors"),
+    "relatedTests path with a NUL": ({"method": "delphi/relatedTests", "params": {"path": "pkg/upload.py\u0000"}},
+                                     -32602, "path"),
+    "context workspace a NUL": ({"method": "delphi/context", "params": {"query": "x", "workspace": "\u0000"}},
+                                -32602, "workspace"),
 }
 
 

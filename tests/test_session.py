@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from delphi_ls import session as session_mod
-from delphi_ls.api import ContextRequest, RelatedRequest, RequestError, SymbolsRequest
+from delphi_ls.api import ContextRequest, IndexRepairing, RelatedRequest, RequestError, SymbolsRequest
 from delphi_ls.session import Session, SessionEvents
 from tests.conftest import build_workspace
 
@@ -816,7 +816,7 @@ def test_a_removed_index_is_reopened_while_an_agent_polls_and_a_damage_not_confi
             raise corrupt
         monkeypatch.setattr(Engine, "answer", answer)
         for _ in range(5):
-            with pytest.raises(sqlite3.DatabaseError):
+            with pytest.raises(IndexRepairing):  # said in words (session 46), not sqlite's error
                 s.context(ContextRequest(query="retry"))
             assert s.wait_idle(30)
         assert sum("under the server; opening it again" in m for m in said) == 1, said
@@ -854,7 +854,7 @@ def test_a_poll_holding_the_engine_a_reopen_replaced_does_not_stop_later_damage_
         def answer(self, req, **kw):
             raise corrupt
         monkeypatch.setattr(Engine, "answer", answer)
-        with pytest.raises(sqlite3.DatabaseError):
+        with pytest.raises(IndexRepairing):
             s.context(ContextRequest(query="retry"))
         assert s.wait_idle(30)
         assert any(p["code"] == "store_error" for p in s.status()["workspaces"][0]["problems"]), said

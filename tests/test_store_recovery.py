@@ -384,3 +384,72 @@ def test_a_manifest_sqlite_cannot_open_is_one_line(copy, capsys):
         assert code == 2 and "Traceback" not in err, err
         assert f"manifest {idx / 'meta.sqlite'} is not a file SQLite can open" in err, err
     assert (idx / "meta.sqlite").is_dir()
+
+
+def _garble_page_of(db: Path, table: str) -> None:
+    """Overwrite the root page of ``table``: SQLite still opens the file and reads the schema, the state and the
+    tables the open checks, and fails on the first read of that one."""
+    con = sqlite3.connect(db)
+    size = con.execute("PRAGMA page_size").fetchone()[0]
+    root = con.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0]
+    con.close()
+    with open(db, "r+b") as fh:
+        fh.seek((root - 1) * size)
+        fh.write(b"\xff" * size)
+
+
+@pytest.mark.parametrize("command", ["context", "related-tests", "index --rebuild"])
+def test_a_damaged_page_found_by_a_command_is_said_moved_aside_and_rebuilt(copy, capsys, command: str):
+    """A page damaged inside the manifest, where the open's checks do not read: `delphi context` and `related-tests`
+    died with "database disk image is malformed", `delphi index --rebuild` too, and nothing but deleting the index
+    folder mended it (a hostile-input audit, session 46). Now the command says so, the manifest is moved aside, and
+    the command runs again on a new one (which indexes the folder again)."""
+    ws, idx, _facts = copy
+    _garble_page_of(idx / "meta.sqlite", "symbols" if command == "related-tests" else "chunks")
+    argv = {"context": ["context", str(ws), "exponential backoff retry policy", "--limit", "3"],
+            "related-tests": ["related-tests", str(ws), "shipyard/retry.py"],
+            "index --rebuild": ["index", str(ws), "--rebuild"]}[command]
+    assert main([*argv, "--index-dir", str(idx), "--reranker", "off", "--no-vectors"]) == 0
+    out, err = capsys.readouterr()
+    assert "the index's manifest was damaged" in err and "moved aside to" in err, err
+    assert "Traceback" not in err
+    if command == "context":
+        assert "shipyard/retry.py" in out or "docs/retry.md" in out, out
+    if command == "related-tests":
+        assert "tests/test_retry.py" in out, out
+    assert list(idx.glob("meta.sqlite.corrupt-*"))
+    assert main(["context", str(ws), "retry policy", "--index-dir", str(idx), "--reranker", "off", "--no-vectors"]) == 0
+
+
+def test_health_checks_every_page_of_the_manifest(copy, capsys):
+    """A damaged page of a table no health read touches (the embedding cache): `delphi health` said all was well
+    (exit 0) while the questions that read it died. It now checks every page (PRAGMA quick_check), says the
+    damage, and moves the manifest aside (health then says it was recovered: `delphi index` rebuilds it)."""
+    ws, idx, _facts = copy
+    _garble_page_of(idx / "meta.sqlite", "embed_cache")
+    code = main(["health", str(ws), "--index-dir", str(idx), "--reranker", "off"])
+    out, err = capsys.readouterr()
+    assert "the index's manifest was damaged" in err and "quick_check" in err, err
+    assert code == 1 and "moved aside" in out, out
+    assert main(["health", str(ws), "--index-dir", str(idx), "--reranker", "off"]) == 1
+    assert "manifest:  every page checked (PRAGMA quick_check" in capsys.readouterr()[0]
+
+
+def test_a_server_that_meets_a_damaged_page_says_it_and_answers_after_the_rebuild(copy):
+    """Under a server (MCP, the language server) the question that met the damage was a DatabaseError with its
+    traceback; it is now IndexRepairing, in words, and the folder is opened again and indexed."""
+    from delphi_ls.api import ContextRequest, IndexRepairing
+    from delphi_ls.session import Session, SessionEvents
+
+    ws, idx, _facts = copy
+    _garble_page_of(idx / "meta.sqlite", "chunks")
+    s = Session(SessionEvents(), {"indexDir": str(idx), "vectors": False, "reranker": "off"})
+    s.start([ws])
+    try:
+        with pytest.raises(IndexRepairing, match="found damaged .*ask again"):
+            s.context(ContextRequest(query="exponential backoff retry policy"))
+        assert s.wait_idle(120)
+        ans = s.context(ContextRequest(query="exponential backoff retry policy"))
+        assert ans["results"] and ans["results"][0]["path"] in ("shipyard/retry.py", "docs/retry.md")
+    finally:
+        s.shutdown()

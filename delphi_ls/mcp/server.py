@@ -23,7 +23,7 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 
 from .. import __version__
-from ..api import jsonrpc_id
+from ..api import IndexRepairing, jsonrpc_id
 from .tools import TOOLS, ToolOutput, agent_paths, run_tool
 
 if TYPE_CHECKING:
@@ -68,6 +68,9 @@ def local_call(session: Session | Callable[[], Session], agents_folder: bool = F
     async def call(name: str, args: dict[str, Any]) -> types.CallToolResult:
         try:
             out = await anyio.to_thread.run_sync(answer, name, args)
+        except IndexRepairing as e:  # a damaged index found and being rebuilt: what to do, in words
+            log.warning("tool %s: %s", name, e)
+            out = ToolOutput(str(e), {"error": {"field": None, "message": str(e)}}, True)
         except Exception as e:  # a failure inside the engine answers as an error; the server keeps serving
             log.exception("tool %s failed", name)
             out = ToolOutput(f"Delphi failed on this call: {type(e).__name__}: {e}", {"error": {"field": None}}, True)
