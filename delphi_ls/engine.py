@@ -66,6 +66,7 @@ from .traces import write_trace
 from .workspace import roots
 from .workspace.kinds import file_kind
 from .workspace.scan import repository_above, utf8_name
+from .workspace.scan import skip_reason as scan_skip_reason
 from .workspace.tracked import tracked_but_ignored, untracked
 
 # What a store's repair says when `delphi index --rebuild` asked for it (the CLI prints those as "rebuilt:").
@@ -1620,10 +1621,21 @@ class Engine:
         """A file asked about by path (related tests or code): one Delphi skipped is an error saying why. "0 tests
         for zq_blob.bin" read as "it has none" (an agents' newcomer, session 40)."""
         rel = self.normalise_anchor(path, field="path")
-        if (why := self.meta.skip_reason(rel)) is not None:
-            raise RequestError("path", f"{rel} is not indexed ({why}), so nothing is known of it; `delphi health` "
-                                       "lists the files skipped and why")
+        if (why := self.why_not_indexed(rel)) is not None:
+            listed = "; `delphi health` lists the files skipped and why" if self.meta.skip_reason(rel) else ""
+            raise RequestError("path", f"{rel} is not indexed ({why}), so nothing is known of it{listed}")
         return rel
+
+    def why_not_indexed(self, rel: str) -> str | None:
+        """Why a workspace file is not in the index, or None (indexed, or new since the last run). A run records
+        what it skipped, but an ignored file is never walked, so nothing recorded it: a `.gitignore`d file asked
+        about got "no related tests found" and, as an anchor, an answer around nothing with nothing said (a
+        hostile-input audit, session 46). The walk's own rules say why then."""
+        if (why := self.meta.skip_reason(rel)) is not None:
+            return why
+        if self.meta.file_info(rel) is not None:
+            return None
+        return scan_skip_reason(self.root, rel, self.settings)
 
     def _near_names(self, rel: str) -> list[str]:
         """Indexed files a missing path may mean (at most three): its name in another folder, or a name of five
@@ -1697,7 +1709,7 @@ class Engine:
             out["query"]["snapshotUnchecked"] = (self.meta.get_state("snapshot") or {}).get("file") or "a snapshot"
         # An anchor Delphi skipped (binary, too large) gave an answer around nothing, with nothing to say so (an
         # agents' newcomer, session 40); an editor sends the open file, so it is said, not refused.
-        if unindexed := {a: why for a in anchors if (why := self.meta.skip_reason(a))}:
+        if unindexed := {a: why for a in anchors if (why := self.why_not_indexed(a))}:
             out["query"]["anchorsNotIndexed"] = unindexed
         running = self.indexing  # read once: the indexer thread sets it back to None when done
         if running is not None:

@@ -65,7 +65,11 @@ class LspEvents(SessionEvents):
             return None
         token = str(uuid.uuid4())
         try:
-            self.ls.work_done_progress.create(token).result(timeout=10)
+            # Asked without pygls' `create` callback: that callback reads the answer, and pygls cancels every
+            # pending request at `shutdown`, so an editor closed before it answered logged "exception calling
+            # callback ... CancelledError" with a traceback (as did a client answering with an error).
+            self.ls.protocol.send_request(lsp.WINDOW_WORK_DONE_PROGRESS_CREATE,
+                                          lsp.WorkDoneProgressCreateParams(token=token)).result(timeout=10)
             self.ls.work_done_progress.begin(token, lsp.WorkDoneProgressBegin(title=title, percentage=0,
                                                                               cancellable=False))
         except Exception:  # a client that does not answer create gets no progress, not a failure

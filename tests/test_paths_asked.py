@@ -20,6 +20,10 @@ def eng(tmp_path_factory: pytest.TempPathFactory):
     (ws / "tests" / "test_lines.py").write_text("from pkg.lines import split_lines\n\n\ndef test_split():\n"
                                                 "    assert split_lines('a\\nb') == ['a', 'b']\n", encoding="utf-8")
     (ws / "pkg" / "blob.bin").write_bytes(bytes(range(256)) * 16)
+    (ws / ".gitignore").write_text("build/\n", encoding="utf-8")
+    (ws / "build").mkdir()
+    (ws / "build" / "lines_gen.py").write_text("def split_lines_fast(text):\n    return text.split('\\n')\n",
+                                               encoding="utf-8")
     with Engine(ws, index_dir=str(tmp_path_factory.mktemp("idx")), vectors=False, reranker="off") as e:
         e.index()
         yield e
@@ -39,6 +43,18 @@ def test_a_skipped_anchor_is_said_in_the_answer(eng: Engine):
     assert ans["query"]["anchorsNotIndexed"]["pkg/blob.bin"].startswith("binary")
     assert any("the anchor pkg/blob.bin is not indexed (binary" in n for n in query_notes(ans["query"]))
     assert "anchorsNotIndexed" not in eng.context("split lines", anchors=["pkg/lines.py"])["query"]
+
+
+def test_an_ignored_file_asked_about_says_it_is_ignored(eng: Engine):
+    # An ignored file is never walked, so no run records it as skipped: it got "no related tests found" (exit 1, as
+    # if it had none) and, as an anchor, an answer around nothing with nothing said (a hostile-input audit, s46).
+    with pytest.raises(RequestError) as err:
+        eng.related_tests("build/lines_gen.py")
+    assert "build/lines_gen.py is not indexed (ignored by .gitignore" in str(err.value)
+    assert "delphi health" not in str(err.value)  # health lists what a run skipped, not what the rules hide
+    ans = eng.context("split lines fast", anchors=["build/lines_gen.py"])
+    assert ans["query"]["anchorsNotIndexed"]["build/lines_gen.py"].startswith("ignored by .gitignore")
+    assert all(r["path"] != "build/lines_gen.py" for r in ans["results"])
 
 
 def test_a_path_with_its_line_is_hinted_to_the_path(eng: Engine):
