@@ -668,6 +668,9 @@ class Engine:
         """
         path = self.index_dir / "meta.sqlite"
         try:
+            if self._truncated(path):
+                raise DamagedManifest("the file is empty (0 bytes) while the stores made from it remain: it "
+                                      "was cut short (a full disk, a crash, an interrupted copy)")
             return self._checked_meta(path)
         except sqlite3.DatabaseError as e:
             if not is_corruption(e):
@@ -683,7 +686,8 @@ class Engine:
         self.writer.acquire(wait=True)
         try:
             try:
-                return self._checked_meta(path)  # repaired by another process meanwhile
+                if not self._truncated(path):
+                    return self._checked_meta(path)  # repaired by another process meanwhile
             except sqlite3.DatabaseError as e:
                 if not is_corruption(e):
                     raise
@@ -691,6 +695,21 @@ class Engine:
             return replace_damaged_manifest(self.index_dir, first)[1]
         finally:
             self.writer.release()
+
+    def _truncated(self, path: Path) -> bool:
+        """A manifest of 0 bytes beside the stores made from it. SQLite opens an empty file as a new database, so
+        the index was taken for a new one: everything parsed and embedded again, the embedding cache's loss and
+        its cause unsaid (a hostile-input audit, session 46). Its write-ahead log holding pages is not that."""
+        try:
+            st = os.lstat(path)
+            if st.st_size or not stat.S_ISREG(st.st_mode):
+                return False
+            wal = path.with_name(path.name + "-wal")
+            if wal.exists() and wal.stat().st_size:
+                return False
+        except OSError:
+            return False
+        return any((self.index_dir / name).exists() for name in (*LEXICAL_FOLDERS.values(), "chroma"))
 
     def _lexical_owner(self) -> str:
         """The store that holds the manifest's chunks: the one that committed last (state

@@ -322,6 +322,7 @@ class DelphiProtocol(LanguageServerProtocol):
         self.on_exit: Callable[[int], None] | None = None
         # A request answered on a thread, by id: set by its `$/cancelRequest` (core/cancel.py).
         self._cancels: dict[Any, threading.Event] = {}
+        self._initialize_taken = False  # an `initialize` request was read (a second is refused)
 
     # ------------------------------------------------------------------ cancellation
     # pygls cancels a request only before it starts; one that runs (a hover or a question waiting for the
@@ -382,6 +383,13 @@ class DelphiProtocol(LanguageServerProtocol):
             else:
                 log.info("ignored notification %r after shutdown", method)
             return
+        if is_request and method == types.INITIALIZE and self._initialize_taken:
+            # LSP: initialize is sent once. A second was run through: its options and folders replaced the first's
+            # under a session already indexing them (a hostile-input audit, session 46).
+            log.warning("request %r: a second 'initialize' refused", msg_id)
+            self._error(msg_id, JsonRpcInvalidRequest.CODE, "the server is already initialized: 'initialize' is "
+                        "sent once per server (start another server for another workspace)")
+            return
         if is_request and not self._has_handler(method):
             log.warning("request %r: unknown method %r", msg_id, method)
             self._error(msg_id, JsonRpcMethodNotFound.CODE, f"method not found: {method}")
@@ -400,6 +408,8 @@ class DelphiProtocol(LanguageServerProtocol):
             else:
                 log.warning("dropped notification %s: invalid params: %s", method, detail)
             return
+        if is_request and method == types.INITIALIZE:
+            self._initialize_taken = True  # after its params were read: one refused as invalid can be sent again
         try:
             self.handle_message(message)
         except Exception:  # a bug of ours, not the client's: answer and keep serving

@@ -190,6 +190,19 @@ def test_client_mistakes_are_logged_in_one_line_not_tracebacks(server: tuple[Wir
     assert "invalid params" in log
 
 
+def test_a_second_initialize_is_refused_and_the_first_folders_kept(server: tuple[Wire, Path], tmp_path: Path) -> None:
+    # LSP sends initialize once; a second was run through, its folders and options replacing the first's under a
+    # session already indexing them (a hostile-input audit, session 46).
+    w, ws = server
+    other = tmp_path / "other"
+    other.mkdir()
+    ans = w.call("initialize", {"processId": None, "rootUri": other.as_uri(), "capabilities": {},
+                                "initializationOptions": {"vectors": True}}, timeout=ALIVE_S)
+    assert ans.get("error", {}).get("code") == -32600 and "already initialized" in ans["error"]["message"], ans
+    status = w.call("delphi/status", {}, timeout=ALIVE_S)["result"]
+    assert [Path(x["root"]).name for x in status["workspaces"]] == [ws.name]
+
+
 def test_request_after_shutdown_is_invalid_request_and_exit_is_0(tmp_path: Path) -> None:
     w, ws = start(tmp_path)
     assert "result" in w.call("shutdown", None, timeout=30)

@@ -104,7 +104,7 @@ def _assert_whole(eng: Engine, facts: dict) -> None:
     assert all(s.startswith(("ready", "off")) for s in ans["branchesReady"].values()), ans["branchesReady"]
 
 
-@pytest.mark.parametrize("damage", ["truncated", "overwritten", "state not JSON"])
+@pytest.mark.parametrize("damage", ["truncated", "emptied", "overwritten", "state not JSON"])
 def test_damaged_manifest_is_moved_aside_and_rebuilt(copy, damage: str):
     ws, idx, facts = copy
     db = idx / "meta.sqlite"
@@ -117,7 +117,10 @@ def test_damaged_manifest_is_moved_aside_and_rebuilt(copy, damage: str):
         con.close()
     else:
         data = db.read_bytes()
-        db.write_bytes(data[: len(data) // 2] if damage == "truncated" else os.urandom(len(data)))
+        # Emptied: SQLite opens 0 bytes as a new database, so the index was taken for a new one, everything
+        # embedded again and the cache's loss unsaid (a hostile-input audit, session 46).
+        db.write_bytes(data[: len(data) // 2] if damage == "truncated" else b"" if damage == "emptied"
+                       else os.urandom(len(data)))
     with _open(ws, idx) as eng:  # used to raise DatabaseError for every command, forever
         h = eng.health(check_staleness=False)
         p = _problem(h, "manifest_recovered")
