@@ -257,7 +257,7 @@ class Retriever:
             r.timings["rerank"] = _ms(t0)
         if q.how_to and not kinds:
             fused = self._guide_first(r, fused, ltr)
-        return fused
+        return rare_word_first(r, fused, anchors)
 
     def _guide_first(self, r: Retrieval, fused: list[Fused], ltr: LearnedRanker | None) -> list[Fused]:
         """For a request for instructions: the project's guide placed among the first answers. Which document is
@@ -366,6 +366,30 @@ class Retriever:
 # whose path is often the answer ("which Dockerfile builds the api image"). Files this small are often the same by
 # chance and stay apart.
 COPY_MIN_BYTES, COPY_WINDOW, COPIES_SAID = 200, 100, 3
+
+
+def rare_word_first(r: Retrieval, fused: list[Fused], anchors: list[str]) -> list[Fused]:
+    """For a question of one searchable word that few chunks hold (a unique string, a rare name or code): the
+    files that hold it first, in the order they had. The learned ranker, trained on whole change descriptions,
+    put files only similar in meaning above the one file holding the word: at 100,000 files a word appended to a
+    Java file came third, after a file of similar-looking random words and `renderer.ts` (session 47)."""
+    q = r.q
+    if anchors or r.frame_files or len(set(q.terms)) != 1:
+        return fused
+    try:
+        _n, df = r.ctx.lexical.doc_freqs(q.terms[:1])
+    except Exception:  # a lexical store that fails is the bm25 branch's error, said there
+        return fused
+    if not 0 < df.get(q.terms[0], 0) <= RARE_WORD_CHUNKS:
+        return fused
+    holding = {h.path for h in r.lists.get("bm25", ())}
+    if not holding or fused[: len(holding)] and all(f.path in holding for f in fused[: len(holding)]):
+        return fused
+    return [f for f in fused if f.path in holding] + [f for f in fused if f.path not in holding]
+
+
+# A word this few chunks hold is what a one-word question looks for (a file holding it is an exact answer).
+RARE_WORD_CHUNKS = 10
 
 
 def fold_copies(fused: list[Fused], meta: Any, keep: set[str],
