@@ -125,19 +125,29 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     return overrides
 
 
-_OPENED: list[Path] = []  # the index folders this process's commands opened (_recovered)
+# The index folders this command opened, with the manifest file each opened ((device, inode)): _recovered.
+_OPENED: list[tuple[Path, tuple[int, int] | None]] = []
 
 
-def _recovered(e: BaseException) -> Path | None:
+def _recovered(e: BaseException) -> str | None:
     """A manifest found corrupt while a command read or wrote it (a damaged page the open's checks do not read):
-    moved aside when SQLite's check confirms it, so that the command can run once more on a new one. Where it
-    went, or None."""
-    from .engine import recover_damaged_manifest
+    moved aside when SQLite's check confirms it, so that the command can run once more on a new one. What happened,
+    in words, or None (the error is not the manifest's). Another process that met the same damage may have moved it
+    aside first: the command then runs again on the new one (it re-raised the error, a review, session 47)."""
+    from .engine import _file_identity, recover_damaged_manifest
     from .stores.meta import is_corruption
 
     if not is_corruption(e) or not _OPENED:
         return None
-    return recover_damaged_manifest(_OPENED[-1], e)
+    index_dir, opened = _OPENED[-1]
+    if opened is not None and _file_identity(index_dir / "meta.sqlite") != opened:
+        return "another process had already moved it aside and started a new one"
+    aside = recover_damaged_manifest(index_dir, e, opened)
+    if aside is None:
+        if opened is not None and _file_identity(index_dir / "meta.sqlite") != opened:
+            return "another process had already moved it aside and started a new one"
+        return None
+    return f"it was moved aside to {aside} and a new one started (the embedding cache went with it)"
 
 
 def _engine(args: argparse.Namespace, ranks: bool = True) -> Engine:
@@ -146,7 +156,7 @@ def _engine(args: argparse.Namespace, ranks: bool = True) -> Engine:
     from .engine import Engine  # lazy: see the module docstring
 
     eng = Engine(args.path, **{**_overrides(args), **({} if ranks else {"reranker": "off"})})
-    _OPENED.append(eng.index_dir)
+    _OPENED.append((eng.index_dir, eng.manifest_identity))
     if "snapshot" in eng.problems:  # a `snapshot` setting refused at this open: said where the user looks, not
         # only in a health report of this very process (a newcomer, session 29)
         print(f"delphi: warning: {eng.problems['snapshot']}", file=sys.stderr)
@@ -944,6 +954,7 @@ def _machine_error(e: BaseException) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     program = argv is None  # the `delphi` program itself, not a call from Python (tests call main(argv))
     argv = sys.argv[1:] if argv is None else argv
+    _OPENED.clear()  # this command's own (tests and API users call main several times in one process)
     _usable_streams()
     if argv[:1] == ["mcp"] and not _stdin_open():
         # Checked before any file is opened: one opened later would take fd 0 and be read as the protocol.
@@ -971,14 +982,13 @@ def main(argv: list[str] | None = None) -> int:
         try:
             code = int(args.fn(args) or 0)
         except Exception as e:
-            aside = _recovered(e)
-            if aside is None:
+            done = _recovered(e)
+            if done is None:
                 raise
             # Said, moved aside, and the command run again on a new manifest (which indexes the folder again when
             # the command indexes; health says it was recovered).
-            print(f"delphi: warning: the index's manifest was damaged ({type(e).__name__}: {e}); it was moved "
-                  f"aside to {aside} and a new one started (the embedding cache went with it)",
-                  file=sys.stderr)
+            print(f"delphi: warning: the index's manifest was damaged ({type(e).__name__}: {e}); {done}; running "
+                  "the command again", file=sys.stderr)
             code = int(args.fn(args) or 0)
         sys.stdout.flush()  # inside the try: a closed pipe shows up here, not as a traceback at exit
         if program and argv[:1] != ["mcp"]:

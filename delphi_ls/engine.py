@@ -128,6 +128,12 @@ def move_manifest_aside(path: Path) -> Path:
     """Move a damaged manifest (and its write-ahead files) aside as ``meta.sqlite.corrupt-<time>``; the next open
     starts a new one and the workspace is indexed again (the embedding cache goes with it)."""
     aside = path.with_name(f"meta.sqlite.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
+    n = 1
+    while any(aside.with_name(aside.name + suffix).exists() for suffix in ("", "-wal", "-shm")):
+        # Two moves in one second (a server and a command that met the same damage) overwrote the first, the only
+        # copy of the embedding cache (a review, session 47).
+        n += 1
+        aside = path.with_name(f"meta.sqlite.corrupt-{time.strftime('%Y%m%d-%H%M%S')}-{n}")
     for suffix in ("", "-wal", "-shm"):
         src = path.with_name(path.name + suffix)
         if src.exists():
@@ -148,16 +154,21 @@ def replace_damaged_manifest(index_dir: Path, error: BaseException) -> tuple[Pat
     return aside, meta
 
 
-def recover_damaged_manifest(index_dir: Path, error: BaseException) -> Path | None:
+def recover_damaged_manifest(index_dir: Path, error: BaseException,
+                             opened: tuple[int, int] | None = None) -> Path | None:
     """After a read or write found the manifest corrupt where the open's cheap checks do not look (a page inside
     the file: `delphi context` died with "database disk image is malformed", and `delphi index --rebuild` too, for
     good; a hostile-input audit, session 46): when SQLite's own check confirms the damage, the manifest is moved
     aside and a new one started, as an open that fails does. Returns where it went; None when the check does not
-    confirm it (the error is then not the manifest's to mend). The engine that hit it must be closed first."""
+    confirm it (the error is then not the manifest's to mend), and when the file is no longer the one that was
+    ``opened`` (its identity: another process moved it aside and started a new one meanwhile). The engine that hit
+    it must be closed first."""
     path = index_dir / "meta.sqlite"
     lock = WriterLock(index_dir)
     lock.acquire(wait=True)  # another process may be moving it aside, or writing, right now
     try:
+        if opened is not None and _file_identity(path) != opened:
+            return None
         if not path.is_file() or not manifest_fails_check(path):
             return None
         aside, meta = replace_damaged_manifest(index_dir, error)
@@ -166,6 +177,9 @@ def recover_damaged_manifest(index_dir: Path, error: BaseException) -> Path | No
     finally:
         lock.release()
 
+
+# An empty manifest younger than this may be one another process is creating (_truncated): not damage.
+EMPTY_MANIFEST_AGE_S = 60.0
 
 # The largest manifest `delphi health` checks page by page (PRAGMA quick_check reads ~180 MB/s here).
 PAGE_CHECK_MAX_BYTES = 2**30
@@ -699,10 +713,13 @@ class Engine:
     def _truncated(self, path: Path) -> bool:
         """A manifest of 0 bytes beside the stores made from it. SQLite opens an empty file as a new database, so
         the index was taken for a new one: everything parsed and embedded again, the embedding cache's loss and
-        its cause unsaid (a hostile-input audit, session 46). Its write-ahead log holding pages is not that."""
+        its cause unsaid (a hostile-input audit, session 46). Its write-ahead log holding pages is not that, nor is
+        a file made in the last EMPTY_MANIFEST_AGE_S: a new manifest is 0 bytes from its creation until SQLite
+        writes its first page, which waits for the lock (up to 30 s) when another process holds it (a review,
+        session 47)."""
         try:
             st = os.lstat(path)
-            if st.st_size or not stat.S_ISREG(st.st_mode):
+            if st.st_size or not stat.S_ISREG(st.st_mode) or time.time() - st.st_mtime < EMPTY_MANIFEST_AGE_S:
                 return False
             wal = path.with_name(path.name + "-wal")
             if wal.exists() and wal.stat().st_size:
@@ -2023,6 +2040,11 @@ class Engine:
         file, said "ready", and lost what it indexed at its restart (a newcomer, session 30). Or the manifest was
         found corrupt in use (overwritten in place): every question failed "malformed" until a restart."""
         return self.manifest_damaged or self.manifest_moved()
+
+    @property
+    def manifest_identity(self) -> tuple[int, int] | None:
+        """The manifest file this engine opened ((device, inode)): whether it is still the one on disk."""
+        return self._meta_identity
 
     def manifest_moved(self) -> bool:
         """Whether ``meta.sqlite`` on disk is no longer the file this engine opened (removed or replaced)."""

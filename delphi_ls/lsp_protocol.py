@@ -312,6 +312,10 @@ def strict_converter() -> cattrs.Converter:
     return converter
 
 
+# LSP's RequestFailed: a right request the server cannot answer now (a damaged index being rebuilt), said in words.
+REQUEST_FAILED = -32803
+
+
 class DelphiProtocol(LanguageServerProtocol):
     """pygls' LSP protocol with every request answered, even malformed ones."""
 
@@ -446,8 +450,8 @@ class DelphiProtocol(LanguageServerProtocol):
 
     # ------------------------------------------------------------------ answers
     def _send_handler_result(self, future: Future[Any], *, msg_id: Any) -> None:
-        """The client's mistakes (InvalidParams and friends, a request before `initialized`) are answered and
-        logged in one line."""
+        """The client's mistakes (InvalidParams and friends, a request before `initialized`) and a request the
+        server cannot answer now (RequestFailed: its index being rebuilt) are answered and logged in one line."""
         exc = None if future.cancelled() else future.exception()
         if isinstance(exc, JsonRpcRequestCancelled):
             # The editor dropped it (VS Code cancels at every keystroke): an ERROR and a 15-line traceback each went
@@ -458,7 +462,7 @@ class DelphiProtocol(LanguageServerProtocol):
             return
         if isinstance(exc, JsonRpcException) and exc.code in (JsonRpcInvalidParams.CODE, JsonRpcInvalidRequest.CODE,
                                                                JsonRpcMethodNotFound.CODE,
-                                                               JsonRpcServerNotInitialized.CODE):
+                                                               JsonRpcServerNotInitialized.CODE, REQUEST_FAILED):
             self._request_futures.pop(msg_id, None)
             log.warning("request %r answered with error %d: %s", msg_id, exc.code, exc.message)
             self._send_response(msg_id, error=exc.to_response_error())

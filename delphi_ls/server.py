@@ -24,7 +24,7 @@ from . import __version__
 from .api import ContextRequest, IndexRepairing, RelatedRequest, RequestError, uri_to_path
 from .core.processes import running
 from .lsp_documents import OpenDocuments
-from .lsp_protocol import DelphiProtocol, serve_stdio, strict_converter
+from .lsp_protocol import REQUEST_FAILED, DelphiProtocol, serve_stdio, strict_converter
 from .session import LENS_CODE, LENS_TESTS, Problem, Session, SessionEvents
 
 log = logging.getLogger("delphi_ls")
@@ -170,7 +170,7 @@ class RequestFailed(JsonRpcException):
     """LSP 3.17's RequestFailed: the request was right and the server could not answer it now (a damaged index being
     rebuilt), said in words rather than as -32603 with a traceback."""
 
-    CODE = -32803
+    CODE = REQUEST_FAILED
     MESSAGE = "RequestFailed"
 
 

@@ -15,11 +15,11 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .api import (
     ContextAnswer,
@@ -32,16 +32,24 @@ from .api import (
     uri_to_path,
 )
 from .core import cancel, fs
-from .engine import Engine, EngineClosed, IndexBusy, IndexReport, manifest_fails_check, move_manifest_aside
+from .engine import (
+    Engine,
+    EngineClosed,
+    IndexBusy,
+    IndexReport,
+    manifest_fails_check,
+    recover_damaged_manifest,
+)
 from .indexing.pipeline import WorkspaceGone, folder_readable
 from .settings import Settings, SettingsError
-from .stores.meta import is_corruption
+from .stores.meta import DamagedManifest, is_corruption
 from .workspace import watch as watch_mod
 from .workspace.roots import WorkspaceRefused
 from .workspace.scan import UNDECODABLE_NAME, utf8_name
 from .workspace.watch import RULE_FILES, Watcher, WatchUnavailable
 
 log = logging.getLogger("delphi_ls")
+T = TypeVar("T")
 DEBOUNCE_S = 0.3
 # A small update (a save) leaves its index segment unmerged; this long after it, when no update is waiting,
 # the worker merges what piled up (Engine.maintain), so no save pays for a merge (issue 18).
@@ -318,7 +326,13 @@ class Session:
             except Exception:  # its files are gone: what it holds is lost either way
                 log.exception("closing the replaced index of %s failed", root)
             if damaged and not replaced:
-                log.warning("moved the damaged manifest aside to %s", move_manifest_aside(eng.index_dir / "meta.sqlite"))
+                # Under the writer lock, checked again, and only the file this engine opened: a command that met the
+                # same damage may have moved it aside and started a new one while questions were waited for, and
+                # that one was moved aside as corrupt (a review, session 47). Health then says the recovery.
+                err = DamagedManifest("SQLite's check found it damaged while the server answered from it")
+                aside = recover_damaged_manifest(eng.index_dir, err, eng.manifest_identity)
+                if aside is not None:
+                    log.warning("moved the damaged manifest aside to %s", aside)
             try:
                 new = Engine(root, Settings.load(root, self.options))
             except Exception as e:
@@ -1091,6 +1105,17 @@ class Session:
                                      "ask again in a few seconds") from None
             raise
 
+    def _editor_read(self, eng: Engine, read: Callable[[], T], empty: T) -> T:
+        """An editor's view of one file (lenses, hover, outline) read under :meth:`_reading`: a damaged index found
+        there is opened again and indexed as for a question, and the view is ``empty`` meanwhile (the reopen says
+        it once, in a message): a lens or hover failed with a traceback at every keystroke (a review, session
+        47)."""
+        try:
+            with self._reading(eng):
+                return read()
+        except IndexRepairing:
+            return empty
+
     def _events_in_hand(self, root: Path) -> Watcher | None:
         """The folder's watcher while it holds events not yet reported (a burst being gathered, at most
         MAX_BATCH_S, or events still unread), unless its writer never pauses (then nothing is waited for)."""
@@ -1245,6 +1270,14 @@ class Session:
                 if root in self._reopening or self.engines.get(root) is not eng:
                     continue  # closed by its reopen (_reopen) during this poll: the next poll sees the new one
                 raise
+            except IndexRepairing as e:
+                # This folder's, said as its own state: the other folders' status was lost with it (a review,
+                # session 47). Its counts are those of the index about to be made.
+                out.append({"root": str(root), "state": "repairing", "indexing": None,
+                            "counts": {"files": 0, "chunks": 0, "vectors": 0, "symbols": 0, "skipped": 0},
+                            "branches": {}, "staleness": None, "indexAgeSeconds": None, "changes": self._changes(root),
+                            "problems": [{"severity": "error", "code": "manifest_damaged", "message": str(e)}]})
+                continue
             if due:
                 self._staleness[root] = (time.monotonic(), h.get("staleness"))
             else:
@@ -1293,8 +1326,9 @@ class Session:
         if found is None:
             return []
         eng, rel = found
+        defs = self._editor_read(eng, lambda: eng.definitions(rel), [])
         return [{"name": s.name, "kind": s.kind, "path": s.path, "line": s.line, "endLine": s.end_line,
-                 "container": s.container, "uri": (self.shown_root(eng) / rel).as_uri()} for s in eng.definitions(rel)]
+                 "container": s.container, "uri": (self.shown_root(eng) / rel).as_uri()} for s in defs]
 
     def _editor_file(self, path_or_uri: str) -> tuple[Engine, str] | None:
         """The folder and path of a file a lens or hover asks about, once its folder's first small index and the
@@ -1312,7 +1346,7 @@ class Session:
         if found is None:
             return []
         eng, rel = found
-        if eng.kind_of(rel) == "test":
+        if self._editor_read(eng, lambda: eng.kind_of(rel), "test") == "test":
             return []
         # The same file at the same index state gives the same lenses: an editor asks again at each refresh and
         # leaving insert mode, and ripgrep's 8,161-line defs.rs took 1.3-1.5 s each time (session 38).
@@ -1327,7 +1361,7 @@ class Session:
         while not building.acquire(timeout=0.1):
             cancel.check()
         try:
-            return self._lenses_made(eng, rel, key)
+            return self._editor_read(eng, lambda: self._lenses_made(eng, rel, key), [])
         finally:
             building.release()
 
@@ -1370,20 +1404,22 @@ class Session:
         if found is None:
             return None
         eng, rel = found
-        if eng.kind_of(rel) != "test":
+        if self._editor_read(eng, lambda: eng.kind_of(rel), None) != "test":
             return None
-        return self._with_uris(eng, eng.related_code(rel, limit=LENS_CODE + 1))  # one more: the lens says "10+"
+        # One more than shown: the lens says "10+".
+        return self._editor_read(eng, lambda: self._with_uris(eng, eng.related_code(rel, limit=LENS_CODE + 1)), None)
 
     def related_tests_at(self, path_or_uri: str, line: int) -> tuple[str, list[dict[str, Any]]] | None:
         found = self._editor_file(path_or_uri)
         if found is None:
             return None
         eng, rel = found
-        syms = [s for s in eng.definitions(rel) if s.line <= line <= s.end_line]
+        syms = [s for s in self._editor_read(eng, lambda: eng.definitions(rel), []) if s.line <= line <= s.end_line]
         if not syms:
             return None
         name = max(syms, key=lambda s: s.line).name  # the innermost definition around the line
-        return name, self._with_uris(eng, eng.related_tests(rel, symbol=name, limit=10))
+        rows = self._editor_read(eng, lambda: eng.related_tests(rel, symbol=name, limit=10), None)
+        return None if rows is None else (name, self._with_uris(eng, rows))
 
     # ------------------------------------------------------------------ problems
     def publish_problems(self, eng: Engine) -> None:

@@ -671,3 +671,15 @@ def test_a_binary_crate_s_integration_tests_are_every_module_s(engine_for):
     assert [r["path"] for r in rows] == ["tests/tests.rs"], rows
     assert rows[0]["why"] == "an integration test of this binary crate, which runs the whole program"
     assert "lib/tests/other.rs" not in [r["path"] for r in eng.related_tests("lib/src/walk.rs")]
+
+
+@pytest.mark.parametrize("container, owner", [
+    ("spdlog::async_logger", "async_logger"), ("PartialEq for DirEntry", "DirEntry"), ("Map<K, V>", "Map"),
+    # Nested parameters: one pass left the inner type (`Vec`, `traits`) as the owner (a review, session 47).
+    ("HashMap<K, Vec<V>>", "HashMap"), ("PartialEq for Wrapper<Vec<u8>>", "Wrapper"),
+    ("basic_string<char, traits<char>>", "basic_string"),
+])
+def test_a_members_owner_is_its_type_s_own_name(container: str, owner: str):
+    from delphi_ls.retrieval.branches.anchors import _owner_name
+
+    assert _owner_name(container) == owner

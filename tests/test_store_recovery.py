@@ -13,6 +13,7 @@ import os
 import random
 import shutil
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -121,6 +122,8 @@ def test_damaged_manifest_is_moved_aside_and_rebuilt(copy, damage: str):
         # embedded again and the cache's loss unsaid (a hostile-input audit, session 46).
         db.write_bytes(data[: len(data) // 2] if damage == "truncated" else b"" if damage == "emptied"
                        else os.urandom(len(data)))
+        if damage == "emptied":  # by a crash a while ago: a younger empty file may be a manifest being created
+            os.utime(db, (time.time() - 120, time.time() - 120))
     with _open(ws, idx) as eng:  # used to raise DatabaseError for every command, forever
         h = eng.health(check_staleness=False)
         p = _problem(h, "manifest_recovered")
@@ -454,5 +457,92 @@ def test_a_server_that_meets_a_damaged_page_says_it_and_answers_after_the_rebuil
         assert s.wait_idle(120)
         ans = s.context(ContextRequest(query="exponential backoff retry policy"))
         assert ans["results"] and ans["results"][0]["path"] in ("shipyard/retry.py", "docs/retry.md")
+    finally:
+        s.shutdown()
+
+
+def test_the_language_server_says_a_damaged_page_as_request_failed_without_a_traceback(copy):
+    """Over stdio: the question that meets the damage is answered RequestFailed (-32803) in words, logged in one
+    line (pygls logged it as an ERROR with a 20-line traceback; a review, session 47), and a later one answers."""
+    import time
+
+    from tests.lsp_wire import Wire
+
+    ws, idx, _facts = copy
+    _garble_page_of(idx / "meta.sqlite", "chunks")
+    w = Wire()
+    try:
+        w.initialize(ws, {"indexDir": str(idx), "vectors": False, "reranker": "off"})
+        ans = w.call("delphi/context", {"query": "exponential backoff retry policy"}, timeout=60)
+        assert ans.get("error", {}).get("code") == -32803 and "ask again" in ans["error"]["message"], ans
+        deadline, results = time.monotonic() + 120, None
+        while time.monotonic() < deadline and not results:
+            time.sleep(1.0)
+            got = w.call("delphi/context", {"query": "exponential backoff retry policy"}, timeout=60)
+            results = got.get("result", {}).get("results")
+        assert results, "no answer after the rebuild"
+        assert w.close() == 0
+        time.sleep(0.5)  # stderr is read by its own thread
+        assert not any("Traceback" in line for line in w.stderr), "".join(w.stderr[-30:])
+    finally:
+        if w.proc.poll() is None:
+            w.proc.kill()
+
+
+def test_a_command_whose_damaged_manifest_another_process_replaced_runs_again(copy):
+    """Two commands meet one damaged page; the first moves the manifest aside and starts a new one. The second
+    found the new one sound and raised its error, with the traceback (a review, session 47): it now runs again on
+    the new one, and never moves a manifest it did not open."""
+    from delphi_ls import cli
+    from delphi_ls.engine import _file_identity, move_manifest_aside
+    from delphi_ls.stores.meta import DamagedManifest, MetaStore
+
+    ws, idx, _facts = copy
+    opened = _file_identity(idx / "meta.sqlite")
+    move_manifest_aside(idx / "meta.sqlite")  # the other process's recovery
+    MetaStore(idx / "meta.sqlite").close()
+    cli._OPENED[:] = [(idx, opened)]
+    try:
+        said = cli._recovered(DamagedManifest("database disk image is malformed"))
+    finally:
+        cli._OPENED.clear()
+    assert said is not None and "another process" in said
+    assert len(list(idx.glob("meta.sqlite.corrupt-*"))) == 1  # the new manifest stays where it is
+    assert (idx / "meta.sqlite").is_file()
+
+
+def test_an_empty_manifest_being_created_is_no_damage(copy):
+    """A new manifest is 0 bytes until SQLite writes its first page; beside the stores of an index whose manifest
+    was removed, one just made is not moved aside as truncated, nor one whose write-ahead log holds its pages."""
+    ws, idx, _facts = copy
+    db = idx / "meta.sqlite"
+    for name in ("meta.sqlite", "meta.sqlite-wal", "meta.sqlite-shm"):
+        (idx / name).unlink(missing_ok=True)
+    db.write_bytes(b"")  # just made by another process (its mtime is now)
+    with _open(ws, idx) as eng:
+        assert "manifest_recovered" not in {p["code"] for p in eng.health(check_staleness=False)["problems"]}
+    assert not list(idx.glob("meta.sqlite.corrupt-*"))
+
+
+def test_an_editor_view_of_a_damaged_index_is_empty_until_it_is_indexed_again(copy):
+    """A lens, hover or outline that met the damage failed with sqlite's error (a traceback to the editor at every
+    keystroke) and nothing was rebuilt from it (a review, session 47): the view is now empty, the folder is opened
+    again and indexed, and the view comes back."""
+    from delphi_ls.session import Session, SessionEvents
+
+    ws, idx, _facts = copy
+    _garble_page_of(idx / "meta.sqlite", "symbols")
+    s = Session(SessionEvents(), {"indexDir": str(idx), "vectors": False, "reranker": "off"})
+    s.start([ws])
+    try:
+        path = str(ws / "shipyard" / "retry.py")
+        assert s.document_symbols(path) == []  # was sqlite3.DatabaseError
+        assert s.wait_idle(120)
+        deadline = time.monotonic() + 60
+        while not s.document_symbols(path) and time.monotonic() < deadline:
+            time.sleep(0.5)
+            s.wait_idle(30)
+        assert "RetryPolicy" in {d["name"] for d in s.document_symbols(path)}
+        assert list(idx.glob("meta.sqlite.corrupt-*"))
     finally:
         s.shutdown()

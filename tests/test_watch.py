@@ -427,3 +427,26 @@ def test_a_slow_walk_to_arm_file_events_holds_no_question_back(tmp_path: Path, m
     finally:
         release.set()
         s.shutdown()
+
+
+def test_a_walk_that_fails_to_arm_file_events_falls_back_to_polling(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A failure of the arming walk other than the ones it names (here an OSError from inside it) left the folder
+    "file events starting" for good: never watched, never polled, never retried (a review, session 47)."""
+    ws, _ = _tree(tmp_path)
+
+    def failing_sync(self: Watcher) -> None:
+        raise PermissionError(13, "Permission denied", str(ws / "src"))
+
+    monkeypatch.setattr(Watcher, "_sync", failing_sync)
+    s = Session(_Quiet(), {"indexDir": str(tmp_path / "index"), "vectors": False})
+    s.start([ws])
+    try:
+        assert s.wait_idle(120)
+        s.watch(interval=0.5)
+        assert s.wait_idle(30), "idle never said: the folder stayed being armed"
+        changes = s.status()["workspaces"][0]["changes"]
+        assert changes.startswith("polling") and "PermissionError" in changes, changes
+        (ws / "src" / "pkg" / "added.py").write_text("def polled_quokka():\n    return 3\n")
+        assert _found(s, "polled_quokka", 15.0)  # the poll sees it
+    finally:
+        s.shutdown()

@@ -172,10 +172,15 @@ class Watcher:
         self._ino = _Inotify()
         try:
             self._sync()
-        except WatchUnavailable:
+        except Exception as e:
             self._ino.close()
             self._ino = None
-            raise
+            if isinstance(e, WatchUnavailable):
+                raise
+            # Any failure of the walk is one the caller falls back from (it polls, and says so): one it did not
+            # expect left the folder "file events starting" for good, unwatched and not retried (a review,
+            # session 47).
+            raise WatchUnavailable(f"file events could not start: {type(e).__name__}: {e}") from e
         self._thread = threading.Thread(target=self._run, name=f"delphi-events-{self.root.name}", daemon=True)
         self._thread.start()
 

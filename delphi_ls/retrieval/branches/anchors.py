@@ -144,8 +144,12 @@ def _owner_name(container: str) -> str:
     """The type a member's container names, as a test would spell it: `async_logger` for C++'s
     `spdlog::async_logger` (an `-inl.h` file's members: the qualified name matched no test, so spdlog's
     `async_logger-inl.h` had no related test and test_async.cpp was the engine's first; dev_langs, session 46),
-    `DirEntry` for Rust's `PartialEq for DirEntry`, `Map` for `Map<K, V>`."""
-    words = re.findall(r"[A-Za-z_$][\w$]*", re.sub(r"<[^<>]*>", "", container))
+    `DirEntry` for Rust's `PartialEq for DirEntry`, `Map` for `Map<K, V>` and for `Map<K, Vec<V>>` (the innermost
+    parameters go first, until none is left: one pass left `Vec`; a review, session 47)."""
+    bare, prev = container, None
+    while bare != prev:
+        bare, prev = re.sub(r"<[^<>]*>", "", bare), bare
+    words = re.findall(r"[A-Za-z_$][\w$]*", bare)
     return words[-1] if words else container
 
 
