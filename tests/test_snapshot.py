@@ -695,21 +695,11 @@ def test_a_snapshot_inside_the_workspace_is_refused(built, tmp_path: Path) -> No
     assert not (ws / "inside.delphi-snapshot").exists()
 
 
-def _garble_page_of(db_path: Path, table: str) -> None:
-    """Overwrite the root page of ``table`` with bytes no b-tree page starts with: SQLite still opens the file and
-    reads its schema, and fails on the first read of that table."""
-    db = sqlite3.connect(db_path)
-    size = db.execute("PRAGMA page_size").fetchone()[0]
-    root = db.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0]
-    db.close()
-    with open(db_path, "r+b") as fh:
-        fh.seek((root - 1) * size)
-        fh.write(b"\xff" * size)
-
-
 def test_a_manifest_with_a_damaged_page_and_a_true_header_is_refused(built, tmp_path: Path) -> None:
     """Loaded before (its checksum matched its bytes), and every question after it died "database disk image is
     malformed", `delphi index` repairing nothing (a hostile-input audit, session 46)."""
+    from tests.test_store_recovery import _garble_page_of
+
     ws, snap, _answers = built
     with tarfile.open(snap, "r:gz") as tar:
         (tmp_path / "meta.sqlite").write_bytes(tar.extractfile("index/meta.sqlite").read())
