@@ -580,7 +580,9 @@ class Session:
 
     # ------------------------------------------------------------------ the indexing worker
     def _run(self) -> None:
-        waited_for_arming = False
+        # When runs stop waiting for file events to be armed: one deadline for the whole arming, not one wait per
+        # batch (after one 120 s wait each later batch waited 120 s again while the walk went on; a review, s47).
+        arming_until: float | None = None
         while True:
             with self._cv:
                 due: list[Path] = []
@@ -611,15 +613,18 @@ class Session:
                     self._cv.wait(timeout=DEBOUNCE_S)
                 if self._stopping:
                     return
-                arming = not self._armed.is_set() and not waited_for_arming
-            if arming:
-                # File events being armed (`watch`): a run now would look at folders before their events are
-                # watched, and an edit between the two would be seen by neither. It runs once they are armed (its
-                # work stays pending meanwhile, so the arming knows it is still to come).
-                self._armed.wait(ARMING_WAIT_S)
-                waited_for_arming = True
-                continue
-            waited_for_arming = False
+                arming = not self._armed.is_set()
+            if not arming:
+                arming_until = None
+            else:
+                if arming_until is None:
+                    arming_until = time.monotonic() + ARMING_WAIT_S
+                if (left := arming_until - time.monotonic()) > 0:
+                    # File events being armed (`watch`): a run now would look at folders before their events are
+                    # watched, and an edit between the two would be seen by neither. It runs once they are armed
+                    # (its work stays pending meanwhile, so the arming knows it is still to come).
+                    self._armed.wait(left)
+                    continue
             with self._cv:
                 work, self.pending = self.pending, {}
                 self._flush = False

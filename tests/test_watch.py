@@ -450,3 +450,49 @@ def test_a_walk_that_fails_to_arm_file_events_falls_back_to_polling(tmp_path: Pa
         assert _found(s, "polled_quokka", 15.0)  # the poll sees it
     finally:
         s.shutdown()
+
+
+def test_runs_wait_for_a_long_arming_once_not_once_per_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Runs wait for file events to be armed, at most ARMING_WAIT_S: each batch after the first waited that long
+    again while the walk went on (a review, session 47). Here the walk never ends within the test; the first
+    re-index waits out the bound, the second runs at once."""
+    from delphi_ls import session as session_mod
+
+    monkeypatch.setattr(session_mod, "ARMING_WAIT_S", 4.0)
+    ws, _ = _tree(tmp_path)
+    release, walking = threading.Event(), threading.Event()
+    real_start = Watcher.start
+
+    def held_start(self: Watcher) -> None:
+        walking.set()
+        release.wait(120)
+        real_start(self)
+
+    monkeypatch.setattr(Watcher, "start", held_start)
+    s = Session(_Quiet(), {"indexDir": str(tmp_path / "index"), "vectors": False})
+    s.start([ws])
+
+    def found_within(word: str, timeout: float) -> float | None:
+        # Read from the index as the worker left it (a question would bring a small folder up to date itself).
+        t0 = time.monotonic()
+        eng = next(iter(s.engines.values()))
+        while time.monotonic() - t0 < timeout:
+            if any(r["name"] == word for r in eng.symbols(word, limit=5)):
+                return time.monotonic() - t0
+            time.sleep(0.1)
+        return None
+
+    try:
+        assert s.wait_idle(120)
+        threading.Thread(target=s.watch, kwargs={"interval": 3600}, daemon=True).start()
+        assert walking.wait(10)
+        (ws / "src" / "pkg" / "added.py").write_text("def first_quokka():\n    return 1\n")
+        s.reindex()
+        assert found_within("first_quokka", 30) is not None
+        (ws / "src" / "pkg" / "added.py").write_text("def second_quokka():\n    return 2\n")
+        s.reindex()
+        took = found_within("second_quokka", 30)
+        assert took is not None and took < 3.0, took  # the bound (4 s) is not waited again
+    finally:
+        release.set()
+        s.shutdown()
