@@ -11,7 +11,8 @@ import random
 import pytest
 
 from delphi_ls import Engine
-from delphi_ls.retrieval.retriever import RARE_WORD_CHUNKS, rare_word_first
+from delphi_ls.retrieval.query import analyse
+from delphi_ls.retrieval.retriever import RARE_WORD_CHUNKS, one_word, rare_word_first
 
 PARAMS = ("package app;\n\n/** The parameters of an operation. */\npublic interface Params extends Iterable<String> {\n\n"
           "\tint count();\n\n\tboolean isEmpty();\n}\n\n// qxvorbitalclamp\n")
@@ -26,6 +27,8 @@ def eng(tmp_path_factory: pytest.TempPathFactory):
     for i in range(6):  # similar-looking words, none of them the one asked: what a vector finds alike
         words = " ".join("qxv" + "".join(rnd.choice("orbitalcmp") for _ in range(9)) for _ in range(40))
         (ws / "src" / f"noise{i}.py").write_text(f"# generated table {i}\nWORDS = '''{words}'''\n", encoding="utf-8")
+    (ws / "src" / "env.py").write_text("import os\n\n\ndef load():\n    if os.environ.get('APP_SKIP_DOTENV'):\n"
+                                       "        return {}\n    return read_dotenv('.env')\n", encoding="utf-8")
     for i in range(RARE_WORD_CHUNKS + 2):  # a word more chunks hold than a rare one
         (ws / "src" / f"mod{i}.py").write_text(f"def handler_{i}(request):\n    return request.args.get('page', {i})\n",
                                                encoding="utf-8")
@@ -58,3 +61,21 @@ def test_a_one_word_question_is_answered_and_previewed_at_the_word(eng: Engine) 
     first = top["spans"][0]
     # The chunk is labelled by the interface the question does not name; the preview is the word's own line.
     assert first["previewLine"] == 11 and first["preview"] == "// qxvorbitalclamp", first
+
+
+@pytest.mark.parametrize("question, word", [
+    ("qxvorbitalclamp", "qxvorbitalclamp"), ("FLASK_SKIP_DOTENV", "flask_skip_dotenv"),
+    ("where is FLASK_SKIP_DOTENV used?", "flask_skip_dotenv"), ("`registerBlueprint`", "registerblueprint"),
+    ("retry policy", None), ("where is FLASK_SKIP_DOTENV read from the environment", None),
+])
+def test_one_word_is_a_lone_word_or_a_lone_identifier(question: str, word: str | None) -> None:
+    assert one_word(analyse(question)) == word
+
+
+def test_a_lone_identifier_puts_the_files_spelling_it_first(eng: Engine) -> None:
+    # On flask, `FLASK_SKIP_DOTENV` answered `cli.py` first, which never spells it (found by its parts' words and
+    # the graph), above the four files that do (a newcomer, session 47).
+    r = eng.retrieve("APP_SKIP_DOTENV")
+    shuffled = sorted(r.fused, key=lambda f: f.path == "src/env.py")
+    assert shuffled[0].path != "src/env.py"
+    assert [f.path for f in rare_word_first(r, shuffled, [])][0] == "src/env.py"

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core import Kind, Need, Shape, State, cancel, state_of
+from ..core.tokens import split_identifier
 from ..models.cross_encoder import CrossEncoder
 from ..models.embedders import Embedder
 from ..models.ltr import LearnedRanker
@@ -369,23 +370,38 @@ COPY_MIN_BYTES, COPY_WINDOW, COPIES_SAID = 200, 100, 3
 
 
 def rare_word_first(r: Retrieval, fused: list[Fused], anchors: list[str]) -> list[Fused]:
-    """For a question of one searchable word that few chunks hold (a unique string, a rare name or code): the
-    files that hold it first, in the order they had. The learned ranker, trained on whole change descriptions,
-    put files only similar in meaning above the one file holding the word: at 100,000 files a word appended to a
-    Java file came third, after a file of similar-looking random words and `renderer.ts` (session 47)."""
-    q = r.q
-    if anchors or r.frame_files or len(set(q.terms)) != 1:
+    """For a question of one searchable word or one identifier (``where is FLASK_SKIP_DOTENV used?``) that few
+    chunks hold (a unique string, a rare name or code): the files that hold it, word for word, first, in the order
+    they had. The learned ranker, trained on whole change descriptions, put files only similar in meaning above
+    the one file holding the word: at 100,000 files a word appended to a Java file came third, after a file of
+    similar-looking random words and `renderer.ts` (session 47); on flask `FLASK_SKIP_DOTENV` answered `cli.py`,
+    which never spells it, above the four files that do (a newcomer, session 47)."""
+    word = one_word(r.q)
+    if word is None or anchors or r.frame_files:
         return fused
     try:
-        _n, df = r.ctx.lexical.doc_freqs(q.terms[:1])
+        _n, df = r.ctx.lexical.doc_freqs([word])
+        if not 0 < df.get(word, 0) <= RARE_WORD_CHUNKS:
+            return fused
+        holding = {row[1] for row in r.ctx.lexical.search_terms([word], limit=4 * RARE_WORD_CHUNKS)}
     except Exception:  # a lexical store that fails is the bm25 branch's error, said there
         return fused
-    if not 0 < df.get(q.terms[0], 0) <= RARE_WORD_CHUNKS:
-        return fused
-    holding = {h.path for h in r.lists.get("bm25", ())}
-    if not holding or fused[: len(holding)] and all(f.path in holding for f in fused[: len(holding)]):
+    if not holding or all(f.path in holding for f in fused[: len(holding)]):
         return fused
     return [f for f in fused if f.path in holding] + [f for f in fused if f.path not in holding]
+
+
+def one_word(q: QueryInfo) -> str | None:
+    """The one thing a question searches for, as the index holds it: its only word, or its only identifier whole
+    when its other words are that identifier's parts (`flask_skip_dotenv` of `FLASK_SKIP_DOTENV`); else None."""
+    terms = set(q.terms)
+    if len(terms) == 1:
+        return q.terms[0]
+    if len(q.identifiers) == 1:
+        whole = q.identifiers[0].lower()
+        if whole in terms and terms <= {whole, *split_identifier(q.identifiers[0])}:
+            return whole
+    return None
 
 
 # A word this few chunks hold is what a one-word question looks for (a file holding it is an exact answer).
