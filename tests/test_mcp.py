@@ -726,3 +726,19 @@ async def test_related_tests_rows_carry_what_the_cli_s_carry(ws: Path, tmp_path:
         first = res.structured_content["results"][0]
         assert first["path"] == "engine/src/tally.rs" and first["line"] == 6, res.structured_content
         assert isinstance(first["score"], float), first
+
+
+async def test_a_symbol_no_test_names_says_the_file_has_tests(ws: Path, tmp_path: Path):
+    """`related_tests` of a name no test uses answered "0 tests", read as "the file has none" (a newcomer,
+    session 47): the answer now says the file's own tests are listed without `symbol`."""
+    (ws / "shipyard" / "units.py").write_text("def to_seconds(ms):\n    return ms / 1000\n\n\n"
+                                              "def jitter_ratio():\n    return 0.5\n")
+    (ws / "tests" / "test_timing.py").write_text("from shipyard.units import to_seconds\n\n\n"
+                                                 "def test_to_seconds():\n    assert to_seconds(1500) == 1.5\n")
+    async with Client(stdio_params(ws, tmp_path / "index")) as client:
+        await _ready(client)
+        res = await client.call_tool("related_tests", {"path": "shipyard/units.py", "symbol": "jitter_ratio"})
+        assert not res.is_error, _text(res)
+        assert res.structured_content["results"] == []
+        assert "no test names jitter_ratio" in res.structured_content["note"], res.structured_content
+        assert "listed when `symbol` is left out" in _text(res)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -200,6 +200,14 @@ def run_tool(session: Session, name: str, args: Any) -> ToolOutput:
             # the score (a newcomer, session 45).
             data: dict[str, Any] = {"results": [{k: r[k] for k in ("path", "why", "score", "line") if k in r}
                                                 for r in rows]}
+            if name == "related_tests" and req.symbol and not rows:
+                # "0 tests" read as "the file has none" where only the name had none (a newcomer, session 47).
+                whole = session.related_tests(replace(req, symbol=None))
+                if whole:
+                    note = (f"no test names {shown(req.symbol)}; the file's own related tests ({len(whole)}"
+                            f"{'+' if len(whole) >= req.limit else ''}) are listed when `symbol` is left out")
+                    lines.append(f"note: {note}")
+                    data["note"] = note
             _say_indexing(session, session.engine_for(req.workspace, (req.path,)), lines, data)
             text = _cap("\n".join(lines))
             return ToolOutput(text, _fit_structured(data, len(text)))
