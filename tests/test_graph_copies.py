@@ -90,4 +90,23 @@ def test_resolution_does_not_depend_on_which_file_asked_first(tmp_path: Path) ->
         # a save of logging.py: its rows (imports too) move to the end of the manifest
         (ws / "myapp/logging.py").write_text("import logging\n\nlog = logging.getLogger('x')\n")
     assert graphs[0] == graphs[1]
-    assert graphs[0]["myapp/views.py"] == ["myapp/contrib/logging.py", "myapp/logging.py"]
+    # `myapp/contrib/logging.py` is `myapp.contrib.logging` to Python: found by `import logging` only from a
+    # folder on the path, and `myapp/contrib/` is one below the importer's (the module roots, session 47).
+    assert graphs[0]["myapp/views.py"] == ["myapp/logging.py"]
+
+
+def test_a_module_deep_in_the_tests_does_not_take_the_package_s_import(tmp_path: Path) -> None:
+    """flask's 3-line fixture `tests/test_apps/cliapp/inner1/inner2/flask.py` shared `tests/` with every test, so
+    each `import flask` resolved to it and not to `src/flask/__init__.py`: the fixture was every test's related
+    code and the package none's (a newcomer, session 47)."""
+    ws = tmp_path / "ws"
+    _write(ws, {"src/flask/__init__.py": "from .app import Flask\n",
+                "src/flask/app.py": "class Flask:\n    def route(self, rule):\n        return rule\n",
+                "tests/test_basic.py": "import flask\n\n\ndef test_route():\n    assert flask.Flask().route('/')\n",
+                "tests/test_apps/cliapp/inner1/inner2/flask.py": "from flask import Flask\n\napp = Flask()\n"})
+    with Engine(ws, index_dir=str(tmp_path / "idx"), vectors=False) as eng:
+        eng.index(vectors=False)
+        g = eng.view().graph
+        assert sorted(g.imports["tests/test_basic.py"]) == ["src/flask/__init__.py"]
+        assert "tests/test_basic.py" not in {r["path"] for r in eng.related_tests(
+            "tests/test_apps/cliapp/inner1/inner2/flask.py") if "imports" in r["why"]}

@@ -203,6 +203,40 @@ class FileIndex:
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_near": {}}  # saved with a view: not what was asked of it
 
+    def module(self, rels: tuple[str, ...], near: str) -> list[str]:
+        """Files whose path ends with one of ``rels`` (the forms one module takes: ``flask.py``, ``flask/__init__.py``),
+        where an import from ``near`` finds it: the module's root (the folder its path is taken from) the fewest
+        folders below one above ``near`` (the importer's own folders, then a top-level `src/`), then those sharing
+        most of ``near``'s path. By suffix alone, flask's 3-line test fixture
+        `tests/test_apps/cliapp/inner1/inner2/flask.py` shared `tests/` with every test and took their `import
+        flask` from `src/flask/__init__.py` (a newcomer, session 47): Python finds a module at a folder on its
+        path, and a folder four below the tests' is not."""
+        cands = [(c, r) for r in rels for c in self.by_suffix.get(r, [])]
+        if len(cands) <= 1:
+            return [c for c, _r in cands]
+        key = ("\0".join(rels), near if any(c == near for c, _r in cands) else near.rpartition("/")[0])
+        hit = self._near.get(key)
+        if hit is None:
+            parts = near.split("/")
+            folder = parts[:-1]
+
+            def shared(a: list[str], b: list[str]) -> int:
+                n = 0
+                for x, y in zip(a, b, strict=False):
+                    if x != y:
+                        break
+                    n += 1
+                return n
+
+            def rank(c: str, r: str) -> tuple[int, int]:
+                root = [p for p in c[: len(c) - len(r)].split("/") if p]
+                return len(root) - shared(root, folder), -shared(c.split("/"), parts)
+
+            scored = [(rank(c, r), c) for c, r in cands]
+            best = min(k for k, _c in scored)
+            hit = self._near[key] = list(dict.fromkeys(c for k, c in scored if k == best))[:3]
+        return hit
+
     def suffix(self, rel: str, near: str) -> list[str]:
         """Files whose path ends with ``rel``; among several, those sharing most of ``near``'s path."""
         cands: list[str] = self.by_suffix.get(rel, [])

@@ -44,7 +44,7 @@ def _resolve(ix: FileIndex, importer: str, target: str) -> list[str]:
         return []
     if not mod:
         return []
-    return ix.suffix(f"{mod}.py", importer) or ix.suffix(f"{mod}/__init__.py", importer)
+    return ix.module((f"{mod}.py", f"{mod}/__init__.py"), importer)
 
 
 LANGUAGE = Language(
