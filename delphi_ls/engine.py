@@ -1576,6 +1576,10 @@ class Engine:
                 return False, (f"not ready: {health_mod.VECTORS_BEHIND} none of the {counts['chunks']:,} chunks is "
                                f"embedded (a run stopped before embedding them, or ran without vectors); "
                                + owed.format("them"))
+            if counts["chunks"] == 0 and counts["files"] == 0 and self.meta.get_state("indexed_at") is not None:
+                # An empty folder, indexed: "not ready: no vectors yet" read as "wait" where nothing is to come
+                # (a newcomer, session 47).
+                return True, "ready: no files to embed (the folder holds none Delphi indexes)"
             return False, "not ready: no vectors yet"
         if self._hnsw_answers(counts["vectors"]) and not self.settings.chroma_url and self.meta.chroma_behind():
             # Embedded while the exact search answered (or before `vector_search` turned to hnsw): Chroma lacks

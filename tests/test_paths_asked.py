@@ -74,3 +74,16 @@ def test_branches_in_one_state_are_one_note():
     notes = branch_notes(ready, lambda s: s.startswith(("ready", "off")))
     assert notes == ["branches bm25, path, symbol, filedoc: partial: indexing in progress (75 files so far)",
                      "branch trigram: error: OSError: gone"]
+
+
+def test_an_empty_folder_indexed_is_not_waiting_for_vectors(tmp_path):
+    # "note: branch vector: not ready: no vectors yet" under "no files match" read as "wait", where nothing is to
+    # come (a newcomer, session 47). Before its first run it is still not ready.
+    ws = tmp_path / "empty"
+    ws.mkdir()
+    with Engine(ws, index_dir=str(tmp_path / "idx"), reranker="off") as e:
+        assert e.vector_status()[1] == "not ready: no vectors yet"
+        e.index()
+        ok, line = e.vector_status()
+        assert ok and line.startswith("ready: no files to embed"), line
+        assert e.context("where is main")["branchesReady"]["vector"].startswith("ready"), "said as not ready"
