@@ -211,12 +211,14 @@ class FileIndex:
         `tests/test_apps/cliapp/inner1/inner2/flask.py` shared `tests/` with every test and took their `import
         flask` from `src/flask/__init__.py` (a newcomer, session 47): Python finds a module at a folder on its
         path, and a folder four below the tests' is not."""
-        cands = [(c, r) for r in rels for c in self.by_suffix.get(r, [])]
-        if len(cands) <= 1:
-            return [c for c, _r in cands]
-        key = ("\0".join(rels), near if any(c == near for c, _r in cands) else near.rpartition("/")[0])
+        lists = [self.by_suffix.get(r, []) for r in rels]
+        if sum(map(len, lists)) <= 1:
+            return [c for cs in lists for c in cs]
+        own = any(near == r or near.endswith("/" + r) for r in rels)  # the importer is a candidate (suffix's rule)
+        key = ("\0".join(rels), near if own else near.rpartition("/")[0])
         hit = self._near.get(key)
         if hit is None:
+            cands = [(c, r) for r, cs in zip(rels, lists, strict=True) for c in cs]
             parts = near.split("/")
             folder = parts[:-1]
 
