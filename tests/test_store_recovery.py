@@ -427,6 +427,20 @@ def test_a_damaged_page_found_by_a_command_is_said_moved_aside_and_rebuilt(copy,
     assert main(["context", str(ws), "retry policy", "--index-dir", str(idx), "--reranker", "off", "--no-vectors"]) == 0
 
 
+def test_a_command_run_again_after_a_damaged_page_prints_one_answer(copy, capsys):
+    """The rerun after a recovery prints its answer once: `--json` stays one JSON document (an agent parses it)."""
+    import json
+
+    ws, idx, _facts = copy
+    _garble_page_of(idx / "meta.sqlite", "chunks")
+    assert main(["context", str(ws), "exponential backoff retry policy", "--json", "--index-dir", str(idx),
+                 "--reranker", "off", "--no-vectors"]) == 0
+    out, err = capsys.readouterr()
+    assert "running the command again" in err, err
+    ans = json.loads(out)  # one document, not the failed run's half and the rerun's whole
+    assert ans["results"] and ans["results"][0]["path"] in ("shipyard/retry.py", "docs/retry.md")
+
+
 def test_health_checks_every_page_of_the_manifest(copy, capsys):
     """A damaged page of a table no health read touches (the embedding cache): `delphi health` said all was well
     (exit 0) while the questions that read it died. It now checks every page (PRAGMA quick_check), says the
@@ -546,3 +560,12 @@ def test_an_editor_view_of_a_damaged_index_is_empty_until_it_is_indexed_again(co
         assert list(idx.glob("meta.sqlite.corrupt-*"))
     finally:
         s.shutdown()
+
+
+def test_a_manifest_over_the_page_check_bound_is_said_not_checked(copy):
+    # 13 s for 2.4 GB at 100,000 files: past the bound health says the pages were not checked, and why that is safe.
+    ws, idx, _facts = copy
+    with _open(ws, idx) as eng:
+        said = eng.check_manifest_pages(max_bytes=1024)
+        assert said.startswith("pages not checked (") and "moved aside and rebuilt" in said, said
+        assert eng.check_manifest_pages().startswith("every page checked (PRAGMA quick_check")
