@@ -117,17 +117,6 @@ def test_where_is_it_defined_still_prefers_code():
     assert analyse("what code is covered by tests/test_retry.py?").prefer == {"code"}
 
 
-@pytest.mark.parametrize("question", [
-    # The plural and "where does X happen" asked nothing of the kind: gin's tree_test.go came before tree.go (a
-    # newcomer, session 47).
-    "where are route parameters like :id matched in the radix tree?",
-    "where does the router match route parameters?",
-    "where do uploads get retried?",
-])
-def test_where_are_and_where_does_prefer_code(question: str):
-    assert analyse(question).prefer == {"code"}
-
-
 # A flask-shaped workspace: the test client lives in `testing.py`, and many test files talk about clients
 # and cookies. Only the code question for it should be answered by the module.
 FLASK_LIKE = {

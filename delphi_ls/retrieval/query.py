@@ -27,10 +27,8 @@ _TRACE_WORDS = re.compile("|".join((*TRACE_MARKERS, r"^\w*(Error|Exception): "))
 # `\s*` ran from each of 16,000 blank lines over all the rest, 27 s for one pasted question (review, session 37).
 _ERROR_LINE = re.compile(r"^[ \t]*(?:[\w.]*(?:Error|Exception|panic|FAIL|fatal)\b[:!]?\s*)(.{6,200})$", re.M)
 
-# "where are route parameters matched" as "where is": the plural and "where does X happen" were no request for code,
-# and gin's tree_test.go came before tree.go (a newcomer, session 47).
-_CODE_Q = re.compile(r"\b(source files?|implement\w*|defin\w+|where (?:is|are|does|do)|which function|which class|"
-                     r"code that|root cause|cause|how does)\b", re.I)  # "how does X handle Y": its code says how
+_CODE_Q = re.compile(r"\b(source files?|implement\w*|defin\w+|where is|which function|which class|code that|root cause|cause|"
+                     r"how does)\b", re.I)  # "how does X handle Y": how something behaves is in its code
 # Test-seeking is an intent ("which tests cover X", "where is X tested", "a test for X", "how do I test X"),
 # not the word: in "the test client" or "testing utilities" it names code. A singular test word is the
 # thing asked for when a function word, a test noun or the end of the clause follows it; any other word
