@@ -1576,9 +1576,11 @@ class Engine:
                 return False, (f"not ready: {health_mod.VECTORS_BEHIND} none of the {counts['chunks']:,} chunks is "
                                f"embedded (a run stopped before embedding them, or ran without vectors); "
                                + owed.format("them"))
-            if counts["chunks"] == 0 and counts["files"] == 0 and self.meta.get_state("indexed_at") is not None:
+            if (counts["chunks"] == 0 and counts["files"] == 0 and self.indexing is None
+                    and self.meta.get_state("lexical_ready") and not self.meta.get_state("full_run_open")):
                 # An empty folder, indexed: "not ready: no vectors yet" read as "wait" where nothing is to come
-                # (a newcomer, session 47).
+                # (a newcomer, session 47). Not while a run writes, nor after a rebuild cleared the index (its
+                # `lexical_ready` goes; `indexed_at` stayed and said "ready" then: a review).
                 return True, "ready: no files to embed (the folder holds none Delphi indexes)"
             return False, "not ready: no vectors yet"
         if self._hnsw_answers(counts["vectors"]) and not self.settings.chroma_url and self.meta.chroma_behind():

@@ -110,3 +110,17 @@ def test_a_module_deep_in_the_tests_does_not_take_the_package_s_import(tmp_path:
         assert sorted(g.imports["tests/test_basic.py"]) == ["src/flask/__init__.py"]
         assert "tests/test_basic.py" not in {r["path"] for r in eng.related_tests(
             "tests/test_apps/cliapp/inner1/inner2/flask.py") if "imports" in r["why"]}
+
+
+def test_a_fixture_package_does_not_take_the_src_package_s_import() -> None:
+    """`tests/fixtures/mypkg/` shares `tests/` with every test: it took `import mypkg` from `src/mypkg/` (a review,
+    session 47). Below none of the importer's folders, the shallower root wins."""
+    from delphi_ls.languages.base import FileIndex
+    from delphi_ls.languages.python import _resolve
+
+    ix = FileIndex(["src/mypkg/__init__.py", "tests/fixtures/mypkg/__init__.py", "tests/test_core.py",
+                    "tests/unit/test_x.py", "tests/helpers.py", "tests/unit/helpers.py"])
+    assert _resolve(ix, "tests/test_core.py", "mypkg") == ["src/mypkg/__init__.py"]
+    assert _resolve(ix, "tests/unit/test_x.py", "mypkg") == ["src/mypkg/__init__.py"]
+    # Roots above the importer keep their order: the importer's own folder first.
+    assert _resolve(ix, "tests/unit/test_x.py", "helpers") == ["tests/unit/helpers.py"]

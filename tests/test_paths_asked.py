@@ -87,3 +87,5 @@ def test_an_empty_folder_indexed_is_not_waiting_for_vectors(tmp_path):
         ok, line = e.vector_status()
         assert ok and line.startswith("ready: no files to embed"), line
         assert e.context("where is main")["branchesReady"]["vector"].startswith("ready"), "said as not ready"
+        e.meta.clear_index()  # a rebuild's first step: not "ready" then
+        assert e.vector_status()[1] == "not ready: no vectors yet"

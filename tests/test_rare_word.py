@@ -29,6 +29,10 @@ def eng(tmp_path_factory: pytest.TempPathFactory):
         (ws / "src" / f"noise{i}.py").write_text(f"# generated table {i}\nWORDS = '''{words}'''\n", encoding="utf-8")
     (ws / "src" / "env.py").write_text("import os\n\n\ndef load():\n    if os.environ.get('APP_SKIP_DOTENV'):\n"
                                        "        return {}\n    return read_dotenv('.env')\n", encoding="utf-8")
+    (ws / "src" / "qxvfolder").mkdir()
+    for name in ("alpha.py", "beta.py"):  # the word in their path only
+        (ws / "src" / "qxvfolder" / name).write_text(f"def {name[:-3]}():\n    return 1\n", encoding="utf-8")
+    (ws / "src" / "notes.py").write_text("# see the qxvfolder helpers\nNOTE = 1\n", encoding="utf-8")
     for i in range(RARE_WORD_CHUNKS + 2):  # a word more chunks hold than a rare one
         (ws / "src" / f"mod{i}.py").write_text(f"def handler_{i}(request):\n    return request.args.get('page', {i})\n",
                                                encoding="utf-8")
@@ -79,3 +83,14 @@ def test_a_lone_identifier_puts_the_files_spelling_it_first(eng: Engine) -> None
     shuffled = sorted(r.fused, key=lambda f: f.path == "src/env.py")
     assert shuffled[0].path != "src/env.py"
     assert [f.path for f in rare_word_first(r, shuffled, [])][0] == "src/env.py"
+
+
+def test_a_word_only_in_paths_lifts_no_file(eng: Engine) -> None:
+    # `delphi context . src` on requests lifted files whose path alone held the word (a review, session 47).
+    r = eng.retrieve("qxvfolder")
+    shuffled = sorted(r.fused, key=lambda f: f.path == "src/notes.py")
+    got = [f.path for f in rare_word_first(r, shuffled, [])]
+    assert got[0] == "src/notes.py"
+    rest = [p for p in got if p.startswith("src/qxvfolder/")]
+    assert [p for p in [f.path for f in shuffled] if p.startswith("src/qxvfolder/")] == rest
+    assert all(got.index(p) > 0 for p in rest)

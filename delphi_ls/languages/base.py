@@ -230,9 +230,12 @@ class FileIndex:
                     n += 1
                 return n
 
-            def rank(c: str, r: str) -> tuple[int, int]:
+            def rank(c: str, r: str) -> tuple[int, int, int]:
                 root = [p for p in c[: len(c) - len(r)].split("/") if p]
-                return len(root) - shared(root, folder), -shared(c.split("/"), parts)
+                below = len(root) - shared(root, folder)
+                # Below none of the importer's folders, the shallower root (`src/` before `tests/fixtures/`, which
+                # shares `tests/` with a test: a review, session 47).
+                return below, len(root) if below else 0, -shared(c.split("/"), parts)
 
             scored = [(rank(c, r), c) for c, r in cands]
             best = min(k for k, _c in scored)

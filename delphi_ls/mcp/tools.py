@@ -202,10 +202,9 @@ def run_tool(session: Session, name: str, args: Any) -> ToolOutput:
                                                 for r in rows]}
             if name == "related_tests" and req.symbol and not rows:
                 # "0 tests" read as "the file has none" where only the name had none (a newcomer, session 47).
-                whole = session.related_tests(replace(req, symbol=None))
-                if whole:
-                    note = (f"no test names {shown(req.symbol)}; the file's own related tests ({len(whole)}"
-                            f"{'+' if len(whole) >= req.limit else ''}) are listed when `symbol` is left out")
+                if session.related_tests(replace(req, symbol=None, limit=1)):
+                    note = (f"no test names {shown(req.symbol)}; the file's own related tests are listed when "
+                            "`symbol` is left out")
                     lines.append(f"note: {note}")
                     data["note"] = note
             _say_indexing(session, session.engine_for(req.workspace, (req.path,)), lines, data)

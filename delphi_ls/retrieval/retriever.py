@@ -376,16 +376,23 @@ def rare_word_first(r: Retrieval, fused: list[Fused], anchors: list[str]) -> lis
     the one file holding the word: at 100,000 files a word appended to a Java file came third, after a file of
     similar-looking random words and `renderer.ts` (session 47); on flask `FLASK_SKIP_DOTENV` answered `cli.py`,
     which never spells it, above the four files that do (a newcomer, session 47)."""
-    word = one_word(r.q)
-    if word is None or anchors or r.frame_files:
+    q = r.q
+    word = one_word(q)
+    if word is None or anchors or r.frame_files or q.how_to:  # a how-to's guide has its own place (_guide_first)
         return fused
     try:
         _n, df = r.ctx.lexical.doc_freqs([word])
         if not 0 < df.get(word, 0) <= RARE_WORD_CHUNKS:
             return fused
-        holding = {row[1] for row in r.ctx.lexical.search_terms([word], limit=4 * RARE_WORD_CHUNKS)}
+        # In the text and names only: a word rare in text but common in paths (`src`, `md`) lifted files whose path
+        # alone held it (a review, session 47).
+        rows = r.ctx.lexical.search_terms([word], limit=4 * RARE_WORD_CHUNKS, fields=("content", "symbols"))
     except Exception:  # a lexical store that fails is the bm25 branch's error, said there
         return fused
+    # Not a kind the question avoids (a code question's docs and changelog stay where the rankers put them).
+    # A file named by the word holds it too (`docs/retry.md` for "retry"); a folder of that name does not.
+    named = {f.path for f in fused if f.path.rpartition("/")[2].partition(".")[0].lower() == word}
+    holding = {p for p in {p for _id, p, _s in rows} | named if (r.ctx.files.get(p) or file_kind(p)) not in q.avoid}
     if not holding or all(f.path in holding for f in fused[: len(holding)]):
         return fused
     return [f for f in fused if f.path in holding] + [f for f in fused if f.path not in holding]
