@@ -140,14 +140,12 @@ def _recovered(e: BaseException) -> str | None:
     if not is_corruption(e) or not _OPENED:
         return None
     index_dir, opened = _OPENED[-1]
+    aside = recover_damaged_manifest(index_dir, e, opened)  # None too when the file is no longer the one opened
+    if aside is not None:
+        return f"it was moved aside to {aside} and a new one started (the embedding cache went with it)"
     if opened is not None and _file_identity(index_dir / "meta.sqlite") != opened:
         return "another process had already moved it aside and started a new one"
-    aside = recover_damaged_manifest(index_dir, e, opened)
-    if aside is None:
-        if opened is not None and _file_identity(index_dir / "meta.sqlite") != opened:
-            return "another process had already moved it aside and started a new one"
-        return None
-    return f"it was moved aside to {aside} and a new one started (the embedding cache went with it)"
+    return None
 
 
 def _engine(args: argparse.Namespace, ranks: bool = True) -> Engine:

@@ -155,21 +155,22 @@ def replace_damaged_manifest(index_dir: Path, error: BaseException) -> tuple[Pat
 
 
 def recover_damaged_manifest(index_dir: Path, error: BaseException,
-                             opened: tuple[int, int] | None = None) -> Path | None:
+                             opened: tuple[int, int] | None = None, confirmed: bool = False) -> Path | None:
     """After a read or write found the manifest corrupt where the open's cheap checks do not look (a page inside
     the file: `delphi context` died with "database disk image is malformed", and `delphi index --rebuild` too, for
     good; a hostile-input audit, session 46): when SQLite's own check confirms the damage, the manifest is moved
     aside and a new one started, as an open that fails does. Returns where it went; None when the check does not
     confirm it (the error is then not the manifest's to mend), and when the file is no longer the one that was
-    ``opened`` (its identity: another process moved it aside and started a new one meanwhile). The engine that hit
-    it must be closed first."""
+    ``opened`` (its identity: another process moved it aside and started a new one meanwhile). ``confirmed``: the
+    caller's own check of that same file found the damage (a page check of a 2.4 GB manifest takes 13 s: not twice).
+    The engine that hit it must be closed first."""
     path = index_dir / "meta.sqlite"
     lock = WriterLock(index_dir)
     lock.acquire(wait=True)  # another process may be moving it aside, or writing, right now
     try:
         if opened is not None and _file_identity(path) != opened:
             return None
-        if not path.is_file() or not manifest_fails_check(path):
+        if not path.is_file() or not ((confirmed and opened is not None) or manifest_fails_check(path)):
             return None
         aside, meta = replace_damaged_manifest(index_dir, error)
         meta.close()
@@ -1663,8 +1664,9 @@ class Engine:
         """A file asked about by path (related tests or code): one Delphi skipped is an error saying why. "0 tests
         for zq_blob.bin" read as "it has none" (an agents' newcomer, session 40)."""
         rel = self.normalise_anchor(path, field="path")
-        if (why := self.why_not_indexed(rel)) is not None:
-            listed = "; `delphi health` lists the files skipped and why" if self.meta.skip_reason(rel) else ""
+        recorded = self.meta.skip_reason(rel)  # a run skipped it: health lists it (an ignored file is not listed)
+        if (why := recorded or self.why_not_indexed(rel)) is not None:
+            listed = "; `delphi health` lists the files skipped and why" if recorded else ""
             raise RequestError("path", f"{rel} is not indexed ({why}), so nothing is known of it{listed}")
         return rel
 

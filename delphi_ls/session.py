@@ -330,7 +330,8 @@ class Session:
                 # same damage may have moved it aside and started a new one while questions were waited for, and
                 # that one was moved aside as corrupt (a review, session 47). Health then says the recovery.
                 err = DamagedManifest("SQLite's check found it damaged while the server answered from it")
-                aside = recover_damaged_manifest(eng.index_dir, err, eng.manifest_identity)
+                # Confirmed above on the same file (its identity is checked under the lock): not checked twice.
+                aside = recover_damaged_manifest(eng.index_dir, err, eng.manifest_identity, confirmed=True)
                 if aside is not None:
                     log.warning("moved the damaged manifest aside to %s", aside)
             try:
